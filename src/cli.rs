@@ -1,0 +1,135 @@
+//! The command line: `serve`, `check-config`, `mock-upstream`, `bench proxy`.
+//!
+//! Parsing and dispatch only; each command's work lives in its own module.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::{Config, LogFormat, Overrides};
+use crate::hooks::LogExchanges;
+
+#[derive(Parser)]
+#[command(
+    name = "memproxy",
+    version,
+    about = "OpenAI-compatible proxy that gives any chat app long-term memory"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the proxy.
+    Serve(ServeArgs),
+    /// Load and validate the configuration, then print it (secrets redacted).
+    CheckConfig(ConfigArgs),
+    /// Run the scripted OpenAI-compatible upstream used by the tests, for trying memproxy
+    /// without an LLM (answers "echo: <your message>").
+    MockUpstream {
+        #[arg(long, default_value = "127.0.0.1:8090")]
+        listen: std::net::SocketAddr,
+    },
+    /// Benchmarks that print figures.
+    #[command(subcommand)]
+    Bench(crate::bench::BenchCommand),
+}
+
+#[derive(Args)]
+struct ConfigArgs {
+    /// TOML config file (default: $MEMPROXY_CONFIG, else built-in defaults).
+    #[arg(long, env = "MEMPROXY_CONFIG")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// Address to listen on, e.g. 127.0.0.1:8080.
+    #[arg(long)]
+    listen: Option<String>,
+    /// Default memory strategy: passthrough, window, summary, implicit, explicit.
+    #[arg(long)]
+    mode: Option<String>,
+    /// Upstream base URL ending in /v1.
+    #[arg(long)]
+    upstream: Option<String>,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("memproxy: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn load(args: &ConfigArgs, overrides: &Overrides) -> anyhow::Result<Config> {
+    let env = |name: &str| std::env::var(name).ok();
+    Ok(Config::load(args.config.as_deref(), &env, overrides)?)
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => {
+            let overrides = Overrides {
+                listen: args.listen,
+                mode: args.mode,
+                upstream: args.upstream,
+            };
+            let config = load(&args.config, &overrides)?;
+            init_logging(&config);
+            runtime()?.block_on(async {
+                let server = crate::server::start(config, Arc::new(LogExchanges)).await?;
+                crate::server::shutdown_signal().await;
+                tracing::info!("shutting down");
+                server.shutdown().await;
+                Ok(())
+            })
+        }
+        Command::CheckConfig(args) => {
+            let config = load(&args, &Overrides::default())?;
+            print!("{}", toml::to_string(&config)?);
+            eprintln!("config OK");
+            Ok(())
+        }
+        Command::MockUpstream { listen } => {
+            init_logging(&Config::default());
+            runtime()?.block_on(async {
+                let mock = crate::mock::MockUpstream::start_on(listen).await?;
+                println!("mock upstream on {}", mock.base_url());
+                crate::server::shutdown_signal().await;
+                Ok(())
+            })
+        }
+        Command::Bench(command) => runtime()?.block_on(crate::bench::run(command)),
+    }
+}
+
+fn init_logging(config: &Config) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(&config.log.level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let installed = match config.log.format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+    if let Err(error) = installed {
+        eprintln!("memproxy: logging not initialised: {error}");
+    }
+}

@@ -1,0 +1,437 @@
+//! Configuration: TOML file, environment overrides and command-line flags, validated once at start-up.
+//!
+//! Precedence is flags > environment > file > built-in defaults. `config/memproxy.toml` documents
+//! every key with its default (a test keeps the two in step). Validation happens here so that a
+//! bad value stops start-up with a message naming the key, instead of surfacing on the first request.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::mode::Mode;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid config: {key}: {message}")]
+    Invalid { key: String, message: String },
+}
+
+fn invalid(key: &str, message: impl fmt::Display) -> ConfigError {
+    ConfigError::Invalid {
+        key: key.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+/// A string that never appears in logs, `Debug` output or `check-config`.
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str("[redacted]")
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address the proxy listens on.
+    pub listen: SocketAddr,
+    /// Default memory strategy when neither header nor route prefix picks one.
+    pub mode: Mode,
+    /// Where the database, vector index and models live.
+    pub data_dir: PathBuf,
+    pub upstream: UpstreamConfig,
+    pub server: ServerConfig,
+    pub auth: AuthConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Base URL of the OpenAI-compatible API, ending in `/v1`.
+    pub url: String,
+    /// Key sent upstream as `Authorization: Bearer`; falls back to `OPENAI_API_KEY`.
+    pub api_key: Option<Secret>,
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Until the upstream's response headers arrive (for a non-streaming call: the whole generation).
+    #[serde(with = "humantime_serde")]
+    pub first_byte_timeout: Duration,
+    /// Longest silence between two chunks of a streaming response.
+    #[serde(with = "humantime_serde")]
+    pub idle_timeout: Duration,
+    /// Whole request, streaming included.
+    #[serde(with = "humantime_serde")]
+    pub total_timeout: Duration,
+    /// Ask for `stream_options.include_usage` on streams to learn token counts; the usage chunk
+    /// is removed again before relaying when the client did not ask for it.
+    pub observe_stream_usage: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Largest accepted chat request body.
+    pub max_body_bytes: usize,
+    /// How long shutdown waits for in-flight requests and background work.
+    #[serde(with = "humantime_serde")]
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Proxy keys, each `key` or `tenant:key`. Empty: auth off.
+    pub api_keys: Vec<Secret>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// A tracing filter such as `info` or `memproxy=debug,tower_http=info` (`RUST_LOG` wins).
+    pub level: String,
+    pub format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            mode: Mode::Passthrough,
+            data_dir: PathBuf::from("./.memproxy"),
+            upstream: UpstreamConfig::default(),
+            server: ServerConfig::default(),
+            auth: AuthConfig::default(),
+            log: LogConfig::default(),
+        }
+    }
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            url: "https://api.openai.com/v1".to_owned(),
+            api_key: None,
+            connect_timeout: Duration::from_secs(10),
+            first_byte_timeout: Duration::from_secs(300),
+            idle_timeout: Duration::from_secs(120),
+            total_timeout: Duration::from_secs(1800),
+            observe_stream_usage: true,
+        }
+    }
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_body_bytes: 16 * 1024 * 1024,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".to_owned(),
+            format: LogFormat::Text,
+        }
+    }
+}
+
+/// Values given on the command line; `None` leaves the lower layers in charge.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub listen: Option<String>,
+    pub mode: Option<String>,
+    pub upstream: Option<String>,
+}
+
+impl Config {
+    /// Loads the file (if any), applies `env` and `flags`, and validates the result.
+    pub fn load(
+        file: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+        flags: &Overrides,
+    ) -> Result<Config, ConfigError> {
+        let mut config = match file {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        config.apply_env(env)?;
+        config.apply_flags(flags)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|error| ConfigError::Parse {
+            path: path.to_owned(),
+            message: error.to_string(),
+        })
+    }
+
+    fn apply_env(&mut self, env: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+        let non_empty = |name: &str| env(name).filter(|value| !value.trim().is_empty());
+        if let Some(listen) = non_empty("MEMPROXY_LISTEN") {
+            self.listen = parse_listen("MEMPROXY_LISTEN", &listen)?;
+        }
+        if let Some(url) = non_empty("MEMPROXY_UPSTREAM_URL") {
+            self.upstream.url = url;
+        }
+        if let Some(key) = non_empty("MEMPROXY_UPSTREAM_API_KEY") {
+            self.upstream.api_key = Some(Secret::new(key));
+        } else if self.upstream.api_key.is_none() {
+            self.upstream.api_key = non_empty("OPENAI_API_KEY").map(Secret::new);
+        }
+        if let Some(mode) = non_empty("MEMPROXY_MODE") {
+            self.mode = mode
+                .parse()
+                .map_err(|error| invalid("MEMPROXY_MODE", error))?;
+        }
+        if let Some(dir) = non_empty("MEMPROXY_DATA_DIR") {
+            self.data_dir = PathBuf::from(dir);
+        }
+        if let Some(keys) = env("MEMPROXY_API_KEYS") {
+            self.auth.api_keys = keys
+                .split(',')
+                .map(str::trim)
+                .filter(|key| !key.is_empty())
+                .map(Secret::new)
+                .collect();
+        }
+        Ok(())
+    }
+
+    fn apply_flags(&mut self, flags: &Overrides) -> Result<(), ConfigError> {
+        if let Some(listen) = &flags.listen {
+            self.listen = parse_listen("--listen", listen)?;
+        }
+        if let Some(mode) = &flags.mode {
+            self.mode = mode.parse().map_err(|error| invalid("--mode", error))?;
+        }
+        if let Some(url) = &flags.upstream {
+            self.upstream.url = url.clone();
+        }
+        Ok(())
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let url = reqwest::Url::parse(&self.upstream.url).map_err(|error| {
+            invalid("upstream.url", format!("'{}': {error}", self.upstream.url))
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(invalid(
+                "upstream.url",
+                "must start with http:// or https://",
+            ));
+        }
+        let timeouts = [
+            ("upstream.connect_timeout", self.upstream.connect_timeout),
+            (
+                "upstream.first_byte_timeout",
+                self.upstream.first_byte_timeout,
+            ),
+            ("upstream.idle_timeout", self.upstream.idle_timeout),
+            ("upstream.total_timeout", self.upstream.total_timeout),
+        ];
+        for (key, value) in timeouts {
+            if value.is_zero() {
+                return Err(invalid(key, "must be greater than zero"));
+            }
+        }
+        if self.server.max_body_bytes < 1024 {
+            return Err(invalid("server.max_body_bytes", "must be at least 1024"));
+        }
+        self.tenant_keys()?;
+        Ok(())
+    }
+
+    /// The proxy keys as a map from the SHA-256 of the key to its tenant.
+    ///
+    /// Keyed by digest so that lookups do not compare secrets byte by byte, and so the raw key
+    /// never needs to be kept next to the tenant name.
+    pub fn tenant_keys(&self) -> Result<HashMap<[u8; 32], String>, ConfigError> {
+        let mut keys = HashMap::new();
+        for entry in &self.auth.api_keys {
+            let (tenant, key) = match entry.expose().split_once(':') {
+                Some((tenant, key)) => (tenant.to_owned(), key),
+                None => (anonymous_tenant(entry.expose()), entry.expose()),
+            };
+            if key.is_empty() || key.chars().any(char::is_whitespace) {
+                return Err(invalid(
+                    "auth.api_keys",
+                    "a key is empty or contains whitespace",
+                ));
+            }
+            let tenant_ok = !tenant.is_empty()
+                && tenant.len() <= 64
+                && tenant
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            if !tenant_ok {
+                return Err(invalid(
+                    "auth.api_keys",
+                    format!("tenant '{tenant}' must be 1-64 characters of A-Z a-z 0-9 - _ ."),
+                ));
+            }
+            if keys.insert(key_digest(key), tenant).is_some() {
+                return Err(invalid("auth.api_keys", "the same key is listed twice"));
+            }
+        }
+        Ok(keys)
+    }
+}
+
+fn parse_listen(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
+    text.trim().parse().map_err(|_| {
+        invalid(
+            key,
+            format!("'{text}' is not an address like 127.0.0.1:8080"),
+        )
+    })
+}
+
+pub fn key_digest(key: &str) -> [u8; 32] {
+    Sha256::digest(key.as_bytes()).into()
+}
+
+/// Tenant name for a key listed without one: stable, and reveals nothing usable about the key.
+fn anonymous_tenant(key: &str) -> String {
+    format!("key-{}", &hex::encode(key_digest(key))[..12])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn documented_file_matches_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/memproxy.toml");
+        let documented = Config::from_file(&path).expect("config/memproxy.toml parses");
+        let shown = |c: &Config| toml::to_string(c).expect("serializes");
+        assert_eq!(shown(&documented), shown(&Config::default()));
+    }
+
+    #[test]
+    fn flags_beat_env_beat_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("m.toml");
+        std::fs::write(
+            &file,
+            "listen = \"127.0.0.1:1000\"\nmode = \"window\"\n[upstream]\nurl = \"http://file/v1\"\n",
+        )
+        .expect("write");
+        let env = env_of(&[
+            ("MEMPROXY_LISTEN", "127.0.0.1:2000"),
+            ("MEMPROXY_UPSTREAM_URL", "http://env/v1"),
+            ("OPENAI_API_KEY", "sk-fallback"),
+        ]);
+        let flags = Overrides {
+            upstream: Some("http://flag/v1".into()),
+            ..Overrides::default()
+        };
+        let config = Config::load(Some(&file), &env, &flags).expect("loads");
+        assert_eq!(config.listen.port(), 2000);
+        assert_eq!(config.mode, Mode::Window);
+        assert_eq!(config.upstream.url, "http://flag/v1");
+        assert_eq!(config.upstream.api_key, Some(Secret::new("sk-fallback")));
+
+        let env = env_of(&[
+            ("MEMPROXY_UPSTREAM_API_KEY", "sk-memproxy"),
+            ("OPENAI_API_KEY", "sk-fallback"),
+        ]);
+        let config = Config::load(None, &env, &Overrides::default()).expect("loads");
+        assert_eq!(config.upstream.api_key, Some(Secret::new("sk-memproxy")));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let no_env = env_of(&[]);
+        let bad_mode = Overrides {
+            mode: Some("memgpt".into()),
+            ..Overrides::default()
+        };
+        let error = Config::load(None, &no_env, &bad_mode).expect_err("bad mode");
+        assert!(error.to_string().contains("--mode"), "{error}");
+
+        let env = env_of(&[("MEMPROXY_UPSTREAM_URL", "ftp://x/v1")]);
+        let error = Config::load(None, &env, &Overrides::default()).expect_err("bad url");
+        assert!(error.to_string().contains("upstream.url"), "{error}");
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("m.toml");
+        std::fs::write(&file, "[upstream]\nconect_timeout = \"1s\"\n").expect("write");
+        let error = Config::load(Some(&file), &no_env, &Overrides::default()).expect_err("typo");
+        assert!(error.to_string().contains("conect_timeout"), "{error}");
+
+        std::fs::write(&file, "[upstream]\nidle_timeout = \"soon\"\n").expect("write");
+        let error = Config::load(Some(&file), &no_env, &Overrides::default()).expect_err("bad");
+        assert!(error.to_string().contains("idle_timeout"), "{error}");
+    }
+
+    #[test]
+    fn keys_map_to_tenants_and_stay_redacted() {
+        let env = env_of(&[("MEMPROXY_API_KEYS", "acme:sk-a, sk-b ,")]);
+        let config = Config::load(None, &env, &Overrides::default()).expect("loads");
+        let keys = config.tenant_keys().expect("valid");
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys[&key_digest("sk-a")], "acme");
+        assert!(keys[&key_digest("sk-b")].starts_with("key-"));
+        let shown = format!("{config:?}{}", toml::to_string(&config).expect("toml"));
+        assert!(
+            !shown.contains("sk-a") && !shown.contains("sk-b"),
+            "{shown}"
+        );
+    }
+}

@@ -1,0 +1,157 @@
+//! The one error type of memproxy and its mapping to OpenAI-shaped HTTP responses.
+//!
+//! Every error memproxy itself produces goes through [`ProxyError`]; the catalogue in
+//! [`ProxyError::catalogue`] is the single place that decides status, `type` and `code`, so chat
+//! apps and SDKs see the same shapes they get from OpenAI (`{"error":{"message","type","param","code"}}`).
+//! Errors *relayed* from the upstream are not wrapped here: their status and body pass through.
+
+use std::time::Duration;
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::mode::Mode;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("{message}")]
+    InvalidRequest {
+        message: String,
+        param: Option<String>,
+        code: &'static str,
+    },
+    #[error("The request body is larger than the limit of {limit} bytes.")]
+    PayloadTooLarge { limit: usize },
+    #[error("Missing or incorrect API key. Send a memproxy key as 'Authorization: Bearer <key>'.")]
+    Unauthorized,
+    #[error("Unknown route: {method} {path}")]
+    NotFound { method: String, path: String },
+    #[error("Mode '{0}' is not implemented yet; use 'passthrough'.")]
+    ModeNotImplemented(Mode),
+    #[error("The upstream LLM at {url} is unreachable: {reason}")]
+    UpstreamUnreachable { url: String, reason: String },
+    #[error("The upstream LLM did not answer within {}.", humantime::format_duration(*.0))]
+    UpstreamTimeout(Duration),
+    #[error("The upstream LLM failed mid-request: {0}")]
+    UpstreamBroken(String),
+    #[error("memproxy is shutting down; retry against another instance.")]
+    ShuttingDown,
+    #[error("Internal error: {0}")]
+    Internal(String),
+}
+
+impl ProxyError {
+    /// A 400 for a request that memproxy refuses before calling upstream.
+    pub fn invalid(message: impl Into<String>, param: Option<&str>) -> Self {
+        ProxyError::InvalidRequest {
+            message: message.into(),
+            param: param.map(str::to_owned),
+            code: "invalid_request",
+        }
+    }
+
+    /// Status, OpenAI error `type` and stable `code` of each error: the catalogue.
+    pub fn catalogue(&self) -> (StatusCode, &'static str, &'static str) {
+        use ProxyError::*;
+        match self {
+            InvalidRequest { code, .. } => (StatusCode::BAD_REQUEST, "invalid_request_error", code),
+            PayloadTooLarge { .. } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_request_error",
+                "payload_too_large",
+            ),
+            Unauthorized => (
+                StatusCode::UNAUTHORIZED,
+                "authentication_error",
+                "invalid_api_key",
+            ),
+            NotFound { .. } => (
+                StatusCode::NOT_FOUND,
+                "invalid_request_error",
+                "unknown_route",
+            ),
+            ModeNotImplemented(_) => (
+                StatusCode::NOT_IMPLEMENTED,
+                "invalid_request_error",
+                "mode_not_implemented",
+            ),
+            UpstreamUnreachable { .. } => (
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                "upstream_unreachable",
+            ),
+            UpstreamTimeout(_) => (
+                StatusCode::GATEWAY_TIMEOUT,
+                "upstream_error",
+                "upstream_timeout",
+            ),
+            UpstreamBroken(_) => (StatusCode::BAD_GATEWAY, "upstream_error", "upstream_broken"),
+            ShuttingDown => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "shutting_down",
+            ),
+            Internal(_) => (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "server_error",
+                "internal_error",
+            ),
+        }
+    }
+
+    fn param(&self) -> Option<&str> {
+        match self {
+            ProxyError::InvalidRequest { param, .. } => param.as_deref(),
+            ProxyError::ModeNotImplemented(_) => Some("mode"),
+            _ => None,
+        }
+    }
+
+    /// The OpenAI-shaped error object, also used for in-stream error events.
+    pub fn body(&self) -> serde_json::Value {
+        let (_, kind, code) = self.catalogue();
+        json!({"error": {"message": self.to_string(), "type": kind, "param": self.param(), "code": code}})
+    }
+
+    /// The error as one SSE event, for failures after a stream has started.
+    pub fn sse_event(&self) -> bytes::Bytes {
+        bytes::Bytes::from(format!("data: {}\n\n", self.body()))
+    }
+}
+
+impl IntoResponse for ProxyError {
+    fn into_response(self) -> Response {
+        let (status, _, _) = self.catalogue();
+        if status.is_server_error() {
+            tracing::warn!(error = %self, "request failed");
+        } else {
+            tracing::debug!(error = %self, "request refused");
+        }
+        let mut response = (status, axum::Json(self.body())).into_response();
+        if matches!(self, ProxyError::Unauthorized) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"memproxy\""),
+            );
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_has_openai_shape() {
+        let body = ProxyError::invalid("'messages' is required", Some("messages")).body();
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        assert_eq!(body["error"]["param"], "messages");
+        assert_eq!(body["error"]["code"], "invalid_request");
+        assert_eq!(body["error"]["message"], "'messages' is required");
+        let timeout = ProxyError::UpstreamTimeout(Duration::from_millis(1500));
+        assert_eq!(timeout.catalogue().0, StatusCode::GATEWAY_TIMEOUT);
+        assert!(timeout.to_string().contains("1s 500ms"), "{timeout}");
+    }
+}

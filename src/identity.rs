@@ -1,0 +1,187 @@
+//! Who a request is for (tenant, user, agent, conversation) and which strategy serves it.
+//!
+//! The scope decides whose memory a request may touch, so it is derived in one place (design §1):
+//! tenant from the proxy key, user from `X-Memproxy-User` or the body's `user`, agent from
+//! `X-Memproxy-Agent`, conversation from `X-Memproxy-Conversation` or a stable hash of the chat's
+//! opening (chat apps resend the whole history, so the opening identifies the chat).
+
+use axum::http::HeaderMap;
+use sha2::{Digest, Sha256};
+
+use crate::error::ProxyError;
+use crate::mode::Mode;
+use crate::openai::ChatRequest;
+
+pub const USER_HEADER: &str = "x-memproxy-user";
+pub const AGENT_HEADER: &str = "x-memproxy-agent";
+pub const CONVERSATION_HEADER: &str = "x-memproxy-conversation";
+pub const MODE_HEADER: &str = "x-memproxy-mode";
+pub const DEFAULT_ID: &str = "default";
+const MAX_ID_LEN: usize = 256;
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Scope {
+    pub tenant: String,
+    pub user: String,
+    pub agent: String,
+    pub conversation: String,
+}
+
+impl Scope {
+    pub fn identify(
+        tenant: &str,
+        headers: &HeaderMap,
+        request: &ChatRequest,
+    ) -> Result<Scope, ProxyError> {
+        let user = match header_id(headers, USER_HEADER)? {
+            Some(user) => user,
+            None => match request.user.as_deref().filter(|u| !u.is_empty()) {
+                Some(user) => checked_id(user, "user")?.to_owned(),
+                None => DEFAULT_ID.to_owned(),
+            },
+        };
+        let agent = header_id(headers, AGENT_HEADER)?.unwrap_or_else(|| DEFAULT_ID.to_owned());
+        let conversation = match header_id(headers, CONVERSATION_HEADER)? {
+            Some(conversation) => conversation,
+            None => conversation_fingerprint(request),
+        };
+        Ok(Scope {
+            tenant: tenant.to_owned(),
+            user,
+            agent,
+            conversation,
+        })
+    }
+}
+
+/// Strategy for the request: header, else route prefix, else the configured default.
+pub fn resolve_mode(
+    headers: &HeaderMap,
+    route_mode: Option<Mode>,
+    default: Mode,
+) -> Result<Mode, ProxyError> {
+    match header_id(headers, MODE_HEADER)? {
+        Some(name) => name.parse().map_err(|error: crate::mode::UnknownMode| {
+            ProxyError::invalid(error.to_string(), Some(MODE_HEADER))
+        }),
+        None => Ok(route_mode.unwrap_or(default)),
+    }
+}
+
+fn header_id(headers: &HeaderMap, name: &str) -> Result<Option<String>, ProxyError> {
+    let Some(value) = headers.get(name) else {
+        return Ok(None);
+    };
+    let text = value.to_str().map_err(|_| {
+        ProxyError::invalid(
+            format!("Header '{name}' must be visible ASCII."),
+            Some(name),
+        )
+    })?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    checked_id(text, name).map(|id| Some(id.to_owned()))
+}
+
+fn checked_id<'a>(id: &'a str, param: &str) -> Result<&'a str, ProxyError> {
+    if id.len() > MAX_ID_LEN || id.chars().any(char::is_control) {
+        return Err(ProxyError::invalid(
+            format!("'{param}' must be at most {MAX_ID_LEN} bytes without control characters."),
+            Some(param),
+        ));
+    }
+    Ok(id)
+}
+
+/// A stable id for a chat that did not name itself: the hash of its system prompt and first user
+/// message, which stay the same while the app resends a growing history.
+fn conversation_fingerprint(request: &ChatRequest) -> String {
+    let opening = |role: &str| {
+        request
+            .messages
+            .iter()
+            .find(|m| m.role == role || (role == "system" && m.role == "developer"))
+            .and_then(|m| m.content.as_ref())
+            .map(|content| content.to_string())
+            .unwrap_or_default()
+    };
+    let mut hasher = Sha256::new();
+    hasher.update(b"memproxy-conversation-v1\0");
+    hasher.update(opening("system").as_bytes());
+    hasher.update(b"\0");
+    hasher.update(opening("user").as_bytes());
+    format!("c-{}", &hex::encode(hasher.finalize())[..24])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn request(body: &str) -> ChatRequest {
+        ChatRequest::parse(body.as_bytes()).expect("valid")
+    }
+
+    #[test]
+    fn header_beats_body_and_defaults_apply() {
+        let body = r#"{"user":"body-user","messages":[{"role":"user","content":"hi"}]}"#;
+        let mut headers = HeaderMap::new();
+        let scope = Scope::identify("t", &headers, &request(body)).expect("scope");
+        assert_eq!(
+            (scope.user.as_str(), scope.agent.as_str()),
+            ("body-user", "default")
+        );
+        headers.insert(USER_HEADER, HeaderValue::from_static("alice"));
+        headers.insert(AGENT_HEADER, HeaderValue::from_static("helper"));
+        let scope = Scope::identify("t", &headers, &request(body)).expect("scope");
+        assert_eq!(
+            (scope.user.as_str(), scope.agent.as_str()),
+            ("alice", "helper")
+        );
+        let anonymous = request(r#"{"messages":[{"role":"user","content":"hi"}]}"#);
+        let scope = Scope::identify("t", &HeaderMap::new(), &anonymous).expect("scope");
+        assert_eq!(scope.user, "default");
+    }
+
+    #[test]
+    fn conversation_is_stable_as_history_grows() {
+        let first = request(
+            r#"{"messages":[{"role":"system","content":"be kind"},{"role":"user","content":"hi"}]}"#,
+        );
+        let later = request(
+            r#"{"messages":[{"role":"system","content":"be kind"},{"role":"user","content":"hi"},{"role":"assistant","content":"hello"},{"role":"user","content":"more"}]}"#,
+        );
+        let other = request(
+            r#"{"messages":[{"role":"system","content":"be kind"},{"role":"user","content":"hey"}]}"#,
+        );
+        let id = |r: &ChatRequest| {
+            Scope::identify("t", &HeaderMap::new(), r)
+                .expect("scope")
+                .conversation
+        };
+        assert_eq!(id(&first), id(&later));
+        assert_ne!(id(&first), id(&other));
+    }
+
+    #[test]
+    fn mode_header_route_and_default() {
+        let mut headers = HeaderMap::new();
+        assert_eq!(
+            resolve_mode(&headers, None, Mode::Passthrough).ok(),
+            Some(Mode::Passthrough)
+        );
+        assert_eq!(
+            resolve_mode(&headers, Some(Mode::Window), Mode::Passthrough).ok(),
+            Some(Mode::Window)
+        );
+        headers.insert(MODE_HEADER, HeaderValue::from_static("implicit"));
+        assert_eq!(
+            resolve_mode(&headers, Some(Mode::Window), Mode::Passthrough).ok(),
+            Some(Mode::Implicit)
+        );
+        headers.insert(MODE_HEADER, HeaderValue::from_static("memgpt"));
+        assert!(resolve_mode(&headers, None, Mode::Passthrough).is_err());
+    }
+}

@@ -1,0 +1,18 @@
+//! memproxy: an OpenAI-compatible proxy that gives any chat app long-term memory.
+//!
+//! A chat app points at memproxy instead of its LLM; memproxy forwards to any OpenAI-compatible
+//! upstream and manages memory on the way (see `../shared/design.md`). This crate is both the
+//! `memproxy` binary and a library, so tests and benchmarks drive the real server in-process.
+
+pub mod bench;
+pub mod cli;
+pub mod config;
+pub mod error;
+pub mod hooks;
+pub mod identity;
+pub mod metrics;
+pub mod mock;
+pub mod mode;
+pub mod openai;
+pub mod server;
+pub mod upstream;

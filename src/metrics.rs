@@ -1,0 +1,119 @@
+//! Prometheus metrics, one registry per server instance (so tests can run several side by side).
+//!
+//! The figure that matters most for a proxy is its **overhead**: time spent in memproxy itself,
+//! i.e. total time minus time waiting on the upstream. It is recorded per request next to the
+//! upstream latency, so a slow answer can be blamed on the right side.
+
+use std::time::Duration;
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+};
+
+pub struct Metrics {
+    registry: Registry,
+    requests: IntCounterVec,
+    upstream_seconds: HistogramVec,
+    overhead_seconds: HistogramVec,
+    exchanges: IntCounterVec,
+    tokens: IntCounterVec,
+}
+
+impl Metrics {
+    pub fn new() -> Result<Metrics, prometheus::Error> {
+        let registry = Registry::new();
+        let requests = IntCounterVec::new(
+            Opts::new(
+                "memproxy_requests_total",
+                "HTTP requests by route and status",
+            ),
+            &["route", "status"],
+        )?;
+        let upstream_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "memproxy_upstream_seconds",
+                "Time spent waiting on the upstream LLM per request",
+            )
+            .buckets(vec![
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+                300.0,
+            ]),
+            &["route"],
+        )?;
+        let overhead_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "memproxy_overhead_seconds",
+                "Time spent in memproxy itself per request (total minus upstream wait)",
+            )
+            .buckets(vec![
+                0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                0.25, 1.0,
+            ]),
+            &["route", "mode"],
+        )?;
+        let exchanges = IntCounterVec::new(
+            Opts::new(
+                "memproxy_exchanges_total",
+                "Chat exchanges handed to post-processing, by mode and outcome",
+            ),
+            &["mode", "outcome"],
+        )?;
+        let tokens = IntCounterVec::new(
+            Opts::new(
+                "memproxy_upstream_tokens_total",
+                "Tokens reported by the upstream",
+            ),
+            &["kind"],
+        )?;
+        registry.register(Box::new(requests.clone()))?;
+        registry.register(Box::new(upstream_seconds.clone()))?;
+        registry.register(Box::new(overhead_seconds.clone()))?;
+        registry.register(Box::new(exchanges.clone()))?;
+        registry.register(Box::new(tokens.clone()))?;
+        Ok(Metrics {
+            registry,
+            requests,
+            upstream_seconds,
+            overhead_seconds,
+            exchanges,
+            tokens,
+        })
+    }
+
+    pub fn count_request(&self, route: &str, status: u16) {
+        self.requests
+            .with_label_values(&[route, &status.to_string()])
+            .inc();
+    }
+
+    pub fn observe_timing(&self, route: &str, mode: &str, upstream: Duration, overhead: Duration) {
+        self.upstream_seconds
+            .with_label_values(&[route])
+            .observe(upstream.as_secs_f64());
+        self.overhead_seconds
+            .with_label_values(&[route, mode])
+            .observe(overhead.as_secs_f64());
+    }
+
+    pub fn count_exchange(&self, mode: &str, outcome: &str, usage: Option<crate::openai::Usage>) {
+        self.exchanges.with_label_values(&[mode, outcome]).inc();
+        if let Some(usage) = usage {
+            self.tokens
+                .with_label_values(&["prompt"])
+                .inc_by(usage.prompt_tokens);
+            self.tokens
+                .with_label_values(&["completion"])
+                .inc_by(usage.completion_tokens);
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        // Encoding into a Vec cannot fail for the text format; an error would only drop metrics.
+        if let Err(error) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+            tracing::warn!(%error, "could not encode metrics");
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+}

@@ -1,0 +1,478 @@
+//! A scripted OpenAI-compatible upstream, on a real socket.
+//!
+//! The tests, the benchmark and `memproxy mock-upstream` all talk to this server instead of a real
+//! LLM. Replies come from a script queue ([`MockUpstream::push`]); with an empty queue the `model`
+//! field picks a behaviour (`mock-tool`, `mock-error-429`, `mock-error-400`), and anything else is
+//! answered with `echo: <last user message>`. Streams are real SSE written as OpenAI writes them
+//! (role chunk, content pieces, finish chunk, optional usage chunk, `[DONE]`), and the server notes
+//! every request it received and every stream its client abandoned.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use axum::{Json, Router};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Notify};
+use tokio_util::sync::CancellationToken;
+
+/// One scripted answer to a chat completion request.
+#[derive(Clone, Debug)]
+pub enum Reply {
+    /// Answer with this text (streamed word by word when the request streams).
+    Text(String),
+    /// Answer with tool calls `(name, arguments)`, streamed as OpenAI streams them.
+    ToolCalls(Vec<(String, String)>),
+    /// An error status with an OpenAI-shaped body and extra headers.
+    Error {
+        status: u16,
+        message: String,
+        headers: Vec<(String, String)>,
+    },
+    /// Wait this long before answering with the inner reply.
+    Stall(Duration, Box<Reply>),
+    /// Stream these pieces with a pause before each, then finish normally.
+    SlowStream {
+        pieces: Vec<String>,
+        delay: Duration,
+    },
+    /// Stream these pieces, then cut the connection without finishing.
+    BrokenStream(Vec<String>),
+    /// Stream these pieces, then stay silent without closing.
+    StallingStream(Vec<String>),
+}
+
+/// A request as the mock received it.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub method: String,
+    pub path_and_query: String,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+impl Received {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+#[derive(Default)]
+struct MockState {
+    script: Mutex<VecDeque<Reply>>,
+    received: Mutex<Vec<Received>>,
+    abandoned_streams: AtomicUsize,
+    abandoned: Notify,
+    counter: AtomicUsize,
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere must not turn every later request into a panic too.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub struct MockUpstream {
+    pub addr: SocketAddr,
+    state: Arc<MockState>,
+    stop: CancellationToken,
+}
+
+impl MockUpstream {
+    /// Starts on an ephemeral loopback port.
+    pub async fn start() -> std::io::Result<MockUpstream> {
+        Self::start_on("127.0.0.1:0".parse().map_err(std::io::Error::other)?).await
+    }
+
+    pub async fn start_on(addr: SocketAddr) -> std::io::Result<MockUpstream> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let state = Arc::new(MockState::default());
+        let stop = CancellationToken::new();
+        let app = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .route("/v1/models", get(models))
+            .fallback(any(echo))
+            .with_state(Arc::clone(&state));
+        let shutdown = stop.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown.cancelled_owned())
+                .await;
+            if let Err(error) = served {
+                tracing::warn!(%error, "mock upstream stopped");
+            }
+        });
+        Ok(MockUpstream { addr, state, stop })
+    }
+
+    /// Base URL to configure as `upstream.url`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn push(&self, reply: Reply) {
+        locked(&self.state.script).push_back(reply);
+    }
+
+    pub fn requests(&self) -> Vec<Received> {
+        locked(&self.state.received).clone()
+    }
+
+    /// Streams whose reader went away before the mock finished writing them.
+    pub fn abandoned_streams(&self) -> usize {
+        self.state.abandoned_streams.load(Ordering::SeqCst)
+    }
+
+    /// Waits until at least `count` streams were abandoned, or `limit` passes.
+    pub async fn wait_abandoned(&self, count: usize, limit: Duration) -> bool {
+        let waiting = async {
+            loop {
+                let notified = self.state.abandoned.notified();
+                if self.abandoned_streams() >= count {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        tokio::time::timeout(limit, waiting).await.is_ok()
+    }
+}
+
+impl Drop for MockUpstream {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+async fn record(state: &MockState, request: Request) -> Received {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let received = Received {
+        method: parts.method.to_string(),
+        path_and_query: parts
+            .uri
+            .path_and_query()
+            .map_or_else(String::new, |p| p.to_string()),
+        headers: parts.headers,
+        body,
+    };
+    locked(&state.received).push(received.clone());
+    received
+}
+
+async fn models() -> Json<Value> {
+    Json(json!({"object": "list", "data": [
+        {"id": "mock-model", "object": "model", "created": 0, "owned_by": "memproxy-mock"}
+    ]}))
+}
+
+/// Any other path: describes the request back; `?stream=N` answers N SSE events instead.
+async fn echo(State(state): State<Arc<MockState>>, request: Request) -> Response {
+    let received = record(&state, request).await;
+    let stream_events = received
+        .path_and_query
+        .split_once("stream=")
+        .and_then(|(_, n)| n.split('&').next()?.parse::<usize>().ok());
+    if let Some(count) = stream_events {
+        let events = (0..count)
+            .map(|i| format!("data: {{\"n\":{i}}}\n\n"))
+            .collect();
+        return sse_response(&state, events, Duration::ZERO, StreamEnd::Finish);
+    }
+    let body = json!({
+        "method": received.method,
+        "path": received.path_and_query,
+        "body": String::from_utf8_lossy(&received.body),
+    });
+    ([("x-mock-echo", "1")], Json(body)).into_response()
+}
+
+async fn chat(State(state): State<Arc<MockState>>, request: Request) -> Response {
+    let received = record(&state, request).await;
+    let body = received.json();
+    let scripted = locked(&state.script).pop_front();
+    let reply = scripted.unwrap_or_else(|| default_reply(&body));
+    let n = state.counter.fetch_add(1, Ordering::SeqCst);
+    answer(&state, reply, &body, n).await
+}
+
+fn default_reply(body: &Value) -> Reply {
+    match body["model"].as_str().unwrap_or_default() {
+        "mock-tool" => Reply::ToolCalls(vec![(
+            "get_weather".to_owned(),
+            r#"{"city":"Paris"}"#.to_owned(),
+        )]),
+        "mock-error-429" => Reply::Error {
+            status: 429,
+            message: "Rate limit reached for mock-model.".to_owned(),
+            headers: vec![("retry-after".to_owned(), "7".to_owned())],
+        },
+        "mock-error-400" => Reply::Error {
+            status: 400,
+            message: "Invalid value for 'temperature'.".to_owned(),
+            headers: Vec::new(),
+        },
+        _ => {
+            let last_user = body["messages"]
+                .as_array()
+                .and_then(|messages| messages.iter().rev().find(|m| m["role"] == "user"))
+                .map(|m| match &m["content"] {
+                    Value::String(text) => text.clone(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_default();
+            Reply::Text(format!("echo: {last_user}"))
+        }
+    }
+}
+
+async fn answer(state: &Arc<MockState>, reply: Reply, body: &Value, n: usize) -> Response {
+    let mut reply = reply;
+    while let Reply::Stall(pause, inner) = reply {
+        tokio::time::sleep(pause).await;
+        reply = *inner;
+    }
+    let completion = Completion::new(body, n);
+    let stream = body["stream"] == true;
+    match reply {
+        Reply::Error {
+            status,
+            message,
+            headers,
+        } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let kind = if status.as_u16() == 429 {
+                "rate_limit_exceeded"
+            } else {
+                "invalid_request_error"
+            };
+            let body =
+                json!({"error": {"message": message, "type": kind, "param": null, "code": kind}});
+            let mut response = (status, Json(body)).into_response();
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) = (
+                    name.parse::<axum::http::HeaderName>(),
+                    value.parse::<axum::http::HeaderValue>(),
+                ) {
+                    response.headers_mut().insert(name, value);
+                }
+            }
+            response
+        }
+        Reply::Text(text) if !stream => completion.whole(&text, &[]),
+        Reply::ToolCalls(calls) if !stream => completion.whole("", &calls),
+        Reply::Text(text) => {
+            let events = completion.stream_events(&words(&text), &[]);
+            sse_response(state, events, Duration::ZERO, StreamEnd::Finish)
+        }
+        Reply::ToolCalls(calls) => {
+            let events = completion.stream_events(&[], &calls);
+            sse_response(state, events, Duration::ZERO, StreamEnd::Finish)
+        }
+        Reply::SlowStream { pieces, delay } => {
+            let events = completion.stream_events(&pieces, &[]);
+            sse_response(state, events, delay, StreamEnd::Finish)
+        }
+        Reply::BrokenStream(pieces) => {
+            let events = completion.content_events(&pieces);
+            sse_response(state, events, Duration::ZERO, StreamEnd::Break)
+        }
+        Reply::StallingStream(pieces) => {
+            let events = completion.content_events(&pieces);
+            sse_response(state, events, Duration::ZERO, StreamEnd::Hang)
+        }
+        Reply::Stall(..) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+/// Splits text into pieces that concatenate back to it exactly.
+fn words(text: &str) -> Vec<String> {
+    text.split_inclusive(' ').map(str::to_owned).collect()
+}
+
+struct Completion {
+    id: String,
+    model: String,
+    include_usage: bool,
+    prompt_tokens: usize,
+}
+
+impl Completion {
+    fn new(body: &Value, n: usize) -> Completion {
+        let prompt_tokens = body["messages"]
+            .as_array()
+            .map(|messages| {
+                messages
+                    .iter()
+                    .map(|m| {
+                        m["content"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .split_whitespace()
+                            .count()
+                            + 4
+                    })
+                    .sum()
+            })
+            .unwrap_or(0);
+        Completion {
+            id: format!("chatcmpl-mock-{n}"),
+            model: body["model"].as_str().unwrap_or("mock-model").to_owned(),
+            include_usage: body["stream_options"]["include_usage"] == true,
+            prompt_tokens,
+        }
+    }
+
+    fn usage(&self, completion_tokens: usize) -> Value {
+        json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": self.prompt_tokens + completion_tokens,
+        })
+    }
+
+    fn whole(&self, text: &str, calls: &[(String, String)]) -> Response {
+        let mut message = json!({"role": "assistant", "content": text});
+        let finish = if calls.is_empty() {
+            "stop"
+        } else {
+            message["content"] = Value::Null;
+            message["tool_calls"] = calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, arguments))| {
+                    json!({"id": format!("call_{i}"), "type": "function",
+                           "function": {"name": name, "arguments": arguments}})
+                })
+                .collect();
+            "tool_calls"
+        };
+        let body = json!({
+            "id": self.id, "object": "chat.completion", "created": 1_700_000_000, "model": self.model,
+            "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
+            "usage": self.usage(text.split_whitespace().count() + calls.len() * 8),
+        });
+        ([("x-request-id", self.id.as_str())], Json(body)).into_response()
+    }
+
+    fn chunk(&self, choices: Value) -> String {
+        let mut chunk = json!({
+            "id": self.id, "object": "chat.completion.chunk", "created": 1_700_000_000,
+            "model": self.model, "choices": choices,
+        });
+        if self.include_usage {
+            chunk["usage"] = Value::Null;
+        }
+        format!("data: {chunk}\n\n")
+    }
+
+    fn content_events(&self, pieces: &[String]) -> Vec<String> {
+        let mut events = vec![self.chunk(json!([{"index": 0,
+            "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]))];
+        for piece in pieces {
+            events.push(
+                self.chunk(
+                    json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}]),
+                ),
+            );
+        }
+        events
+    }
+
+    fn stream_events(&self, pieces: &[String], calls: &[(String, String)]) -> Vec<String> {
+        let mut events = self.content_events(pieces);
+        for (i, (name, arguments)) in calls.iter().enumerate() {
+            events.push(
+                self.chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i,
+                "id": format!("call_{i}"), "type": "function",
+                "function": {"name": name, "arguments": ""}}]}, "finish_reason": null}])),
+            );
+            let cut = arguments
+                .char_indices()
+                .map(|(at, _)| at)
+                .nth(arguments.chars().count() / 2);
+            let (head, tail) = arguments.split_at(cut.unwrap_or(arguments.len()));
+            for fragment in [head, tail].into_iter().filter(|f| !f.is_empty()) {
+                events.push(
+                    self.chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i,
+                    "function": {"arguments": fragment}}]}, "finish_reason": null}])),
+                );
+            }
+        }
+        let finish = if calls.is_empty() {
+            "stop"
+        } else {
+            "tool_calls"
+        };
+        events.push(self.chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish}])));
+        if self.include_usage {
+            let tokens = pieces.len() + calls.len() * 8;
+            let usage = json!({"id": self.id, "object": "chat.completion.chunk",
+                "created": 1_700_000_000, "model": self.model, "choices": [], "usage": self.usage(tokens)});
+            events.push(format!("data: {usage}\n\n"));
+        }
+        events.push("data: [DONE]\n\n".to_owned());
+        events
+    }
+}
+
+enum StreamEnd {
+    Finish,
+    /// Cut the connection (the body ends with an error).
+    Break,
+    /// Keep the connection open and send nothing more.
+    Hang,
+}
+
+fn sse_response(
+    state: &Arc<MockState>,
+    events: Vec<String>,
+    delay: Duration,
+    end: StreamEnd,
+) -> Response {
+    let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        for event in events {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+            if sender.send(Ok(Bytes::from(event))).await.is_err() {
+                state.abandoned_streams.fetch_add(1, Ordering::SeqCst);
+                state.abandoned.notify_waiters();
+                return;
+            }
+        }
+        match end {
+            StreamEnd::Finish => {}
+            StreamEnd::Break => {
+                let _ = sender
+                    .send(Err(std::io::Error::other("mock: connection cut")))
+                    .await;
+            }
+            StreamEnd::Hang => {
+                sender.closed().await;
+            }
+        }
+    });
+    let body = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .header("x-request-id", "mock-stream")
+        .body(Body::from_stream(body))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}

@@ -1,0 +1,226 @@
+//! `POST /v1/chat/completions` (and `/{mode}/v1/chat/completions`): validate, identify, pick the
+//! strategy, forward, and relay the answer (streamed or whole) while recording the exchange.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{FromRequest, Path, Request, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use axum::Extension;
+use futures_util::StreamExt;
+
+use crate::error::ProxyError;
+use crate::hooks::Outcome;
+use crate::identity::{resolve_mode, Scope};
+use crate::mode::Mode;
+use crate::openai::accumulate::AssistantReply;
+use crate::openai::{ChatRequest, CompletionView, StreamOptions};
+use crate::upstream::{request_headers, response_headers};
+
+use super::auth::RequestContext;
+use super::exchange::ExchangeRecorder;
+use super::stream::{TeeSettings, TeeStream};
+use super::SharedState;
+
+const ROUTE: &str = "/v1/chat/completions";
+const MODE_RESPONSE_HEADER: HeaderName = HeaderName::from_static("x-memproxy-mode");
+
+/// The raw request body, with size and read errors mapped to the OpenAI error shape.
+pub struct ChatBody(pub Bytes);
+
+impl FromRequest<SharedState> for ChatBody {
+    type Rejection = ProxyError;
+
+    async fn from_request(request: Request, state: &SharedState) -> Result<Self, Self::Rejection> {
+        let limit = state.config.server.max_body_bytes;
+        Bytes::from_request(request, state)
+            .await
+            .map(ChatBody)
+            .map_err(|rejection| match rejection {
+                BytesRejection::FailedToBufferBody(failed)
+                    if failed.status() == StatusCode::PAYLOAD_TOO_LARGE =>
+                {
+                    ProxyError::PayloadTooLarge { limit }
+                }
+                other => ProxyError::invalid(other.body_text(), None),
+            })
+    }
+}
+
+pub async fn default_route(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    headers: HeaderMap,
+    ChatBody(body): ChatBody,
+) -> Result<Response, ProxyError> {
+    handle(state, context, None, headers, body).await
+}
+
+pub async fn mode_route(
+    State(state): State<SharedState>,
+    Path(mode): Path<String>,
+    Extension(context): Extension<RequestContext>,
+    headers: HeaderMap,
+    ChatBody(body): ChatBody,
+) -> Result<Response, ProxyError> {
+    let mode = route_mode(&mode, "/v1/chat/completions")?;
+    handle(state, context, Some(mode), headers, body).await
+}
+
+/// The mode named by a route prefix; an unknown prefix is an unknown route.
+pub fn route_mode(prefix: &str, rest: &str) -> Result<Mode, ProxyError> {
+    prefix.parse().map_err(|_| ProxyError::NotFound {
+        method: "POST".to_owned(),
+        path: format!("/{prefix}{rest}"),
+    })
+}
+
+async fn handle(
+    state: SharedState,
+    context: RequestContext,
+    route_mode: Option<Mode>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ProxyError> {
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
+    let request = ChatRequest::parse(&body)?;
+    let mode = resolve_mode(&headers, route_mode, state.config.mode)?;
+    let scope = Scope::identify(&context.tenant, &headers, &request)?;
+    if mode != Mode::Passthrough {
+        return Err(ProxyError::ModeNotImplemented(mode));
+    }
+
+    // Memproxy asks for usage on streams for its own accounting, and hides it again if the
+    // client did not ask; otherwise the client's bytes go upstream untouched.
+    let strip_usage = request.is_stream()
+        && state.upstream.config.observe_stream_usage
+        && !request.client_wants_usage();
+    let upstream_body = if strip_usage {
+        let mut with_usage = request.clone();
+        let options = with_usage
+            .stream_options
+            .get_or_insert_with(StreamOptions::default);
+        options.include_usage = Some(true);
+        Bytes::from(
+            serde_json::to_vec(&with_usage).map_err(|e| ProxyError::Internal(e.to_string()))?,
+        )
+    } else {
+        body
+    };
+
+    let request_id = headers
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let wants_stream = request.is_stream();
+    let mut recorder = ExchangeRecorder::new(
+        Arc::clone(&state),
+        ROUTE,
+        request_id,
+        scope,
+        mode,
+        Arc::new(request),
+        started,
+    );
+
+    let authorization = state.upstream.authorization(
+        context.client_authorization.as_ref(),
+        !state.tenant_keys.is_empty(),
+    );
+    let mut upstream_headers = request_headers(&headers, authorization, false);
+    upstream_headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    recorder.pause();
+    let sent = state
+        .upstream
+        .send(
+            Method::POST,
+            "/chat/completions",
+            upstream_headers,
+            upstream_body.into(),
+        )
+        .await;
+    recorder.resume();
+    let upstream = match sent {
+        Ok(response) => response,
+        Err(error) => return Err(recorder.fail(None, error)),
+    };
+
+    let status = upstream.status();
+    let mut relayed = response_headers(upstream.headers());
+    relayed.insert(
+        MODE_RESPONSE_HEADER,
+        HeaderValue::from_static(mode.as_str()),
+    );
+    let is_event_stream = upstream
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"));
+
+    if wants_stream && status.is_success() && is_event_stream {
+        relayed.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        relayed.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        let settings = TeeSettings {
+            strip_usage,
+            idle_timeout: state.upstream.config.idle_timeout,
+            total_timeout: state.upstream.config.total_timeout,
+            deadline,
+        };
+        let tee = TeeStream::new(upstream.bytes_stream().boxed(), settings, recorder);
+        return Ok(build_response(status, relayed, Body::from_stream(tee)));
+    }
+
+    // Whole body: read it (bounded by the total deadline), relay it as is, learn from it.
+    recorder.pause();
+    let read = tokio::time::timeout_at(deadline, upstream.bytes()).await;
+    recorder.resume();
+    let bytes = match read {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(error)) => {
+            let error = ProxyError::UpstreamBroken(error.to_string());
+            return Err(recorder.fail(Some(status.as_u16()), error));
+        }
+        Err(_) => {
+            let error = ProxyError::UpstreamTimeout(state.upstream.config.total_timeout);
+            return Err(recorder.fail(Some(status.as_u16()), error));
+        }
+    };
+    if status.is_success() {
+        let view: CompletionView = serde_json::from_slice(&bytes).unwrap_or_default();
+        let replies = view
+            .choices
+            .iter()
+            .filter_map(|choice| {
+                let message = choice.message.as_ref()?;
+                Some(AssistantReply::from_message(
+                    choice.index,
+                    message,
+                    choice.finish_reason.clone(),
+                ))
+            })
+            .collect();
+        recorder.finish(replies, view.usage, Outcome::Completed);
+    } else {
+        let outcome = Outcome::UpstreamFailed {
+            status: Some(status.as_u16()),
+            message: String::from_utf8_lossy(&bytes).chars().take(500).collect(),
+        };
+        recorder.finish(Vec::new(), None, outcome);
+    }
+    Ok(build_response(status, relayed, Body::from(bytes)))
+}
+
+fn build_response(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}

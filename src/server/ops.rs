@@ -1,0 +1,69 @@
+//! Operational endpoints (liveness, readiness, metrics), the 404 fallback and request counting.
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+use crate::error::ProxyError;
+
+use super::SharedState;
+
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Ready when the upstream answers (any status: it is reachable). The store joins this check
+/// once memory exists.
+pub async fn readyz(State(state): State<SharedState>) -> Response {
+    match state.upstream.probe().await {
+        Ok(status) => Json(json!({
+            "status": "ready",
+            "upstream": {"url": state.upstream.base_url(), "reachable": true, "status": status},
+        }))
+        .into_response(),
+        Err(error) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "status": "not_ready",
+                "upstream": {"url": state.upstream.base_url(), "reachable": false, "error": error.to_string()},
+            })),
+        )
+            .into_response(),
+    }
+}
+
+pub async fn metrics(State(state): State<SharedState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+pub async fn not_found(request: Request) -> ProxyError {
+    ProxyError::NotFound {
+        method: request.method().to_string(),
+        path: request.uri().path().to_owned(),
+    }
+}
+
+/// Counts every response by route template (not raw path, which would explode label cardinality).
+pub async fn count_requests(
+    State(state): State<SharedState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|path| path.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let response = next.run(request).await;
+    state
+        .metrics
+        .count_request(&route, response.status().as_u16());
+    response
+}

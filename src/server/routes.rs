@@ -1,0 +1,43 @@
+//! The route table, and only that: which path goes to which handler behind which layers.
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::{HeaderName, Request};
+use axum::middleware::from_fn_with_state;
+use axum::routing::{any, get, post};
+use axum::Router;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use super::{auth, chat, ops, relay, SharedState};
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+pub fn router(state: SharedState) -> Router {
+    let body_limit = state.config.server.max_body_bytes;
+    let proxied = Router::new()
+        .route("/v1/chat/completions", post(chat::default_route))
+        .route("/{mode}/v1/chat/completions", post(chat::mode_route))
+        .route("/v1/{*rest}", any(relay::default_route))
+        .route("/{mode}/v1/{*rest}", any(relay::mode_route))
+        .route_layer(from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(DefaultBodyLimit::max(body_limit));
+    Router::new()
+        .merge(proxied)
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .fallback(ops::not_found)
+        .layer(from_fn_with_state(state.clone(), ops::count_requests))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {
+            let id = request
+                .headers()
+                .get(REQUEST_ID)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("-");
+            // The path only: query strings can carry keys.
+            tracing::info_span!("request", id, method = %request.method(), path = request.uri().path())
+        }))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .with_state(state)
+}

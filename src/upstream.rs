@@ -1,0 +1,238 @@
+//! The HTTP client for the upstream LLM: URL mapping, header hygiene, keys and timeouts.
+//!
+//! One pooled `reqwest` client serves every request. Header filtering lives here so that the rules
+//! about what crosses the proxy (hop-by-hop headers, memproxy's own headers, and above all which
+//! `Authorization` the upstream sees) are written once for chat and for the generic relay.
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method};
+
+use crate::config::{Secret, UpstreamConfig};
+use crate::error::ProxyError;
+
+pub struct Upstream {
+    client: reqwest::Client,
+    /// Base URL without a trailing slash, e.g. `http://127.0.0.1:11434/v1`.
+    base: String,
+    api_key: Option<Secret>,
+    pub config: UpstreamConfig,
+}
+
+/// Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus those the
+/// proxy recomputes itself.
+const HOP_BY_HOP: [&str; 10] = [
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+];
+
+impl Upstream {
+    pub fn new(config: &UpstreamConfig) -> Result<Upstream, ProxyError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .build()
+            .map_err(|error| ProxyError::Internal(format!("HTTP client: {error}")))?;
+        Ok(Upstream {
+            client,
+            base: config.url.trim_end_matches('/').to_owned(),
+            api_key: config.api_key.clone(),
+            config: config.clone(),
+        })
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    /// The `Authorization` the upstream gets: the configured upstream key; else, only when proxy
+    /// auth is off, the client's own header (so users can keep their key in the chat app).
+    /// A proxy key is never passed on.
+    pub fn authorization(
+        &self,
+        client_authorization: Option<&HeaderValue>,
+        proxy_auth_enabled: bool,
+    ) -> Option<HeaderValue> {
+        if let Some(key) = &self.api_key {
+            let mut value = HeaderValue::from_str(&format!("Bearer {}", key.expose())).ok()?;
+            value.set_sensitive(true);
+            return Some(value);
+        }
+        if proxy_auth_enabled {
+            return None;
+        }
+        client_authorization.cloned()
+    }
+
+    /// Sends one request to `{base}{path_and_query}` (`path_and_query` is what follows `/v1`) and
+    /// waits for the response headers, at most `first_byte_timeout`.
+    pub async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        headers: HeaderMap,
+        body: reqwest::Body,
+    ) -> Result<reqwest::Response, ProxyError> {
+        let url = format!("{}{}", self.base, path_and_query);
+        let request = self
+            .client
+            .request(method, &url)
+            .headers(headers)
+            .body(body)
+            .send();
+        match tokio::time::timeout(self.config.first_byte_timeout, request).await {
+            Err(_) => Err(ProxyError::UpstreamTimeout(self.config.first_byte_timeout)),
+            Ok(Err(error)) => Err(self.classify(error)),
+            Ok(Ok(response)) => Ok(response),
+        }
+    }
+
+    /// Maps a client error to the proxy's catalogue: connect failures are 502, timeouts 504.
+    pub fn classify(&self, error: reqwest::Error) -> ProxyError {
+        if error.is_timeout() {
+            return ProxyError::UpstreamTimeout(self.config.connect_timeout);
+        }
+        let mut reason = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            reason = format!("{reason}: {cause}");
+            source = cause.source();
+        }
+        if error.is_connect() || error.is_request() {
+            ProxyError::UpstreamUnreachable {
+                url: self.base.clone(),
+                reason,
+            }
+        } else {
+            ProxyError::UpstreamBroken(reason)
+        }
+    }
+
+    /// Whether the upstream answers at all (any HTTP status counts: a 401 still proves it is up).
+    pub async fn probe(&self) -> Result<u16, ProxyError> {
+        let request = self.client.get(format!("{}/models", self.base));
+        let request = match self.authorization(None, true) {
+            Some(value) => request.header(header::AUTHORIZATION, value),
+            None => request,
+        };
+        match tokio::time::timeout(Duration::from_secs(3), request.send()).await {
+            Err(_) => Err(ProxyError::UpstreamTimeout(Duration::from_secs(3))),
+            Ok(Err(error)) => Err(self.classify(error)),
+            Ok(Ok(response)) => Ok(response.status().as_u16()),
+        }
+    }
+}
+
+/// Client headers to pass upstream: everything but hop-by-hop headers, `host`, memproxy's own
+/// `x-memproxy-*` headers and the client's `authorization` (replaced by `authorization`).
+/// `keep_encoding = false` drops `accept-encoding` where memproxy must read the body.
+pub fn request_headers(
+    incoming: &HeaderMap,
+    authorization: Option<HeaderValue>,
+    keep_encoding: bool,
+) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(incoming.len());
+    for (name, value) in incoming {
+        let dropped = HOP_BY_HOP.contains(&name.as_str())
+            || name == header::HOST
+            || name == header::AUTHORIZATION
+            || name.as_str().starts_with("x-memproxy-")
+            || (!keep_encoding && name == header::ACCEPT_ENCODING);
+        if !dropped {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    if let Some(value) = authorization {
+        headers.insert(header::AUTHORIZATION, value);
+    }
+    headers
+}
+
+/// Upstream response headers to relay. The upstream's `x-request-id` becomes
+/// `x-upstream-request-id`: memproxy's own request id owns the plain name.
+pub fn response_headers(upstream: &HeaderMap) -> HeaderMap {
+    let mut headers = HeaderMap::with_capacity(upstream.len());
+    for (name, value) in upstream {
+        if HOP_BY_HOP.contains(&name.as_str()) {
+            continue;
+        }
+        if name == "x-request-id" {
+            headers.append(
+                HeaderName::from_static("x-upstream-request-id"),
+                value.clone(),
+            );
+        } else {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    headers
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(key: Option<&str>) -> Upstream {
+        let config = UpstreamConfig {
+            api_key: key.map(Secret::new),
+            ..UpstreamConfig::default()
+        };
+        Upstream::new(&config).expect("client")
+    }
+
+    #[test]
+    fn proxy_keys_never_pass_and_client_keys_only_without_auth() {
+        let client = HeaderValue::from_static("Bearer sk-client");
+        let with_key = upstream(Some("sk-up"));
+        assert_eq!(
+            with_key
+                .authorization(Some(&client), true)
+                .as_ref()
+                .map(|v| v.to_str().ok()),
+            Some(Some("Bearer sk-up"))
+        );
+        let without_key = upstream(None);
+        assert_eq!(
+            without_key.authorization(Some(&client), false),
+            Some(client.clone())
+        );
+        assert_eq!(without_key.authorization(Some(&client), true), None);
+    }
+
+    #[test]
+    fn filters_headers_both_ways() {
+        let mut incoming = HeaderMap::new();
+        incoming.insert(
+            "authorization",
+            HeaderValue::from_static("Bearer proxy-key"),
+        );
+        incoming.insert("connection", HeaderValue::from_static("keep-alive"));
+        incoming.insert("x-memproxy-user", HeaderValue::from_static("alice"));
+        incoming.insert("accept-encoding", HeaderValue::from_static("gzip"));
+        incoming.insert("openai-organization", HeaderValue::from_static("org-1"));
+        let out = request_headers(&incoming, None, false);
+        let names: Vec<_> = out.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["openai-organization"]);
+
+        let mut answer = HeaderMap::new();
+        answer.insert("x-request-id", HeaderValue::from_static("up-1"));
+        answer.insert("retry-after", HeaderValue::from_static("3"));
+        answer.insert("transfer-encoding", HeaderValue::from_static("chunked"));
+        let out = response_headers(&answer);
+        assert_eq!(
+            out.get("x-upstream-request-id").map(|v| v.as_bytes()),
+            Some(&b"up-1"[..])
+        );
+        assert!(out.get("retry-after").is_some() && out.get("transfer-encoding").is_none());
+    }
+}
