@@ -48,6 +48,14 @@ pub enum Reply {
     BrokenStream(Vec<String>),
     /// Stream these pieces, then stay silent without closing.
     StallingStream(Vec<String>),
+    /// Exactly these bytes as the body, with this status and content type.
+    Raw {
+        status: u16,
+        content_type: String,
+        body: String,
+    },
+    /// Exactly these SSE events (each written as one chunk), as `text/event-stream`.
+    RawStream(Vec<String>),
 }
 
 /// A request as the mock received it.
@@ -293,6 +301,16 @@ async fn answer(state: &Arc<MockState>, reply: Reply, body: &Value, n: usize) ->
             let events = completion.content_events(&pieces);
             sse_response(state, events, Duration::ZERO, StreamEnd::Hang)
         }
+        Reply::Raw {
+            status,
+            content_type,
+            body,
+        } => Response::builder()
+            .status(status)
+            .header("content-type", content_type)
+            .body(Body::from(body))
+            .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response()),
+        Reply::RawStream(events) => sse_response(state, events, Duration::ZERO, StreamEnd::Finish),
         Reply::Stall(..) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
 }

@@ -141,12 +141,9 @@ impl ChatRequest {
                 ))
             }
         }
-        serde_json::from_value(value).map_err(|error| {
-            let param = ["stream_options", "stream", "model", "user"]
-                .into_iter()
-                .find(|field| error.to_string().contains(field));
-            ProxyError::invalid(format!("Invalid request: {error}"), param)
-        })
+        check_typed_fields(fields)?;
+        serde_json::from_value(value)
+            .map_err(|error| ProxyError::invalid(format!("Invalid request: {error}"), None))
     }
 
     pub fn is_stream(&self) -> bool {
@@ -159,6 +156,33 @@ impl ChatRequest {
             .and_then(|options| options.include_usage)
             == Some(true)
     }
+}
+
+/// The top-level fields memproxy reads must have their OpenAI types (serde's own error for a
+/// flattened struct does not say which field was wrong).
+fn check_typed_fields(fields: &Map<String, Value>) -> Result<(), ProxyError> {
+    let wrong = |param: &str, expected: &str| {
+        Err(ProxyError::invalid(
+            format!("'{param}' must be {expected}."),
+            Some(param),
+        ))
+    };
+    for (param, value) in fields {
+        match (param.as_str(), value) {
+            (_, Value::Null) => {}
+            ("model" | "user", Value::String(_)) => {}
+            ("model" | "user", _) => return wrong(param, "a string"),
+            ("stream", Value::Bool(_)) => {}
+            ("stream", _) => return wrong(param, "a boolean"),
+            ("stream_options", Value::Object(options)) => match options.get("include_usage") {
+                None | Some(Value::Bool(_) | Value::Null) => {}
+                Some(_) => return wrong("stream_options.include_usage", "a boolean"),
+            },
+            ("stream_options", _) => return wrong(param, "an object"),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Per-message checks, so that errors name `messages[i].field` like OpenAI's do.

@@ -1,0 +1,128 @@
+//! The test harness: a scripted upstream, a memproxy in front of it, and a hook that hands every
+//! finished exchange to the test.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use memproxy::config::Config;
+use memproxy::hooks::{Exchange, ExchangeHook};
+use memproxy::mock::MockUpstream;
+use memproxy::server::RunningServer;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Mutex};
+
+pub struct Harness {
+    pub mock: MockUpstream,
+    pub proxy: RunningServer,
+    pub client: reqwest::Client,
+    pub exchanges: Mutex<mpsc::UnboundedReceiver<Exchange>>,
+}
+
+struct ChannelHook(mpsc::UnboundedSender<Exchange>);
+
+#[async_trait]
+impl ExchangeHook for ChannelHook {
+    async fn on_exchange(&self, exchange: Exchange) {
+        let _ = self.0.send(exchange);
+    }
+}
+
+pub async fn harness() -> Harness {
+    harness_with(|_| {}).await
+}
+
+/// A memproxy on an ephemeral port in front of a fresh mock; `adjust` edits the config first.
+pub async fn harness_with(adjust: impl FnOnce(&mut Config)) -> Harness {
+    let mock = MockUpstream::start().await.expect("mock upstream starts");
+    let mut config = Config::default();
+    config.upstream.url = mock.base_url();
+    config.upstream.api_key = None;
+    config.server.shutdown_grace = Duration::from_secs(5);
+    adjust(&mut config);
+    config.validate().expect("test config is valid");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let proxy = memproxy::server::start_on(listener, config, Arc::new(ChannelHook(sender)))
+        .expect("proxy starts");
+    Harness {
+        mock,
+        proxy,
+        client: reqwest::Client::new(),
+        exchanges: Mutex::new(receiver),
+    }
+}
+
+impl Harness {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.proxy.url())
+    }
+
+    pub async fn post_chat(&self, body: &Value) -> reqwest::Response {
+        self.client
+            .post(self.url("/v1/chat/completions"))
+            .json(body)
+            .send()
+            .await
+            .expect("proxy answers")
+    }
+
+    /// The next exchange handed to the post-processing hook.
+    pub async fn next_exchange(&self) -> Exchange {
+        let mut receiver = self.exchanges.lock().await;
+        tokio::time::timeout(Duration::from_secs(10), receiver.recv())
+            .await
+            .expect("an exchange reaches the hook within 10 s")
+            .expect("hook channel open")
+    }
+}
+
+pub fn chat(text: &str) -> Value {
+    json!({"model": "mock-model", "messages": [{"role": "user", "content": text}]})
+}
+
+pub fn stream_chat(text: &str) -> Value {
+    let mut body = chat(text);
+    body["stream"] = json!(true);
+    body
+}
+
+/// Reads a whole SSE body and returns its `data:` payloads.
+pub async fn sse_data(response: reqwest::Response) -> Vec<String> {
+    let text = response.text().await.expect("stream body");
+    text.split("\n\n")
+        .filter_map(|event| event.strip_prefix("data: "))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The concatenated `delta.content` of parsed chunks.
+pub fn streamed_content(data: &[String]) -> String {
+    data.iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|c| {
+            c["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// An address on which nothing listens.
+pub async fn closed_port_url() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    format!("http://{addr}/v1")
+}
+
+pub fn assert_openai_error(body: &Value, code: &str) {
+    let error = &body["error"];
+    assert!(error.is_object(), "not an OpenAI error: {body}");
+    for field in ["message", "type", "param", "code"] {
+        assert!(error.get(field).is_some(), "error lacks '{field}': {body}");
+    }
+    assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
+    assert_eq!(error["code"], code, "{body}");
+}

@@ -1,0 +1,12 @@
+//! Integration tests: one binary (short link times), one module per feature. Every test drives the
+//! real server over real sockets against the scripted upstream in `memproxy::mock`.
+
+mod common;
+
+mod auth;
+mod chat;
+mod errors;
+mod lifecycle;
+mod relay;
+mod sdk;
+mod streaming;
