@@ -1,6 +1,230 @@
-//! Benchmarks (placeholder while the proxy core lands).
-#[derive(clap::Subcommand)]
-pub enum BenchCommand {}
+//! `memproxy bench proxy`: what memproxy adds to a request, measured side by side.
+//!
+//! Starts the scripted upstream (answers instantly) and a passthrough memproxy in front of it, then
+//! sends the same requests directly and through memproxy, alternating rounds so that noise on this
+//! shared machine falls on both sides alike. Prints p50/p99 latency, throughput and the difference
+//! (the overhead) per concurrency level, non-streaming and streaming. Figures, never assertions.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Args, Subcommand};
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+use crate::config::Config;
+use crate::hooks::LogExchanges;
+use crate::mock::MockUpstream;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Added latency of the passthrough proxy vs calling the upstream directly.
+    Proxy(ProxyBench),
+}
+
+#[derive(Args, Clone)]
+pub struct ProxyBench {
+    /// Requests per target, kind and concurrency level (split over the rounds).
+    #[arg(long, default_value_t = 4000)]
+    requests: usize,
+    /// Concurrency levels, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,64")]
+    concurrency: Vec<usize>,
+    /// Alternating direct/proxy rounds per measurement.
+    #[arg(long, default_value_t = 4)]
+    rounds: usize,
+}
+
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
-    match command {}
+    match command {
+        BenchCommand::Proxy(options) => proxy(options).await,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Target {
+    Direct,
+    Proxy,
+}
+
+struct Sample {
+    latencies: Vec<Duration>,
+    wall: Duration,
+}
+
+async fn proxy(options: ProxyBench) -> anyhow::Result<()> {
+    let mock = MockUpstream::start().await?;
+    let mut config = Config::default();
+    config.upstream.url = mock.base_url();
+    config.upstream.api_key = None;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let server = crate::server::start_on(listener, config, Arc::new(LogExchanges))?;
+    let direct_url = format!("{}/chat/completions", mock.base_url());
+    let proxy_url = format!("{}/v1/chat/completions", server.url());
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(256)
+        .tcp_nodelay(true)
+        .build()?;
+
+    println!("memproxy bench proxy: scripted upstream answering instantly, passthrough mode,");
+    println!(
+        "{} requests per row, {} alternating rounds, {} cores; latencies in microseconds.\n",
+        options.requests,
+        options.rounds,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!(
+        "{:<10} {:>5}  {:<7} {:>9} {:>9} {:>10}",
+        "kind", "conc", "target", "p50", "p99", "req/s"
+    );
+    for stream in [false, true] {
+        let body = request_body(stream);
+        // Warm both paths (connections, allocator, lazy statics) before measuring.
+        for url in [&direct_url, &proxy_url] {
+            measure(&client, url, &body, stream, 200, 8).await?;
+        }
+        for &concurrency in &options.concurrency {
+            let per_round = (options.requests / options.rounds.max(1)).max(concurrency);
+            let mut direct = Vec::new();
+            let mut proxied = Vec::new();
+            let (mut direct_wall, mut proxy_wall) = (Duration::ZERO, Duration::ZERO);
+            for round in 0..options.rounds.max(1) {
+                let order = if round % 2 == 0 {
+                    [Target::Direct, Target::Proxy]
+                } else {
+                    [Target::Proxy, Target::Direct]
+                };
+                for target in order {
+                    let url = if target == Target::Direct { &direct_url } else { &proxy_url };
+                    let sample =
+                        measure(&client, url, &body, stream, per_round, concurrency).await?;
+                    let (all, wall) = if target == Target::Direct {
+                        (&mut direct, &mut direct_wall)
+                    } else {
+                        (&mut proxied, &mut proxy_wall)
+                    };
+                    all.extend(sample.latencies);
+                    *wall += sample.wall;
+                }
+            }
+            let kind = if stream { "stream" } else { "non-stream" };
+            let direct_row = summarize(&mut direct, direct_wall);
+            let proxy_row = summarize(&mut proxied, proxy_wall);
+            for (target, row) in [("direct", direct_row), ("memproxy", proxy_row)] {
+                println!(
+                    "{kind:<10} {concurrency:>5}  {target:<7} {:>9.0} {:>9.0} {:>10.0}",
+                    row.p50, row.p99, row.throughput
+                );
+            }
+            println!(
+                "{kind:<10} {concurrency:>5}  {:<7} {:>+9.0} {:>+9.0} {:>+9.1}%",
+                "overhead",
+                proxy_row.p50 - direct_row.p50,
+                proxy_row.p99 - direct_row.p99,
+                (proxy_row.throughput / direct_row.throughput - 1.0) * 100.0
+            );
+        }
+    }
+    let (count, seconds) = server.state.metrics.overhead_totals();
+    if count > 0 {
+        println!(
+            "\nmemproxy's own overhead histogram: {count} chat requests, mean {:.0} us in memproxy code",
+            seconds / count as f64 * 1e6
+        );
+    }
+    server.shutdown().await;
+    Ok(())
+}
+
+fn request_body(stream: bool) -> Value {
+    json!({
+        "model": "mock-model",
+        "stream": stream,
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": "Say something short about benchmarks, please."},
+        ],
+    })
+}
+
+async fn measure(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+    stream: bool,
+    requests: usize,
+    concurrency: usize,
+) -> anyhow::Result<Sample> {
+    let body = Arc::new(serde_json::to_vec(body)?);
+    let started = Instant::now();
+    let per_worker = requests.div_ceil(concurrency.max(1));
+    let workers = (0..concurrency.max(1)).map(|_| {
+        let client = client.clone();
+        let url = url.to_owned();
+        let body = Arc::clone(&body);
+        tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(per_worker);
+            for _ in 0..per_worker {
+                let began = Instant::now();
+                one_request(&client, &url, &body, stream).await?;
+                latencies.push(began.elapsed());
+            }
+            anyhow::Ok(latencies)
+        })
+    });
+    let mut latencies = Vec::with_capacity(requests);
+    for worker in futures_util::future::join_all(workers).await {
+        latencies.extend(worker??);
+    }
+    Ok(Sample {
+        latencies,
+        wall: started.elapsed(),
+    })
+}
+
+async fn one_request(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Arc<Vec<u8>>,
+    stream: bool,
+) -> anyhow::Result<()> {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.as_ref().clone())
+        .send()
+        .await?;
+    anyhow::ensure!(response.status().is_success(), "status {}", response.status());
+    if stream {
+        let mut chunks = response.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            chunk?;
+        }
+    } else {
+        response.bytes().await?;
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy)]
+struct Row {
+    p50: f64,
+    p99: f64,
+    throughput: f64,
+}
+
+fn summarize(latencies: &mut [Duration], wall: Duration) -> Row {
+    latencies.sort_unstable();
+    let at = |q: f64| {
+        let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
+        latencies
+            .get(index)
+            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+    };
+    Row {
+        p50: at(0.50),
+        p99: at(0.99),
+        throughput: latencies.len() as f64 / wall.as_secs_f64().max(1e-9),
+    }
 }

@@ -107,6 +107,14 @@ impl Metrics {
         }
     }
 
+    /// Chat requests observed and their summed overhead in seconds (for the benchmark report).
+    pub fn overhead_totals(&self) -> (u64, f64) {
+        let histogram = self
+            .overhead_seconds
+            .with_label_values(&["/v1/chat/completions", "passthrough"]);
+        (histogram.get_sample_count(), histogram.get_sample_sum())
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut out = Vec::new();

@@ -20,7 +20,10 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use serde_json::{json, Value};
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
+
+use crate::server::no_delay;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
@@ -113,7 +116,7 @@ impl MockUpstream {
             .with_state(Arc::clone(&state));
         let shutdown = stop.clone();
         tokio::spawn(async move {
-            let served = axum::serve(listener, app)
+            let served = axum::serve(listener.tap_io(no_delay), app)
                 .with_graceful_shutdown(shutdown.cancelled_owned())
                 .await;
             if let Err(error) = served {

@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -88,7 +89,7 @@ pub fn start_on(
     let stop = CancellationToken::new();
     let app = router(Arc::clone(&state));
     let serving = tokio::spawn(
-        axum::serve(listener, app)
+        axum::serve(listener.tap_io(no_delay), app)
             .with_graceful_shutdown(stop.clone().cancelled_owned())
             .into_future(),
     );
@@ -131,6 +132,14 @@ async fn drain(tasks: &TaskTracker, grace: Duration) {
             pending = tasks.len(),
             "background tasks still running at shutdown"
         );
+    }
+}
+
+/// Streams are written event by event: without TCP_NODELAY, Nagle's algorithm holds small writes
+/// back until the previous one is acknowledged (~40 ms with delayed ACKs).
+pub fn no_delay(stream: &mut tokio::net::TcpStream) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "cannot set TCP_NODELAY");
     }
 }
 

@@ -1,0 +1,27 @@
+# memproxy container: multi-stage build, non-root user, data directory as a volume.
+#   docker build -t memproxy .
+#   docker run -p 8080:8080 -e MEMPROXY_UPSTREAM_URL=https://api.openai.com/v1 \
+#     -e OPENAI_API_KEY=sk-... -v memproxy-data:/var/lib/memproxy memproxy
+FROM rust:1-bookworm AS build
+WORKDIR /src
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+COPY config ./config
+RUN cargo build --release --locked --bin memproxy
+
+FROM debian:bookworm-slim
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /var/lib/memproxy memproxy \
+ && mkdir -p /var/lib/memproxy \
+ && chown memproxy:memproxy /var/lib/memproxy
+COPY --from=build /src/target/release/memproxy /usr/local/bin/memproxy
+COPY config/memproxy.toml /etc/memproxy/memproxy.toml
+ENV MEMPROXY_LISTEN=0.0.0.0:8080 \
+    MEMPROXY_DATA_DIR=/var/lib/memproxy
+VOLUME ["/var/lib/memproxy"]
+EXPOSE 8080
+USER memproxy
+ENTRYPOINT ["memproxy"]
+CMD ["serve", "--config", "/etc/memproxy/memproxy.toml"]
