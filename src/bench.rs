@@ -96,7 +96,11 @@ async fn proxy(options: ProxyBench) -> anyhow::Result<()> {
                     [Target::Proxy, Target::Direct]
                 };
                 for target in order {
-                    let url = if target == Target::Direct { &direct_url } else { &proxy_url };
+                    let url = if target == Target::Direct {
+                        &direct_url
+                    } else {
+                        &proxy_url
+                    };
                     let sample =
                         measure(&client, url, &body, stream, per_round, concurrency).await?;
                     let (all, wall) = if target == Target::Direct {
@@ -195,7 +199,11 @@ async fn one_request(
         .body(body.as_ref().clone())
         .send()
         .await?;
-    anyhow::ensure!(response.status().is_success(), "status {}", response.status());
+    anyhow::ensure!(
+        response.status().is_success(),
+        "status {}",
+        response.status()
+    );
     if stream {
         let mut chunks = response.bytes_stream();
         while let Some(chunk) = chunks.next().await {
@@ -218,9 +226,7 @@ fn summarize(latencies: &mut [Duration], wall: Duration) -> Row {
     latencies.sort_unstable();
     let at = |q: f64| {
         let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
-        latencies
-            .get(index)
-            .map_or(0.0, |d| d.as_secs_f64() * 1e6)
+        latencies.get(index).map_or(0.0, |d| d.as_secs_f64() * 1e6)
     };
     Row {
         p50: at(0.50),

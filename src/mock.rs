@@ -18,9 +18,9 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
+use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use serde_json::{json, Value};
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::server::no_delay;
