@@ -7,6 +7,7 @@
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod embed;
 pub mod error;
 pub mod hooks;
 pub mod identity;
@@ -15,4 +16,7 @@ pub mod mock;
 pub mod mode;
 pub mod openai;
 pub mod server;
+pub mod store;
+pub mod tokens;
 pub mod upstream;
+pub mod vector;

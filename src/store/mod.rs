@@ -1,0 +1,377 @@
+//! The memory store: the source of truth for everything memproxy remembers.
+//!
+//! A small synchronous trait ([`Store`]) with one implementation today, SQLite ([`sqlite`]);
+//! a PostgreSQL backend for several replicas would be a second file behind the same trait.
+//! Every method that touches memory takes a [`UserScope`]: there is no way to read or write
+//! memory without naming whose it is. Callers on the async runtime go through
+//! [`crate::memory::MemoryService`], which runs these calls on the blocking pool.
+
+pub mod sqlite;
+
+use serde::{Deserialize, Serialize};
+
+/// Whose memory: one user of one tenant.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct UserScope {
+    pub tenant: String,
+    pub user: String,
+}
+
+impl UserScope {
+    pub fn new(tenant: impl Into<String>, user: impl Into<String>) -> Self {
+        UserScope {
+            tenant: tenant.into(),
+            user: user.into(),
+        }
+    }
+}
+
+impl From<&crate::identity::Scope> for UserScope {
+    fn from(scope: &crate::identity::Scope) -> Self {
+        UserScope::new(&scope.tenant, &scope.user)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("database error: {0}")]
+    Database(#[from] rusqlite::Error),
+    #[error("storage I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The searchable collections; each has its own keyword index and vector index per user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Corpus {
+    /// Extracted facts (`memories`).
+    Memory,
+    /// Past turns (`messages`, the recall log).
+    Message,
+    /// Archival passages (explicit mode).
+    Passage,
+}
+
+impl Corpus {
+    pub const ALL: [Corpus; 3] = [Corpus::Memory, Corpus::Message, Corpus::Passage];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Corpus::Memory => "memory",
+            Corpus::Message => "message",
+            Corpus::Passage => "passage",
+        }
+    }
+}
+
+/// A vector with the id of the model that produced it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Embedding {
+    pub model: String,
+    pub vector: Vec<f32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewMessage {
+    pub position: i64,
+    pub role: String,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Tool calls as JSON text, as the client sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    pub created_at_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StoredMessage {
+    pub id: i64,
+    pub conversation: String,
+    pub position: i64,
+    pub role: String,
+    pub content: String,
+    pub name: Option<String>,
+    pub tool_calls: Option<String>,
+    pub tool_call_id: Option<String>,
+    pub created_at_ms: i64,
+    pub token_count: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Conversation {
+    pub id: String,
+    pub agent: String,
+    pub messages: i64,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// Where a memory came from: a turn of a conversation (portable: no row ids).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Source {
+    pub conversation: String,
+    pub position: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewMemory {
+    pub text: String,
+    pub kind: String,
+    pub sources: Vec<Source>,
+    pub created_at_ms: i64,
+    pub embedding: Option<Embedding>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Memory {
+    pub id: i64,
+    pub text: String,
+    pub kind: String,
+    pub sources: Vec<Source>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub valid_until_ms: Option<i64>,
+    pub embedding_model: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inserted {
+    New {
+        id: i64,
+        generation: u64,
+    },
+    /// A live memory with the same text already exists (exact duplicates are dropped).
+    Duplicate {
+        id: i64,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryEvent {
+    pub memory_id: i64,
+    pub action: String,
+    pub old_value: Option<String>,
+    pub new_value: Option<String>,
+    pub cause: String,
+    pub created_at_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CoreBlock {
+    pub label: String,
+    pub value: String,
+    pub char_limit: i64,
+    pub read_only: bool,
+    #[serde(default)]
+    pub updated_at_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Passage {
+    pub id: i64,
+    pub agent: String,
+    pub text: String,
+    pub created_at_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub conversation: String,
+    pub text: String,
+    pub through_position: i64,
+    pub updated_at_ms: i64,
+}
+
+/// A searchable row as retrieval needs it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Document {
+    pub corpus: Corpus,
+    pub id: i64,
+    pub text: String,
+    pub created_at_ms: i64,
+    pub conversation: Option<String>,
+    pub role: Option<String>,
+    pub embedding: Option<Embedding>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NewJob {
+    pub kind: String,
+    pub scope: Option<UserScope>,
+    /// At most one queued job per key: enqueueing again pushes its start back (debounce).
+    pub dedupe_key: Option<String>,
+    pub payload: serde_json::Value,
+    pub run_after_ms: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Job {
+    pub id: i64,
+    pub kind: String,
+    pub scope: Option<UserScope>,
+    pub payload: serde_json::Value,
+    pub state: String,
+    pub attempts: i64,
+    pub run_after_ms: i64,
+    pub last_error: Option<String>,
+}
+
+/// Paging for listings.
+#[derive(Clone, Copy, Debug)]
+pub struct Page {
+    pub limit: usize,
+    pub offset: usize,
+}
+
+impl Default for Page {
+    fn default() -> Self {
+        Page {
+            limit: 100,
+            offset: 0,
+        }
+    }
+}
+
+pub trait Store: Send + Sync + 'static {
+    // Users.
+    fn ensure_user(&self, scope: &UserScope) -> StoreResult<i64>;
+    /// `None` when the user has never been seen.
+    fn find_user(&self, scope: &UserScope) -> StoreResult<Option<i64>>;
+    fn list_users(&self, tenant: &str) -> StoreResult<Vec<String>>;
+    /// Removes the user and everything they own; returns whether they existed.
+    fn delete_user(&self, scope: &UserScope) -> StoreResult<bool>;
+
+    // Recall log.
+    /// Stores the turns not stored before; returns the new ones.
+    fn append_messages(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        agent: &str,
+        messages: &[NewMessage],
+    ) -> StoreResult<Vec<StoredMessage>>;
+    fn list_conversations(&self, scope: &UserScope) -> StoreResult<Vec<Conversation>>;
+    fn list_messages(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        page: Page,
+    ) -> StoreResult<Vec<StoredMessage>>;
+
+    // Memories.
+    fn insert_memory(
+        &self,
+        scope: &UserScope,
+        memory: &NewMemory,
+        cause: &str,
+    ) -> StoreResult<Inserted>;
+    fn update_memory(
+        &self,
+        scope: &UserScope,
+        id: i64,
+        text: &str,
+        embedding: Option<&Embedding>,
+        cause: &str,
+    ) -> StoreResult<u64>;
+    /// Marks a memory as no longer true (kept, with `valid_until`); returns the new generation.
+    fn invalidate_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64>;
+    fn delete_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64>;
+    fn list_memories(
+        &self,
+        scope: &UserScope,
+        include_invalid: bool,
+        page: Page,
+    ) -> StoreResult<Vec<Memory>>;
+    fn memory_events(&self, scope: &UserScope) -> StoreResult<Vec<MemoryEvent>>;
+
+    // Agents (explicit mode).
+    fn core_blocks(&self, scope: &UserScope, agent: &str) -> StoreResult<Vec<CoreBlock>>;
+    fn put_core_block(&self, scope: &UserScope, agent: &str, block: &CoreBlock) -> StoreResult<()>;
+    fn insert_passage(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        text: &str,
+        created_at_ms: i64,
+        embedding: Option<&Embedding>,
+    ) -> StoreResult<(i64, u64)>;
+    fn list_passages(&self, scope: &UserScope, page: Page) -> StoreResult<Vec<Passage>>;
+    fn summary(&self, scope: &UserScope, conversation: &str) -> StoreResult<Option<Summary>>;
+    fn put_summary(&self, scope: &UserScope, summary: &Summary) -> StoreResult<()>;
+
+    // Retrieval support.
+    /// BM25 keyword search over live rows: `(id, score)` with higher scores better.
+    fn keyword_search(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        query: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, f64)>>;
+    /// Live rows by id, with their embeddings; ids of other users or deleted rows are skipped.
+    fn documents(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        ids: &[i64],
+    ) -> StoreResult<Vec<Document>>;
+    /// Every live embedding of one scope and model, for (re)building its vector index.
+    fn embeddings(
+        &self,
+        uid: i64,
+        corpus: Corpus,
+        model: &str,
+    ) -> StoreResult<Vec<(i64, Vec<f32>)>>;
+    fn vector_generation(&self, uid: i64, corpus: Corpus) -> StoreResult<u64>;
+    /// Rows without an embedding of `model` (for `memproxy reindex`), any user.
+    fn rows_to_embed(
+        &self,
+        corpus: Corpus,
+        model: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, i64, String)>>;
+    /// Sets the embedding of one row; returns `(uid, generation)`.
+    fn set_embedding(
+        &self,
+        corpus: Corpus,
+        id: i64,
+        embedding: &Embedding,
+    ) -> StoreResult<(i64, u64)>;
+
+    // Durable jobs.
+    fn enqueue_job(&self, job: &NewJob) -> StoreResult<i64>;
+    /// Takes the oldest due job (state → running, attempts + 1).
+    fn claim_job(&self, now_ms: i64) -> StoreResult<Option<Job>>;
+    fn complete_job(&self, id: i64) -> StoreResult<()>;
+    /// `retry_at_ms`: queue again then; `None`: give up (state failed).
+    fn fail_job(&self, id: i64, error: &str, retry_at_ms: Option<i64>) -> StoreResult<()>;
+    /// Jobs left running by a crash go back to the queue; returns how many.
+    fn requeue_interrupted_jobs(&self) -> StoreResult<usize>;
+    fn list_jobs(&self, state: Option<&str>, page: Page) -> StoreResult<Vec<Job>>;
+}
+
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// SHA-256 of normalised text (trimmed, whitespace collapsed, lower-cased): equal facts, equal hash.
+pub fn content_hash(text: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let normalised = text
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase();
+    hex::encode(Sha256::digest(normalised.as_bytes()))
+}

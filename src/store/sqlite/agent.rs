@@ -1,0 +1,177 @@
+//! Explicit-mode state: core memory blocks, archival passages, and conversation summaries.
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use super::{bump_generation, ensure_uid, find_uid, to_blob};
+use crate::store::{
+    now_ms, CoreBlock, Corpus, Embedding, Page, Passage, StoreError, StoreResult, Summary,
+    UserScope,
+};
+
+pub fn blocks(
+    connection: &Connection,
+    scope: &UserScope,
+    agent: &str,
+) -> StoreResult<Vec<CoreBlock>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let mut statement = connection.prepare(
+        "SELECT label, value, char_limit, read_only, updated_at FROM core_blocks
+         WHERE uid = ?1 AND agent = ?2 ORDER BY id",
+    )?;
+    let rows = statement
+        .query_map(params![uid, agent], |row| {
+            Ok(CoreBlock {
+                label: row.get(0)?,
+                value: row.get(1)?,
+                char_limit: row.get(2)?,
+                read_only: row.get(3)?,
+                updated_at_ms: row.get(4)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn put_block(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    block: &CoreBlock,
+) -> StoreResult<()> {
+    if block.label.is_empty() || block.label.len() > 64 {
+        return Err(StoreError::Invalid(
+            "a block label must be 1-64 characters".to_owned(),
+        ));
+    }
+    if block.char_limit <= 0 || block.value.chars().count() as i64 > block.char_limit {
+        return Err(StoreError::Invalid(format!(
+            "block '{}' holds {} characters, over its limit of {}",
+            block.label,
+            block.value.chars().count(),
+            block.char_limit
+        )));
+    }
+    let uid = ensure_uid(tx, scope)?;
+    tx.execute(
+        "INSERT INTO core_blocks (uid, agent, label, value, char_limit, read_only, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (uid, agent, label) DO UPDATE SET value = excluded.value,
+             char_limit = excluded.char_limit, read_only = excluded.read_only,
+             updated_at = excluded.updated_at",
+        params![
+            uid,
+            agent,
+            block.label,
+            block.value,
+            block.char_limit,
+            block.read_only,
+            now_ms()
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn insert_passage(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    text: &str,
+    created_at_ms: i64,
+    embedding: Option<&Embedding>,
+) -> StoreResult<(i64, u64)> {
+    let uid = ensure_uid(tx, scope)?;
+    tx.execute(
+        "INSERT INTO archival_passages (uid, agent, text, created_at, embedding_model, embedding)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![
+            uid,
+            agent,
+            text,
+            created_at_ms,
+            embedding.map(|e| e.model.as_str()),
+            embedding.map(|e| to_blob(&e.vector))
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    Ok((id, bump_generation(tx, uid, Corpus::Passage)?))
+}
+
+pub fn passages(
+    connection: &Connection,
+    scope: &UserScope,
+    page: Page,
+) -> StoreResult<Vec<Passage>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let mut statement = connection.prepare(
+        "SELECT id, agent, text, created_at FROM archival_passages WHERE uid = ?1
+         ORDER BY id LIMIT ?2 OFFSET ?3",
+    )?;
+    let rows = statement
+        .query_map(params![uid, page.limit as i64, page.offset as i64], |row| {
+            Ok(Passage {
+                id: row.get(0)?,
+                agent: row.get(1)?,
+                text: row.get(2)?,
+                created_at_ms: row.get(3)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn summary(
+    connection: &Connection,
+    scope: &UserScope,
+    conversation: &str,
+) -> StoreResult<Option<Summary>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(None);
+    };
+    Ok(connection
+        .query_row(
+            "SELECT c.external_id, s.text, s.through_position, s.updated_at
+             FROM summaries s JOIN conversations c ON c.id = s.conversation_id
+             WHERE s.uid = ?1 AND c.external_id = ?2",
+            params![uid, conversation],
+            |row| {
+                Ok(Summary {
+                    conversation: row.get(0)?,
+                    text: row.get(1)?,
+                    through_position: row.get(2)?,
+                    updated_at_ms: row.get(3)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+pub fn put_summary(tx: &Transaction, scope: &UserScope, summary: &Summary) -> StoreResult<()> {
+    let uid = ensure_uid(tx, scope)?;
+    let conversation_id: Option<i64> = tx
+        .query_row(
+            "SELECT id FROM conversations WHERE uid = ?1 AND external_id = ?2",
+            params![uid, summary.conversation],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let conversation_id = conversation_id
+        .ok_or_else(|| StoreError::NotFound(format!("conversation '{}'", summary.conversation)))?;
+    tx.execute(
+        "INSERT INTO summaries (conversation_id, uid, text, through_position, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text,
+             through_position = excluded.through_position, updated_at = excluded.updated_at",
+        params![
+            conversation_id,
+            uid,
+            summary.text,
+            summary.through_position,
+            summary.updated_at_ms
+        ],
+    )?;
+    Ok(())
+}

@@ -1,0 +1,405 @@
+//! Facts (`memories`) with their audit log, plus the search-side queries shared by all corpora:
+//! keyword search, documents by id, embeddings for index rebuilds.
+
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
+
+use super::{
+    bump_generation, corpus_tables, ensure_uid, find_uid, from_blob, live_condition, require_uid,
+    to_blob,
+};
+use crate::store::{
+    content_hash, now_ms, Corpus, Document, Embedding, Inserted, Memory, MemoryEvent, NewMemory,
+    Page, Source, StoreError, StoreResult, UserScope,
+};
+
+fn log_event(
+    tx: &Transaction,
+    uid: i64,
+    memory_id: i64,
+    action: &str,
+    old: Option<&str>,
+    new: Option<&str>,
+    cause: &str,
+) -> StoreResult<()> {
+    tx.execute(
+        "INSERT INTO memory_events (uid, memory_id, action, old_value, new_value, cause, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![uid, memory_id, action, old, new, cause, now_ms()],
+    )?;
+    Ok(())
+}
+
+fn live_text(tx: &Transaction, uid: i64, id: i64) -> StoreResult<String> {
+    tx.query_row(
+        "SELECT text FROM memories WHERE id = ?1 AND uid = ?2 AND valid_until IS NULL",
+        params![id, uid],
+        |row| row.get(0),
+    )
+    .optional()?
+    .ok_or_else(|| StoreError::NotFound(format!("memory {id}")))
+}
+
+pub fn insert(
+    tx: &Transaction,
+    scope: &UserScope,
+    memory: &NewMemory,
+    cause: &str,
+) -> StoreResult<Inserted> {
+    let text = memory.text.trim();
+    if text.is_empty() {
+        return Err(StoreError::Invalid("a memory needs text".to_owned()));
+    }
+    let uid = ensure_uid(tx, scope)?;
+    let hash = content_hash(text);
+    let existing: Option<i64> = tx
+        .query_row(
+            "SELECT id FROM memories WHERE uid = ?1 AND content_hash = ?2 AND valid_until IS NULL",
+            params![uid, hash],
+            |row| row.get(0),
+        )
+        .optional()?;
+    if let Some(id) = existing {
+        return Ok(Inserted::Duplicate { id });
+    }
+    let sources = serde_json::to_string(&memory.sources)
+        .map_err(|error| StoreError::Invalid(error.to_string()))?;
+    let now = now_ms();
+    tx.execute(
+        "INSERT INTO memories (uid, text, kind, sources, created_at, updated_at, content_hash,
+             embedding_model, embedding)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            uid,
+            text,
+            memory.kind,
+            sources,
+            memory.created_at_ms,
+            now,
+            hash,
+            memory.embedding.as_ref().map(|e| e.model.as_str()),
+            memory.embedding.as_ref().map(|e| to_blob(&e.vector)),
+        ],
+    )?;
+    let id = tx.last_insert_rowid();
+    log_event(tx, uid, id, "add", None, Some(text), cause)?;
+    let generation = bump_generation(tx, uid, Corpus::Memory)?;
+    Ok(Inserted::New { id, generation })
+}
+
+pub fn update(
+    tx: &Transaction,
+    scope: &UserScope,
+    id: i64,
+    text: &str,
+    embedding: Option<&Embedding>,
+    cause: &str,
+) -> StoreResult<u64> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(StoreError::Invalid("a memory needs text".to_owned()));
+    }
+    let uid = require_uid(tx, scope)?;
+    let old = live_text(tx, uid, id)?;
+    tx.execute(
+        "UPDATE memories SET text = ?1, content_hash = ?2, updated_at = ?3,
+             embedding_model = ?4, embedding = ?5
+         WHERE id = ?6 AND uid = ?7",
+        params![
+            text,
+            content_hash(text),
+            now_ms(),
+            embedding.map(|e| e.model.as_str()),
+            embedding.map(|e| to_blob(&e.vector)),
+            id,
+            uid
+        ],
+    )
+    .map_err(|error| match error {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            StoreError::Invalid("another live memory already has this text".to_owned())
+        }
+        other => other.into(),
+    })?;
+    log_event(tx, uid, id, "update", Some(&old), Some(text), cause)?;
+    bump_generation(tx, uid, Corpus::Memory)
+}
+
+pub fn invalidate(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
+    let uid = require_uid(tx, scope)?;
+    let old = live_text(tx, uid, id)?;
+    let now = now_ms();
+    tx.execute(
+        "UPDATE memories SET valid_until = ?1, updated_at = ?1 WHERE id = ?2 AND uid = ?3",
+        params![now, id, uid],
+    )?;
+    log_event(tx, uid, id, "invalidate", Some(&old), None, cause)?;
+    bump_generation(tx, uid, Corpus::Memory)
+}
+
+pub fn delete(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
+    let uid = require_uid(tx, scope)?;
+    let old: Option<String> = tx
+        .query_row(
+            "SELECT text FROM memories WHERE id = ?1 AND uid = ?2",
+            params![id, uid],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let old = old.ok_or_else(|| StoreError::NotFound(format!("memory {id}")))?;
+    tx.execute(
+        "DELETE FROM memories WHERE id = ?1 AND uid = ?2",
+        params![id, uid],
+    )?;
+    log_event(tx, uid, id, "delete", Some(&old), None, cause)?;
+    bump_generation(tx, uid, Corpus::Memory)
+}
+
+fn memory_row(row: &rusqlite::Row) -> rusqlite::Result<Memory> {
+    let sources: String = row.get(3)?;
+    Ok(Memory {
+        id: row.get(0)?,
+        text: row.get(1)?,
+        kind: row.get(2)?,
+        sources: serde_json::from_str::<Vec<Source>>(&sources).unwrap_or_default(),
+        created_at_ms: row.get(4)?,
+        updated_at_ms: row.get(5)?,
+        valid_until_ms: row.get(6)?,
+        embedding_model: row.get(7)?,
+    })
+}
+
+pub fn list(
+    connection: &Connection,
+    scope: &UserScope,
+    include_invalid: bool,
+    page: Page,
+) -> StoreResult<Vec<Memory>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let mut statement = connection.prepare(
+        "SELECT id, text, kind, sources, created_at, updated_at, valid_until, embedding_model
+         FROM memories WHERE uid = ?1 AND (?2 OR valid_until IS NULL)
+         ORDER BY id LIMIT ?3 OFFSET ?4",
+    )?;
+    let rows = statement
+        .query_map(
+            params![uid, include_invalid, page.limit as i64, page.offset as i64],
+            memory_row,
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn events(connection: &Connection, scope: &UserScope) -> StoreResult<Vec<MemoryEvent>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let mut statement = connection.prepare(
+        "SELECT memory_id, action, old_value, new_value, cause, created_at FROM memory_events
+         WHERE uid = ?1 ORDER BY id",
+    )?;
+    let rows = statement
+        .query_map([uid], |row| {
+            Ok(MemoryEvent {
+                memory_id: row.get(0)?,
+                action: row.get(1)?,
+                old_value: row.get(2)?,
+                new_value: row.get(3)?,
+                cause: row.get(4)?,
+                created_at_ms: row.get(5)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+/// Words too common to help a keyword search (they would match nearly every row).
+const STOPWORDS: &[&str] = &[
+    "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
+    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not",
+    "of", "on", "or", "our", "she", "so", "some", "than", "that", "the", "their", "them", "then",
+    "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what", "when",
+    "where", "which", "who", "why", "will", "with", "would", "you", "your",
+];
+
+/// An FTS5 query matching any meaningful word of `text` (quoted: user text is never syntax).
+pub fn fts_terms(text: &str) -> Option<String> {
+    let mut terms: Vec<String> = Vec::new();
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() > 1 && !STOPWORDS.contains(&w.as_str()))
+    {
+        if !terms.contains(&word) && terms.len() < 32 {
+            terms.push(word);
+        }
+    }
+    (!terms.is_empty()).then(|| {
+        terms
+            .iter()
+            .map(|t| format!("\"{t}\""))
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    })
+}
+
+pub fn keyword_search(
+    connection: &Connection,
+    scope: &UserScope,
+    corpus: Corpus,
+    query: &str,
+    limit: usize,
+) -> StoreResult<Vec<(i64, f64)>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let Some(terms) = fts_terms(query) else {
+        return Ok(Vec::new());
+    };
+    let (table, _, fts) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    // Column weights: the text counts, the scope tag (same for all the user's rows) does not.
+    let sql = format!(
+        "SELECT f.rowid, -bm25({fts}, 1.0, 0.0) AS score FROM {fts} f JOIN {table} t ON t.id = f.rowid
+         WHERE {fts} MATCH ?1 AND t.uid = ?2 AND t.{live}
+         ORDER BY bm25({fts}, 1.0, 0.0) LIMIT ?3"
+    );
+    let matching = format!("scope:u{uid} AND ({terms})");
+    let mut statement = connection.prepare_cached(&sql)?;
+    let rows = statement
+        .query_map(params![matching, uid, limit as i64], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn documents(
+    connection: &Connection,
+    scope: &UserScope,
+    corpus: Corpus,
+    ids: &[i64],
+) -> StoreResult<Vec<Document>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let (table, text, _) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    let placeholders = vec!["?"; ids.len()].join(",");
+    let (conversation, role) = match corpus {
+        Corpus::Message => (
+            "(SELECT external_id FROM conversations c WHERE c.id = t.conversation_id)",
+            "t.role",
+        ),
+        _ => ("NULL", "NULL"),
+    };
+    let sql = format!(
+        "SELECT t.id, t.{text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding
+         FROM {table} t WHERE t.uid = ? AND t.{live} AND t.id IN ({placeholders})"
+    );
+    let mut statement = connection.prepare(&sql)?;
+    let values = std::iter::once(uid).chain(ids.iter().copied());
+    let rows = statement
+        .query_map(params_from_iter(values), |row| {
+            let model: Option<String> = row.get(5)?;
+            let blob: Option<Vec<u8>> = row.get(6)?;
+            Ok(Document {
+                corpus,
+                id: row.get(0)?,
+                text: row.get(1)?,
+                created_at_ms: row.get(2)?,
+                conversation: row.get(3)?,
+                role: row.get(4)?,
+                embedding: model.zip(blob).map(|(model, blob)| Embedding {
+                    model,
+                    vector: from_blob(&blob),
+                }),
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn embeddings(
+    connection: &Connection,
+    uid: i64,
+    corpus: Corpus,
+    model: &str,
+) -> StoreResult<Vec<(i64, Vec<f32>)>> {
+    let (table, _, _) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    let mut statement = connection.prepare(&format!(
+        "SELECT id, embedding FROM {table}
+         WHERE uid = ?1 AND embedding_model = ?2 AND embedding IS NOT NULL AND {live}"
+    ))?;
+    let rows = statement
+        .query_map(params![uid, model], |row| {
+            let blob: Vec<u8> = row.get(1)?;
+            Ok((row.get(0)?, from_blob(&blob)))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn rows_to_embed(
+    connection: &Connection,
+    corpus: Corpus,
+    model: &str,
+    limit: usize,
+) -> StoreResult<Vec<(i64, i64, String)>> {
+    let (table, text, _) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    let mut statement = connection.prepare(&format!(
+        "SELECT id, uid, {text} FROM {table}
+         WHERE (embedding_model IS NULL OR embedding_model != ?1) AND {live} ORDER BY id LIMIT ?2"
+    ))?;
+    let rows = statement
+        .query_map(params![model, limit as i64], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn set_embedding(
+    tx: &Transaction,
+    corpus: Corpus,
+    id: i64,
+    embedding: &Embedding,
+) -> StoreResult<(i64, u64)> {
+    let (table, _, _) = corpus_tables(corpus);
+    let uid: i64 = tx
+        .query_row(
+            &format!("SELECT uid FROM {table} WHERE id = ?1"),
+            [id],
+            |row| row.get(0),
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(format!("{} {id}", corpus.as_str())))?;
+    tx.execute(
+        &format!("UPDATE {table} SET embedding_model = ?1, embedding = ?2 WHERE id = ?3"),
+        params![embedding.model, to_blob(&embedding.vector), id],
+    )?;
+    Ok((uid, bump_generation(tx, uid, corpus)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fts_terms;
+
+    #[test]
+    fn fts_terms_are_quoted_words_without_stopwords() {
+        assert_eq!(
+            fts_terms("What is my dog's name? \"NEAR\" OR *").as_deref(),
+            Some("\"dog\" OR \"name\" OR \"near\"")
+        );
+        assert_eq!(fts_terms("is it?"), None);
+    }
+}

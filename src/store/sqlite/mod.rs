@@ -1,0 +1,420 @@
+//! The SQLite store (bundled SQLite, WAL): the embedded default backend.
+//!
+//! One writer connection (SQLite serialises writers anyway) and a few reader connections, so
+//! retrieval reads are not queued behind writes. Every write runs in one transaction: a failure
+//! leaves nothing half-written. Schema changes are migrations recorded in `schema_migrations`.
+
+mod agent;
+mod jobs;
+mod memories;
+mod recall;
+mod schema;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
+
+use super::{Corpus, StoreError, StoreResult, UserScope};
+
+const READERS: usize = 4;
+
+pub struct SqliteStore {
+    writer: Mutex<Connection>,
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+}
+
+fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    // A panic while holding a connection cannot leave a transaction open (rusqlite rolls back on
+    // drop), so a poisoned lock is safe to reuse.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn open_connection(path: &Path) -> StoreResult<Connection> {
+    let connection = Connection::open(path)?;
+    connection.busy_timeout(std::time::Duration::from_secs(10))?;
+    connection.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+    )?;
+    Ok(connection)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    pub fn open(path: &Path) -> StoreResult<SqliteStore> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let writer = open_connection(path)?;
+        migrate(&writer)?;
+        let readers = (0..READERS)
+            .map(|_| open_connection(path).map(Mutex::new))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(SqliteStore {
+            writer: Mutex::new(writer),
+            readers,
+            next_reader: AtomicUsize::new(0),
+        })
+    }
+
+    /// Runs `work` in an immediate (write-locking) transaction, committed only if it succeeds.
+    fn write<T>(&self, work: impl FnOnce(&Transaction) -> StoreResult<T>) -> StoreResult<T> {
+        let mut connection = lock(&self.writer);
+        let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = work(&transaction)?;
+        transaction.commit()?;
+        Ok(value)
+    }
+
+    fn read<T>(&self, work: impl FnOnce(&Connection) -> StoreResult<T>) -> StoreResult<T> {
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        for offset in 0..self.readers.len() {
+            if let Ok(connection) = self.readers[(start + offset) % self.readers.len()].try_lock() {
+                return work(&connection);
+            }
+        }
+        work(&lock(&self.readers[start % self.readers.len()]))
+    }
+
+    pub fn schema_version(&self) -> StoreResult<i64> {
+        self.read(|c| {
+            Ok(c.query_row(
+                "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+    }
+}
+
+fn migrate(connection: &Connection) -> StoreResult<()> {
+    connection.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL);",
+    )?;
+    let current: i64 = connection.query_row(
+        "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+        [],
+        |row| row.get(0),
+    )?;
+    if current > schema::MIGRATIONS.len() as i64 {
+        return Err(StoreError::Invalid(format!(
+            "the database has schema version {current}, newer than this memproxy knows ({}); upgrade memproxy",
+            schema::MIGRATIONS.len()
+        )));
+    }
+    for (index, migration) in schema::MIGRATIONS.iter().enumerate().skip(current as usize) {
+        let version = index as i64 + 1;
+        connection.execute_batch("BEGIN IMMEDIATE")?;
+        let applied = connection.execute_batch(migration).and_then(|()| {
+            connection.execute(
+                "INSERT INTO schema_migrations (version, applied_at) VALUES (?1, ?2)",
+                params![version, super::now_ms()],
+            )
+        });
+        match applied {
+            Ok(_) => connection.execute_batch("COMMIT")?,
+            Err(error) => {
+                connection.execute_batch("ROLLBACK")?;
+                return Err(error.into());
+            }
+        }
+        tracing::info!(version, "applied database migration");
+    }
+    Ok(())
+}
+
+fn find_uid(connection: &Connection, scope: &UserScope) -> StoreResult<Option<i64>> {
+    Ok(connection
+        .query_row(
+            "SELECT id FROM users WHERE tenant = ?1 AND name = ?2",
+            params![scope.tenant, scope.user],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+fn require_uid(connection: &Connection, scope: &UserScope) -> StoreResult<i64> {
+    find_uid(connection, scope)?.ok_or_else(|| {
+        StoreError::NotFound(format!(
+            "user '{}' of tenant '{}'",
+            scope.user, scope.tenant
+        ))
+    })
+}
+
+fn ensure_uid(connection: &Connection, scope: &UserScope) -> StoreResult<i64> {
+    connection.execute(
+        "INSERT OR IGNORE INTO users (tenant, name, created_at) VALUES (?1, ?2, ?3)",
+        params![scope.tenant, scope.user, super::now_ms()],
+    )?;
+    require_uid(connection, scope)
+}
+
+/// Bumps and returns the vector generation of one scope and corpus.
+fn bump_generation(connection: &Connection, uid: i64, corpus: Corpus) -> StoreResult<u64> {
+    let generation: i64 = connection.query_row(
+        "INSERT INTO vector_generations (uid, corpus, generation) VALUES (?1, ?2, 1)
+         ON CONFLICT (uid, corpus) DO UPDATE SET generation = generation + 1
+         RETURNING generation",
+        params![uid, corpus.as_str()],
+        |row| row.get(0),
+    )?;
+    Ok(generation as u64)
+}
+
+fn to_blob(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn from_blob(blob: &[u8]) -> Vec<f32> {
+    blob.chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// Table, text column and FTS table of each corpus.
+fn corpus_tables(corpus: Corpus) -> (&'static str, &'static str, &'static str) {
+    match corpus {
+        Corpus::Memory => ("memories", "text", "memories_fts"),
+        Corpus::Message => ("messages", "content", "messages_fts"),
+        Corpus::Passage => ("archival_passages", "text", "passages_fts"),
+    }
+}
+
+/// Only live rows are searchable: invalidated memories are history, not knowledge.
+fn live_condition(corpus: Corpus) -> &'static str {
+    match corpus {
+        Corpus::Memory => "valid_until IS NULL",
+        Corpus::Message | Corpus::Passage => "1",
+    }
+}
+
+impl super::Store for SqliteStore {
+    fn ensure_user(&self, scope: &UserScope) -> StoreResult<i64> {
+        if let Some(uid) = self.find_user(scope)? {
+            return Ok(uid);
+        }
+        self.write(|tx| ensure_uid(tx, scope))
+    }
+
+    fn find_user(&self, scope: &UserScope) -> StoreResult<Option<i64>> {
+        self.read(|c| find_uid(c, scope))
+    }
+
+    fn list_users(&self, tenant: &str) -> StoreResult<Vec<String>> {
+        self.read(|c| {
+            let mut statement =
+                c.prepare("SELECT name FROM users WHERE tenant = ?1 ORDER BY name")?;
+            let names = statement
+                .query_map([tenant], |row| row.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(names)
+        })
+    }
+
+    fn delete_user(&self, scope: &UserScope) -> StoreResult<bool> {
+        self.write(|tx| {
+            let Some(uid) = find_uid(tx, scope)? else {
+                return Ok(false);
+            };
+            // Cascades to every table that holds the user's memory (FTS rows via triggers).
+            tx.execute("DELETE FROM users WHERE id = ?1", [uid])?;
+            Ok(true)
+        })
+    }
+
+    fn append_messages(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        agent: &str,
+        messages: &[super::NewMessage],
+    ) -> StoreResult<Vec<super::StoredMessage>> {
+        self.write(|tx| recall::append(tx, scope, conversation, agent, messages))
+    }
+
+    fn list_conversations(&self, scope: &UserScope) -> StoreResult<Vec<super::Conversation>> {
+        self.read(|c| recall::conversations(c, scope))
+    }
+
+    fn list_messages(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        page: super::Page,
+    ) -> StoreResult<Vec<super::StoredMessage>> {
+        self.read(|c| recall::messages(c, scope, conversation, page))
+    }
+
+    fn insert_memory(
+        &self,
+        scope: &UserScope,
+        memory: &super::NewMemory,
+        cause: &str,
+    ) -> StoreResult<super::Inserted> {
+        self.write(|tx| memories::insert(tx, scope, memory, cause))
+    }
+
+    fn update_memory(
+        &self,
+        scope: &UserScope,
+        id: i64,
+        text: &str,
+        embedding: Option<&super::Embedding>,
+        cause: &str,
+    ) -> StoreResult<u64> {
+        self.write(|tx| memories::update(tx, scope, id, text, embedding, cause))
+    }
+
+    fn invalidate_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
+        self.write(|tx| memories::invalidate(tx, scope, id, cause))
+    }
+
+    fn delete_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
+        self.write(|tx| memories::delete(tx, scope, id, cause))
+    }
+
+    fn list_memories(
+        &self,
+        scope: &UserScope,
+        include_invalid: bool,
+        page: super::Page,
+    ) -> StoreResult<Vec<super::Memory>> {
+        self.read(|c| memories::list(c, scope, include_invalid, page))
+    }
+
+    fn memory_events(&self, scope: &UserScope) -> StoreResult<Vec<super::MemoryEvent>> {
+        self.read(|c| memories::events(c, scope))
+    }
+
+    fn core_blocks(&self, scope: &UserScope, agent: &str) -> StoreResult<Vec<super::CoreBlock>> {
+        self.read(|c| agent::blocks(c, scope, agent))
+    }
+
+    fn put_core_block(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        block: &super::CoreBlock,
+    ) -> StoreResult<()> {
+        self.write(|tx| agent::put_block(tx, scope, agent, block))
+    }
+
+    fn insert_passage(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        text: &str,
+        created_at_ms: i64,
+        embedding: Option<&super::Embedding>,
+    ) -> StoreResult<(i64, u64)> {
+        self.write(|tx| agent::insert_passage(tx, scope, agent, text, created_at_ms, embedding))
+    }
+
+    fn list_passages(
+        &self,
+        scope: &UserScope,
+        page: super::Page,
+    ) -> StoreResult<Vec<super::Passage>> {
+        self.read(|c| agent::passages(c, scope, page))
+    }
+
+    fn summary(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+    ) -> StoreResult<Option<super::Summary>> {
+        self.read(|c| agent::summary(c, scope, conversation))
+    }
+
+    fn put_summary(&self, scope: &UserScope, summary: &super::Summary) -> StoreResult<()> {
+        self.write(|tx| agent::put_summary(tx, scope, summary))
+    }
+
+    fn keyword_search(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        query: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, f64)>> {
+        self.read(|c| memories::keyword_search(c, scope, corpus, query, limit))
+    }
+
+    fn documents(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        ids: &[i64],
+    ) -> StoreResult<Vec<super::Document>> {
+        self.read(|c| memories::documents(c, scope, corpus, ids))
+    }
+
+    fn embeddings(
+        &self,
+        uid: i64,
+        corpus: Corpus,
+        model: &str,
+    ) -> StoreResult<Vec<(i64, Vec<f32>)>> {
+        self.read(|c| memories::embeddings(c, uid, corpus, model))
+    }
+
+    fn vector_generation(&self, uid: i64, corpus: Corpus) -> StoreResult<u64> {
+        self.read(|c| {
+            let generation: Option<i64> = c
+                .query_row(
+                    "SELECT generation FROM vector_generations WHERE uid = ?1 AND corpus = ?2",
+                    params![uid, corpus.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            Ok(generation.unwrap_or(0) as u64)
+        })
+    }
+
+    fn rows_to_embed(
+        &self,
+        corpus: Corpus,
+        model: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, i64, String)>> {
+        self.read(|c| memories::rows_to_embed(c, corpus, model, limit))
+    }
+
+    fn set_embedding(
+        &self,
+        corpus: Corpus,
+        id: i64,
+        embedding: &super::Embedding,
+    ) -> StoreResult<(i64, u64)> {
+        self.write(|tx| memories::set_embedding(tx, corpus, id, embedding))
+    }
+
+    fn enqueue_job(&self, job: &super::NewJob) -> StoreResult<i64> {
+        self.write(|tx| jobs::enqueue(tx, job))
+    }
+
+    fn claim_job(&self, now_ms: i64) -> StoreResult<Option<super::Job>> {
+        self.write(|tx| jobs::claim(tx, now_ms))
+    }
+
+    fn complete_job(&self, id: i64) -> StoreResult<()> {
+        self.write(|tx| jobs::complete(tx, id))
+    }
+
+    fn fail_job(&self, id: i64, error: &str, retry_at_ms: Option<i64>) -> StoreResult<()> {
+        self.write(|tx| jobs::fail(tx, id, error, retry_at_ms))
+    }
+
+    fn requeue_interrupted_jobs(&self) -> StoreResult<usize> {
+        self.write(jobs::requeue_interrupted)
+    }
+
+    fn list_jobs(&self, state: Option<&str>, page: super::Page) -> StoreResult<Vec<super::Job>> {
+        self.read(|c| jobs::list(c, state, page))
+    }
+}

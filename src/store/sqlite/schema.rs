@@ -1,0 +1,165 @@
+//! The SQLite schema as an ordered list of migrations; `schema_migrations` records which ran.
+//!
+//! Append only: a released migration is never edited, a change is a new entry. Every table that
+//! holds memory carries `uid` (the internal id of one tenant's user) so every query can be scoped.
+
+pub const MIGRATIONS: &[&str] = &[
+    // 1: everything the memory layer needs.
+    r#"
+CREATE TABLE users (
+    id          INTEGER PRIMARY KEY,
+    tenant      TEXT NOT NULL,
+    name        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    UNIQUE (tenant, name)
+);
+
+CREATE TABLE conversations (
+    id          INTEGER PRIMARY KEY,
+    uid         INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    external_id TEXT NOT NULL,
+    agent       TEXT NOT NULL DEFAULT 'default',
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL,
+    UNIQUE (uid, external_id)
+);
+
+-- The recall log: every turn, deduplicated by conversation + position + content hash.
+CREATE TABLE messages (
+    id              INTEGER PRIMARY KEY,
+    uid             INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    position        INTEGER NOT NULL,
+    role            TEXT NOT NULL,
+    content         TEXT NOT NULL,
+    name            TEXT,
+    tool_calls      TEXT,
+    tool_call_id    TEXT,
+    created_at      INTEGER NOT NULL,
+    token_count     INTEGER NOT NULL,
+    content_hash    TEXT NOT NULL,
+    embedding_model TEXT,
+    embedding       BLOB,
+    UNIQUE (conversation_id, position, content_hash)
+);
+CREATE INDEX messages_by_user_time ON messages(uid, created_at);
+
+-- Facts about the user. Invalidated facts keep their row with valid_until set.
+CREATE TABLE memories (
+    id              INTEGER PRIMARY KEY,
+    uid             INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    text            TEXT NOT NULL,
+    kind            TEXT NOT NULL DEFAULT 'fact',
+    sources         TEXT NOT NULL DEFAULT '[]',
+    created_at      INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL,
+    valid_until     INTEGER,
+    content_hash    TEXT NOT NULL,
+    embedding_model TEXT,
+    embedding       BLOB
+);
+CREATE INDEX memories_by_user ON memories(uid, valid_until);
+CREATE UNIQUE INDEX memories_live_unique ON memories(uid, content_hash) WHERE valid_until IS NULL;
+
+CREATE TABLE core_blocks (
+    id          INTEGER PRIMARY KEY,
+    uid         INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent       TEXT NOT NULL,
+    label       TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    char_limit  INTEGER NOT NULL,
+    read_only   INTEGER NOT NULL DEFAULT 0,
+    updated_at  INTEGER NOT NULL,
+    UNIQUE (uid, agent, label)
+);
+
+CREATE TABLE archival_passages (
+    id              INTEGER PRIMARY KEY,
+    uid             INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent           TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    created_at      INTEGER NOT NULL,
+    embedding_model TEXT,
+    embedding       BLOB
+);
+CREATE INDEX passages_by_agent ON archival_passages(uid, agent);
+
+CREATE TABLE summaries (
+    conversation_id INTEGER PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+    uid             INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    text            TEXT NOT NULL,
+    through_position INTEGER NOT NULL,
+    updated_at      INTEGER NOT NULL
+);
+
+-- Durable work queue (post-processing); survives restarts.
+CREATE TABLE jobs (
+    id          INTEGER PRIMARY KEY,
+    uid         INTEGER REFERENCES users(id) ON DELETE CASCADE,
+    kind        TEXT NOT NULL,
+    dedupe_key  TEXT,
+    payload     TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed')),
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    run_after   INTEGER NOT NULL,
+    last_error  TEXT,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+);
+CREATE INDEX jobs_ready ON jobs(state, run_after);
+CREATE UNIQUE INDEX jobs_pending_dedupe ON jobs(dedupe_key) WHERE state = 'queued';
+
+-- Audit log of every change to a memory.
+CREATE TABLE memory_events (
+    id          INTEGER PRIMARY KEY,
+    uid         INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    memory_id   INTEGER NOT NULL,
+    action      TEXT NOT NULL CHECK (action IN ('add', 'update', 'invalidate', 'delete')),
+    old_value   TEXT,
+    new_value   TEXT,
+    cause       TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+CREATE INDEX memory_events_by_memory ON memory_events(uid, memory_id);
+
+-- Bumped with every change to a scope's vectors; the on-disk index records the generation it
+-- holds, so a stale index (crash, another process) is detected and rebuilt.
+CREATE TABLE vector_generations (
+    uid         INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    corpus      TEXT NOT NULL,
+    generation  INTEGER NOT NULL,
+    PRIMARY KEY (uid, corpus)
+);
+
+-- Keyword search (BM25). Contentless FTS tables (the text lives in the base tables) with a
+-- `scope` column holding 'u<uid>', so a search intersects the user's postings instead of
+-- scanning every user's matches. Kept in step by triggers.
+CREATE VIRTUAL TABLE messages_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='porter unicode61');
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, text, scope) VALUES (new.id, new.content, 'u' || new.uid);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.id;
+END;
+
+CREATE VIRTUAL TABLE memories_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='porter unicode61');
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, text, scope) VALUES (new.id, new.text, 'u' || new.uid);
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF text ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+    INSERT INTO memories_fts(rowid, text, scope) VALUES (new.id, new.text, 'u' || new.uid);
+END;
+
+CREATE VIRTUAL TABLE passages_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='porter unicode61');
+CREATE TRIGGER passages_fts_insert AFTER INSERT ON archival_passages BEGIN
+    INSERT INTO passages_fts(rowid, text, scope) VALUES (new.id, new.text, 'u' || new.uid);
+END;
+CREATE TRIGGER passages_fts_delete AFTER DELETE ON archival_passages BEGIN
+    DELETE FROM passages_fts WHERE rowid = old.id;
+END;
+"#,
+];

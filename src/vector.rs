@@ -1,0 +1,329 @@
+//! Vector indexes (usearch HNSW, cosine): one per user and corpus, persisted beside the database.
+//!
+//! Isolation is structural: a search opens only the caller's own index file, so no vector of
+//! another user can be returned. SQLite stays the source of truth: every change bumps a generation
+//! counter in the same transaction as the row, the index file records the generation it holds
+//! (sidecar JSON), and an index whose generation, model or file does not match is rebuilt from the
+//! embeddings stored in SQLite. Search results are also re-read from SQLite, so a vector left behind
+//! by a crash can never surface a deleted memory.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
+
+use crate::store::{Corpus, Store, StoreError, StoreResult};
+
+pub struct VectorIndexes {
+    dir: PathBuf,
+    model: String,
+    dimensions: usize,
+    store: Arc<dyn Store>,
+    open: Mutex<HashMap<(i64, Corpus), Arc<ScopeIndex>>>,
+}
+
+struct ScopeIndex {
+    index: RwLock<Index>,
+    generation: AtomicU64,
+    dirty: AtomicBool,
+}
+
+/// What the index file holds, written after the file itself.
+#[derive(Serialize, Deserialize, PartialEq)]
+struct Sidecar {
+    generation: u64,
+    model: String,
+    dimensions: usize,
+}
+
+pub enum Change<'a> {
+    Add(i64, &'a [f32]),
+    Remove(i64),
+}
+
+fn index_error(error: impl std::fmt::Display) -> StoreError {
+    StoreError::Invalid(format!("vector index: {error}"))
+}
+
+impl VectorIndexes {
+    pub fn new(
+        dir: &Path,
+        model: &str,
+        dimensions: usize,
+        store: Arc<dyn Store>,
+    ) -> StoreResult<Self> {
+        std::fs::create_dir_all(dir)?;
+        Ok(VectorIndexes {
+            dir: dir.to_owned(),
+            model: model.to_owned(),
+            dimensions,
+            store,
+            open: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn paths(&self, uid: i64, corpus: Corpus) -> (PathBuf, PathBuf) {
+        let stem = format!("u{uid}-{}", corpus.as_str());
+        (
+            self.dir.join(format!("{stem}.usearch")),
+            self.dir.join(format!("{stem}.json")),
+        )
+    }
+
+    fn new_index(&self, capacity: usize) -> StoreResult<Index> {
+        let options = IndexOptions {
+            dimensions: self.dimensions,
+            metric: MetricKind::Cos,
+            quantization: ScalarKind::F32,
+            connectivity: 0,
+            expansion_add: 0,
+            expansion_search: 0,
+            multi: false,
+        };
+        let index = Index::new(&options).map_err(index_error)?;
+        index.reserve(capacity.max(64)).map_err(index_error)?;
+        Ok(index)
+    }
+
+    fn cached(&self) -> std::sync::MutexGuard<'_, HashMap<(i64, Corpus), Arc<ScopeIndex>>> {
+        self.open
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The index of one scope, in step with the database (loaded or rebuilt if needed).
+    fn get(&self, uid: i64, corpus: Corpus) -> StoreResult<Arc<ScopeIndex>> {
+        let generation = self.store.vector_generation(uid, corpus)?;
+        if let Some(index) = self.cached().get(&(uid, corpus)) {
+            if index.generation.load(Ordering::Acquire) == generation {
+                return Ok(Arc::clone(index));
+            }
+        }
+        let index = match self.load_file(uid, corpus, generation) {
+            Some(index) => index,
+            None => self.rebuild(uid, corpus, generation)?,
+        };
+        let index = Arc::new(index);
+        self.cached().insert((uid, corpus), Arc::clone(&index));
+        Ok(index)
+    }
+
+    fn load_file(&self, uid: i64, corpus: Corpus, generation: u64) -> Option<ScopeIndex> {
+        let (file, sidecar) = self.paths(uid, corpus);
+        let recorded: Sidecar = serde_json::from_slice(&std::fs::read(&sidecar).ok()?).ok()?;
+        let wanted = Sidecar {
+            generation,
+            model: self.model.clone(),
+            dimensions: self.dimensions,
+        };
+        if recorded != wanted {
+            return None;
+        }
+        let index = self.new_index(0).ok()?;
+        index.load(file.to_str()?).ok()?;
+        Some(ScopeIndex {
+            index: RwLock::new(index),
+            generation: AtomicU64::new(generation),
+            dirty: AtomicBool::new(false),
+        })
+    }
+
+    /// Rebuilds one scope's index from the embeddings in SQLite and saves it.
+    fn rebuild(&self, uid: i64, corpus: Corpus, generation: u64) -> StoreResult<ScopeIndex> {
+        let vectors = self.store.embeddings(uid, corpus, &self.model)?;
+        let index = self.new_index(vectors.len())?;
+        for (id, vector) in &vectors {
+            if vector.len() == self.dimensions {
+                index.add(*id as u64, vector).map_err(index_error)?;
+            }
+        }
+        tracing::info!(
+            uid,
+            corpus = corpus.as_str(),
+            vectors = vectors.len(),
+            "rebuilt vector index"
+        );
+        let scope = ScopeIndex {
+            index: RwLock::new(index),
+            generation: AtomicU64::new(generation),
+            dirty: AtomicBool::new(true),
+        };
+        self.save(uid, corpus, &scope)?;
+        Ok(scope)
+    }
+
+    /// Nearest rows to `query`: `(id, cosine similarity)`, best first.
+    pub fn search(
+        &self,
+        uid: i64,
+        corpus: Corpus,
+        query: &[f32],
+        k: usize,
+    ) -> StoreResult<Vec<(i64, f32)>> {
+        if query.len() != self.dimensions || k == 0 {
+            return Ok(Vec::new());
+        }
+        let scope = self.get(uid, corpus)?;
+        let index = scope
+            .index
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if index.size() == 0 {
+            return Ok(Vec::new());
+        }
+        let matches = index.search(query, k).map_err(index_error)?;
+        Ok(matches
+            .keys
+            .iter()
+            .zip(&matches.distances)
+            .map(|(key, distance)| (*key as i64, 1.0 - distance))
+            .collect())
+    }
+
+    /// Applies changes the database committed, each with the generation it produced (in order).
+    /// If the index is not at the generation just before the first (another process wrote, or a
+    /// change was missed), it is rebuilt from the database instead, which already holds them.
+    pub fn apply(
+        &self,
+        uid: i64,
+        corpus: Corpus,
+        changes: &[(u64, Change<'_>)],
+    ) -> StoreResult<()> {
+        let Some(first) = changes.first().map(|(generation, _)| *generation) else {
+            return Ok(());
+        };
+        let cached = self.cached().get(&(uid, corpus)).cloned();
+        let scope = match cached {
+            Some(scope) => scope,
+            None => match self.load_file(uid, corpus, first.saturating_sub(1)) {
+                Some(loaded) => {
+                    let loaded = Arc::new(loaded);
+                    self.cached().insert((uid, corpus), Arc::clone(&loaded));
+                    loaded
+                }
+                None => return self.get(uid, corpus).map(|_| ()),
+            },
+        };
+        let index = scope
+            .index
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if scope.generation.load(Ordering::Acquire) + 1 != first {
+            drop(index);
+            self.cached().remove(&(uid, corpus));
+            return self.get(uid, corpus).map(|_| ());
+        }
+        for (generation, change) in changes {
+            match change {
+                Change::Add(id, vector) if vector.len() == self.dimensions => {
+                    if index.size() + 1 > index.capacity() {
+                        index
+                            .reserve((index.capacity() * 2).max(64))
+                            .map_err(index_error)?;
+                    }
+                    // Re-adding a key (an updated memory) replaces its vector.
+                    if index.contains(*id as u64) {
+                        index.remove(*id as u64).map_err(index_error)?;
+                    }
+                    index.add(*id as u64, vector).map_err(index_error)?;
+                }
+                Change::Add(..) => {}
+                Change::Remove(id) => {
+                    index.remove(*id as u64).map_err(index_error)?;
+                }
+            }
+            scope.generation.store(*generation, Ordering::Release);
+        }
+        scope.dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    fn save(&self, uid: i64, corpus: Corpus, scope: &ScopeIndex) -> StoreResult<()> {
+        if !scope.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let (file, sidecar) = self.paths(uid, corpus);
+        let index = scope
+            .index
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let generation = scope.generation.load(Ordering::Acquire);
+        // Write-then-rename: a crash mid-save leaves the previous file, which the sidecar
+        // (written last) then no longer matches, so it is rebuilt rather than trusted.
+        let temporary = file.with_extension("usearch.tmp");
+        let temporary_name = temporary
+            .to_str()
+            .ok_or_else(|| index_error("the data directory path is not UTF-8"))?;
+        index.save(temporary_name).map_err(index_error)?;
+        std::fs::rename(&temporary, &file)?;
+        let recorded = Sidecar {
+            generation,
+            model: self.model.clone(),
+            dimensions: self.dimensions,
+        };
+        let json = serde_json::to_vec(&recorded).map_err(index_error)?;
+        std::fs::write(&sidecar, json)?;
+        Ok(())
+    }
+
+    /// Saves every index changed since it was last saved.
+    pub fn flush(&self) -> StoreResult<usize> {
+        let open: Vec<_> = self
+            .cached()
+            .iter()
+            .map(|(k, v)| (*k, Arc::clone(v)))
+            .collect();
+        let mut saved = 0;
+        for ((uid, corpus), scope) in open {
+            if scope.dirty.load(Ordering::Acquire) {
+                self.save(uid, corpus, &scope)?;
+                saved += 1;
+            }
+        }
+        Ok(saved)
+    }
+
+    /// Brings one user's indexes in step with the database now (start-up check, tests).
+    pub fn verify(&self, uid: i64) -> StoreResult<()> {
+        for corpus in Corpus::ALL {
+            self.get(uid, corpus)?;
+        }
+        Ok(())
+    }
+
+    /// Drops a user's indexes from memory and disk (the user was deleted).
+    pub fn forget(&self, uid: i64) -> StoreResult<()> {
+        for corpus in Corpus::ALL {
+            self.cached().remove(&(uid, corpus));
+            let (file, sidecar) = self.paths(uid, corpus);
+            for path in [file, sidecar] {
+                match std::fs::remove_file(&path) {
+                    Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(error.into())
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Files of one user's indexes (for tests and `delete user` checks).
+    pub fn files_of(&self, uid: i64) -> Vec<PathBuf> {
+        Corpus::ALL
+            .into_iter()
+            .flat_map(|corpus| {
+                let (file, sidecar) = self.paths(uid, corpus);
+                [file, sidecar]
+            })
+            .filter(|path| path.exists())
+            .collect()
+    }
+
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+}
