@@ -11,6 +11,7 @@ pub mod embed;
 pub mod error;
 pub mod hooks;
 pub mod identity;
+pub mod memory;
 pub mod metrics;
 pub mod mock;
 pub mod mode;

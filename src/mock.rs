@@ -112,6 +112,7 @@ impl MockUpstream {
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
+            .route("/v1/embeddings", post(embeddings))
             .fallback(any(echo))
             .with_state(Arc::clone(&state));
         let shutdown = stop.clone();
@@ -187,6 +188,50 @@ async fn models() -> Json<Value> {
     Json(json!({"object": "list", "data": [
         {"id": "mock-model", "object": "model", "created": 0, "owned_by": "memproxy-mock"}
     ]}))
+}
+
+/// Deterministic embeddings: hashed bag of words (so texts sharing words are similar), 64
+/// dimensions unless the request asks for `dimensions`.
+async fn embeddings(State(state): State<Arc<MockState>>, request: Request) -> Response {
+    let received = record(&state, request).await;
+    let body = received.json();
+    let inputs: Vec<String> = match &body["input"] {
+        Value::String(text) => vec![text.clone()],
+        Value::Array(items) => items
+            .iter()
+            .map(|i| i.as_str().unwrap_or_default().to_owned())
+            .collect(),
+        _ => {
+            let error = json!({"error": {"message": "'input' is required", "type": "invalid_request_error", "param": "input", "code": null}});
+            return (StatusCode::BAD_REQUEST, Json(error)).into_response();
+        }
+    };
+    let dimensions = body["dimensions"].as_u64().unwrap_or(64) as usize;
+    let data: Vec<Value> = inputs
+        .iter()
+        .enumerate()
+        .map(|(index, text)| json!({"object": "embedding", "index": index, "embedding": hashed_words(text, dimensions)}))
+        .collect();
+    Json(
+        json!({"object": "list", "data": data, "model": body["model"],
+        "usage": {"prompt_tokens": inputs.len(), "total_tokens": inputs.len()}}),
+    )
+    .into_response()
+}
+
+pub fn hashed_words(text: &str, dimensions: usize) -> Vec<f32> {
+    use sha2::{Digest, Sha256};
+    let mut vector = vec![0.0_f32; dimensions.max(1)];
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let digest = Sha256::digest(word.to_lowercase().as_bytes());
+        let slot = u32::from_le_bytes([digest[0], digest[1], digest[2], digest[3]]) as usize
+            % vector.len();
+        vector[slot] += 1.0;
+    }
+    vector
 }
 
 /// Any other path: describes the request back; `?stream=N` answers N SSE events instead.

@@ -31,11 +31,9 @@ fn init_runtime(path: &Path) -> Result<(), EmbedError> {
         if !path.is_file() {
             return Err("the file does not exist".to_owned());
         }
-        let builder = ort::init_from(path).map_err(|error| error.to_string())?;
-        builder
-            .with_name("memproxy")
-            .build()
-            .map(|_| path.to_owned())
+        // Loads the library only; fastembed creates the environment on first use.
+        ort::init_from(path)
+            .map(|_environment_builder| path.to_owned())
             .map_err(|error| error.to_string())
     });
     outcome

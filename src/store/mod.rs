@@ -225,6 +225,42 @@ pub struct Job {
     pub last_error: Option<String>,
 }
 
+/// A memory as exported and imported: everything but database ids and the vector.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PortableMemory {
+    pub text: String,
+    pub kind: String,
+    #[serde(default)]
+    pub sources: Vec<Source>,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    #[serde(default)]
+    pub valid_until_ms: Option<i64>,
+}
+
+/// One user's whole memory, for export and import (embeddings only on the way in).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UserBundle {
+    /// `(conversation id, agent)`.
+    pub conversations: Vec<(String, String)>,
+    pub messages: Vec<(String, NewMessage, Option<Embedding>)>,
+    pub memories: Vec<(PortableMemory, Option<Embedding>)>,
+    pub blocks: Vec<(String, CoreBlock)>,
+    /// `(agent, text, created_at_ms, embedding)`.
+    pub passages: Vec<(String, String, i64, Option<Embedding>)>,
+    pub summaries: Vec<Summary>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ImportCounts {
+    pub conversations: usize,
+    pub messages: usize,
+    pub memories: usize,
+    pub blocks: usize,
+    pub passages: usize,
+    pub summaries: usize,
+}
+
 /// Paging for listings.
 #[derive(Clone, Copy, Debug)]
 pub struct Page {
@@ -339,13 +375,18 @@ pub trait Store: Send + Sync + 'static {
         model: &str,
         limit: usize,
     ) -> StoreResult<Vec<(i64, i64, String)>>;
-    /// Sets the embedding of one row; returns `(uid, generation)`.
-    fn set_embedding(
+    /// Sets embeddings of rows (one transaction); returns `(id, uid, generation)` per row.
+    fn set_embeddings(
         &self,
         corpus: Corpus,
-        id: i64,
-        embedding: &Embedding,
-    ) -> StoreResult<(i64, u64)>;
+        rows: &[(i64, Embedding)],
+    ) -> StoreResult<Vec<(i64, i64, u64)>>;
+
+    // Export and import.
+    /// A consistent snapshot of one user's memory; `None` for an unknown user.
+    fn export_user(&self, scope: &UserScope) -> StoreResult<Option<UserBundle>>;
+    /// Adds a bundle to a user in one transaction: all of it or nothing.
+    fn import_user(&self, scope: &UserScope, bundle: &UserBundle) -> StoreResult<ImportCounts>;
 
     // Durable jobs.
     fn enqueue_job(&self, job: &NewJob) -> StoreResult<i64>;

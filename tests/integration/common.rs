@@ -126,3 +126,42 @@ pub fn assert_openai_error(body: &Value, code: &str) {
     assert!(error["message"].as_str().is_some_and(|m| !m.is_empty()));
     assert_eq!(error["code"], code, "{body}");
 }
+
+/// The data directory holding the real local model, installed once by `scripts/fetch-model`
+/// (the README's test command runs it first; this runs it again so `cargo test` alone works).
+pub fn model_data_dir() -> std::path::PathBuf {
+    static READY: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    READY
+        .get_or_init(|| {
+            let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+            let dir = root.join("target/test-data");
+            let status = std::process::Command::new(root.join("scripts/fetch-model"))
+                .arg("--data-dir")
+                .arg(&dir)
+                .status()
+                .expect("run scripts/fetch-model");
+            assert!(status.success(), "scripts/fetch-model failed");
+            dir
+        })
+        .clone()
+}
+
+/// One real local embedder for the whole test binary (loading the model once).
+pub fn local_embedder() -> memproxy::embed::SharedEmbedder {
+    static EMBEDDER: std::sync::OnceLock<memproxy::embed::SharedEmbedder> =
+        std::sync::OnceLock::new();
+    EMBEDDER
+        .get_or_init(|| {
+            let config = memproxy::embed::EmbeddingConfig::default();
+            Arc::new(
+                memproxy::embed::LocalEmbedder::load(&config, &model_data_dir())
+                    .expect("the local model loads"),
+            )
+        })
+        .clone()
+}
+
+/// A memory service on a fresh data directory with the real local model.
+pub fn memory_in(dir: &std::path::Path) -> memproxy::memory::MemoryService {
+    memproxy::memory::MemoryService::open(dir, local_embedder()).expect("memory opens")
+}

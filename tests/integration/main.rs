@@ -7,6 +7,8 @@ mod auth;
 mod chat;
 mod errors;
 mod lifecycle;
+mod memory;
+mod memory_storage;
 mod relay;
 mod sdk;
 mod streaming;

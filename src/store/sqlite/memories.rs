@@ -265,7 +265,7 @@ pub fn keyword_search(
     // Column weights: the text counts, the scope tag (same for all the user's rows) does not.
     let sql = format!(
         "SELECT f.rowid, -bm25({fts}, 1.0, 0.0) AS score FROM {fts} f JOIN {table} t ON t.id = f.rowid
-         WHERE {fts} MATCH ?1 AND t.uid = ?2 AND t.{live}
+         WHERE {fts} MATCH ?1 AND t.uid = ?2 AND {live}
          ORDER BY bm25({fts}, 1.0, 0.0) LIMIT ?3"
     );
     let matching = format!("scope:u{uid} AND ({terms})");
@@ -302,7 +302,7 @@ pub fn documents(
     };
     let sql = format!(
         "SELECT t.id, t.{text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding
-         FROM {table} t WHERE t.uid = ? AND t.{live} AND t.id IN ({placeholders})"
+         FROM {table} t WHERE t.uid = ? AND {live} AND t.id IN ({placeholders})"
     );
     let mut statement = connection.prepare(&sql)?;
     let values = std::iter::once(uid).chain(ids.iter().copied());
@@ -336,8 +336,8 @@ pub fn embeddings(
     let (table, _, _) = corpus_tables(corpus);
     let live = live_condition(corpus);
     let mut statement = connection.prepare(&format!(
-        "SELECT id, embedding FROM {table}
-         WHERE uid = ?1 AND embedding_model = ?2 AND embedding IS NOT NULL AND {live}"
+        "SELECT t.id, t.embedding FROM {table} t
+         WHERE t.uid = ?1 AND t.embedding_model = ?2 AND t.embedding IS NOT NULL AND {live}"
     ))?;
     let rows = statement
         .query_map(params![uid, model], |row| {
@@ -357,8 +357,8 @@ pub fn rows_to_embed(
     let (table, text, _) = corpus_tables(corpus);
     let live = live_condition(corpus);
     let mut statement = connection.prepare(&format!(
-        "SELECT id, uid, {text} FROM {table}
-         WHERE (embedding_model IS NULL OR embedding_model != ?1) AND {live} ORDER BY id LIMIT ?2"
+        "SELECT t.id, t.uid, t.{text} FROM {table} t
+         WHERE (t.embedding_model IS NULL OR t.embedding_model != ?1) AND {live} ORDER BY t.id LIMIT ?2"
     ))?;
     let rows = statement
         .query_map(params![model, limit as i64], |row| {

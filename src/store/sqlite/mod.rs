@@ -9,6 +9,7 @@ mod jobs;
 mod memories;
 mod recall;
 mod schema;
+mod transfer;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -186,10 +187,11 @@ fn corpus_tables(corpus: Corpus) -> (&'static str, &'static str, &'static str) {
 }
 
 /// Only live rows are searchable: invalidated memories are history, not knowledge.
+/// A condition on the table aliased `t`.
 fn live_condition(corpus: Corpus) -> &'static str {
     match corpus {
-        Corpus::Memory => "valid_until IS NULL",
-        Corpus::Message | Corpus::Passage => "1",
+        Corpus::Memory => "t.valid_until IS NULL",
+        Corpus::Message | Corpus::Passage => "TRUE",
     }
 }
 
@@ -385,13 +387,34 @@ impl super::Store for SqliteStore {
         self.read(|c| memories::rows_to_embed(c, corpus, model, limit))
     }
 
-    fn set_embedding(
+    fn set_embeddings(
         &self,
         corpus: Corpus,
-        id: i64,
-        embedding: &super::Embedding,
-    ) -> StoreResult<(i64, u64)> {
-        self.write(|tx| memories::set_embedding(tx, corpus, id, embedding))
+        rows: &[(i64, super::Embedding)],
+    ) -> StoreResult<Vec<(i64, i64, u64)>> {
+        self.write(|tx| {
+            rows.iter()
+                .map(|(id, embedding)| {
+                    let (uid, generation) = memories::set_embedding(tx, corpus, *id, embedding)?;
+                    Ok((*id, uid, generation))
+                })
+                .collect()
+        })
+    }
+
+    fn export_user(&self, scope: &UserScope) -> StoreResult<Option<super::UserBundle>> {
+        // One read transaction: a snapshot even while the proxy keeps writing.
+        let mut connection = lock(&self.readers[0]);
+        let snapshot = connection.transaction()?;
+        transfer::export(&snapshot, scope)
+    }
+
+    fn import_user(
+        &self,
+        scope: &UserScope,
+        bundle: &super::UserBundle,
+    ) -> StoreResult<super::ImportCounts> {
+        self.write(|tx| transfer::import(tx, scope, bundle))
     }
 
     fn enqueue_job(&self, job: &super::NewJob) -> StoreResult<i64> {

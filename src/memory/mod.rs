@@ -1,0 +1,420 @@
+//! The memory layer as the rest of memproxy sees it: store + embedder + vector indexes.
+//!
+//! [`MemoryService`] keeps the three in step (write the row with its embedding in SQLite, then
+//! update the index with the generation SQLite returned) and moves all blocking work (SQLite,
+//! ONNX, HNSW) off the async runtime. Strategies, the management API and the CLI all use it.
+
+pub mod retrieval;
+pub mod transfer;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::embed::{EmbedError, SharedEmbedder};
+use crate::store::sqlite::SqliteStore;
+use crate::store::{
+    now_ms, Corpus, Embedding, ImportCounts, Inserted, Memory, NewMemory, NewMessage, Page, Source,
+    Store, StoreError, StoredMessage, UserScope,
+};
+use crate::vector::{Change, VectorIndexes};
+
+pub use retrieval::{Hit, RetrievalRequest};
+
+/// Longest memory text accepted (a fact, not a document).
+pub const MAX_MEMORY_CHARS: usize = 4000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("background task failed: {0}")]
+    Task(String),
+}
+
+pub type MemoryResult<T> = Result<T, MemoryError>;
+
+pub struct MemoryService {
+    store: Arc<dyn Store>,
+    embedder: SharedEmbedder,
+    vectors: Arc<VectorIndexes>,
+}
+
+impl MemoryService {
+    /// Opens `{data_dir}/memproxy.db` and the vector indexes of the embedder's model.
+    pub fn open(data_dir: &Path, embedder: SharedEmbedder) -> MemoryResult<MemoryService> {
+        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&data_dir.join("memproxy.db"))?);
+        Self::with_store(store, data_dir, embedder)
+    }
+
+    pub fn with_store(
+        store: Arc<dyn Store>,
+        data_dir: &Path,
+        embedder: SharedEmbedder,
+    ) -> MemoryResult<MemoryService> {
+        let model_dir: String = embedder
+            .model_id()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let vectors = VectorIndexes::new(
+            &data_dir.join("vectors").join(model_dir),
+            embedder.model_id(),
+            embedder.dimensions(),
+            Arc::clone(&store),
+        )?;
+        Ok(MemoryService {
+            store,
+            embedder,
+            vectors: Arc::new(vectors),
+        })
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    pub fn vectors(&self) -> &Arc<VectorIndexes> {
+        &self.vectors
+    }
+
+    pub fn embedder(&self) -> &SharedEmbedder {
+        &self.embedder
+    }
+
+    /// Runs blocking store/index work on the blocking pool.
+    pub async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&dyn Store, &VectorIndexes) -> MemoryResult<T> + Send + 'static,
+    ) -> MemoryResult<T> {
+        let store = Arc::clone(&self.store);
+        let vectors = Arc::clone(&self.vectors);
+        tokio::task::spawn_blocking(move || work(store.as_ref(), &vectors))
+            .await
+            .map_err(|error| MemoryError::Task(error.to_string()))?
+    }
+
+    async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Embedding>> {
+        let model = self.embedder.model_id().to_owned();
+        let vectors = self.embedder.embed(texts).await?;
+        Ok(vectors
+            .into_iter()
+            .map(|vector| Embedding {
+                model: model.clone(),
+                vector,
+            })
+            .collect())
+    }
+
+    /// Adds facts (one transaction each); exact duplicates of live facts are reported, not added.
+    pub async fn add_memories(
+        &self,
+        scope: &UserScope,
+        items: Vec<(String, String, Vec<Source>)>,
+        cause: &str,
+    ) -> MemoryResult<Vec<Inserted>> {
+        for (text, _, _) in &items {
+            check_text(text)?;
+        }
+        let embeddings = self
+            .embed(items.iter().map(|(t, _, _)| t.clone()).collect())
+            .await?;
+        let scope = scope.clone();
+        let cause = cause.to_owned();
+        self.blocking(move |store, vectors| {
+            let mut results = Vec::with_capacity(items.len());
+            let mut changes = Vec::new();
+            let uid = store.ensure_user(&scope)?;
+            for ((text, kind, sources), embedding) in items.into_iter().zip(embeddings) {
+                let memory = NewMemory {
+                    text,
+                    kind,
+                    sources,
+                    created_at_ms: now_ms(),
+                    embedding: Some(embedding),
+                };
+                let inserted = store.insert_memory(&scope, &memory, &cause)?;
+                if let Inserted::New { id, generation } = inserted {
+                    changes.push((generation, id, memory.embedding));
+                }
+                results.push(inserted);
+            }
+            let applied: Vec<(u64, Change)> = changes
+                .iter()
+                .filter_map(|(g, id, e)| Some((*g, Change::Add(*id, &e.as_ref()?.vector))))
+                .collect();
+            vectors.apply(uid, Corpus::Memory, &applied)?;
+            Ok(results)
+        })
+        .await
+    }
+
+    pub async fn add_memory(
+        &self,
+        scope: &UserScope,
+        text: &str,
+        kind: &str,
+        cause: &str,
+    ) -> MemoryResult<Inserted> {
+        let mut results = self
+            .add_memories(
+                scope,
+                vec![(text.to_owned(), kind.to_owned(), Vec::new())],
+                cause,
+            )
+            .await?;
+        results
+            .pop()
+            .ok_or_else(|| MemoryError::Task("no result".to_owned()))
+    }
+
+    pub async fn update_memory(
+        &self,
+        scope: &UserScope,
+        id: i64,
+        text: &str,
+        cause: &str,
+    ) -> MemoryResult<()> {
+        check_text(text)?;
+        let embedding = self.embed(vec![text.to_owned()]).await?.pop();
+        let (scope, text, cause) = (scope.clone(), text.to_owned(), cause.to_owned());
+        self.blocking(move |store, vectors| {
+            let generation = store.update_memory(&scope, id, &text, embedding.as_ref(), &cause)?;
+            let uid = store.ensure_user(&scope)?;
+            let change = match &embedding {
+                Some(e) => Change::Add(id, &e.vector),
+                None => Change::Remove(id),
+            };
+            vectors.apply(uid, Corpus::Memory, &[(generation, change)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Invalidates (keeps, with `valid_until`) or deletes a memory.
+    pub async fn retire_memory(
+        &self,
+        scope: &UserScope,
+        id: i64,
+        delete: bool,
+        cause: &str,
+    ) -> MemoryResult<()> {
+        let (scope, cause) = (scope.clone(), cause.to_owned());
+        self.blocking(move |store, vectors| {
+            let generation = if delete {
+                store.delete_memory(&scope, id, &cause)?
+            } else {
+                store.invalidate_memory(&scope, id, &cause)?
+            };
+            let uid = store.ensure_user(&scope)?;
+            vectors.apply(uid, Corpus::Memory, &[(generation, Change::Remove(id))])?;
+            Ok(())
+        })
+        .await
+    }
+
+    pub async fn list_memories(
+        &self,
+        scope: &UserScope,
+        include_invalid: bool,
+        page: Page,
+    ) -> MemoryResult<Vec<Memory>> {
+        let scope = scope.clone();
+        self.blocking(move |store, _| Ok(store.list_memories(&scope, include_invalid, page)?))
+            .await
+    }
+
+    /// Stores the turns not seen before and embeds only those (chat apps resend the whole
+    /// history every turn; embedding it again each time would cost O(turns)).
+    pub async fn record_messages(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        agent: &str,
+        messages: Vec<NewMessage>,
+    ) -> MemoryResult<Vec<StoredMessage>> {
+        let (scope_for_append, conversation, agent) =
+            (scope.clone(), conversation.to_owned(), agent.to_owned());
+        let stored = self
+            .blocking(move |store, _| {
+                Ok(store.append_messages(&scope_for_append, &conversation, &agent, &messages)?)
+            })
+            .await?;
+        let texts: Vec<String> = stored
+            .iter()
+            .filter(|m| !m.content.trim().is_empty())
+            .map(|m| m.content.clone())
+            .collect();
+        if texts.is_empty() {
+            return Ok(stored);
+        }
+        let embeddings = self.embed(texts).await?;
+        let rows: Vec<(i64, Embedding)> = stored
+            .iter()
+            .filter(|m| !m.content.trim().is_empty())
+            .map(|m| m.id)
+            .zip(embeddings)
+            .collect();
+        self.blocking(move |store, vectors| {
+            let written = store.set_embeddings(Corpus::Message, &rows)?;
+            if let Some((_, uid, _)) = written.first() {
+                let changes: Vec<(u64, Change)> = written
+                    .iter()
+                    .zip(&rows)
+                    .map(|((id, _, generation), (_, e))| (*generation, Change::Add(*id, &e.vector)))
+                    .collect();
+                vectors.apply(*uid, Corpus::Message, &changes)?;
+            }
+            Ok(())
+        })
+        .await?;
+        Ok(stored)
+    }
+
+    /// Hybrid retrieval for one user.
+    pub async fn retrieve(
+        &self,
+        scope: &UserScope,
+        request: RetrievalRequest,
+    ) -> MemoryResult<Vec<Hit>> {
+        let query = request.query.trim().to_owned();
+        if query.is_empty() {
+            return Ok(Vec::new());
+        }
+        let vector = self.embed(vec![query]).await?.pop().map(|e| e.vector);
+        let scope = scope.clone();
+        self.blocking(move |store, vectors| {
+            Ok(retrieval::retrieve(
+                store,
+                vectors,
+                &scope,
+                &request,
+                vector.as_deref(),
+                now_ms(),
+            )?)
+        })
+        .await
+    }
+
+    /// Right to be forgotten: every row and every vector file of the user.
+    pub async fn delete_user(&self, scope: &UserScope) -> MemoryResult<bool> {
+        let scope = scope.clone();
+        self.blocking(move |store, vectors| {
+            let Some(uid) = store.find_user(&scope)? else {
+                return Ok(false);
+            };
+            let existed = store.delete_user(&scope)?;
+            vectors.forget(uid)?;
+            Ok(existed)
+        })
+        .await
+    }
+
+    pub async fn import(&self, scope: &UserScope, jsonl: &str) -> MemoryResult<ImportCounts> {
+        let mut bundle = transfer::parse_jsonl(jsonl)?;
+        for (memory, _) in &bundle.memories {
+            check_text(&memory.text)?;
+        }
+        // Embed everything first: the import itself is then one all-or-nothing transaction.
+        let texts = bundle.memories.iter().map(|(m, _)| m.text.clone());
+        let embeddings = self.embed(texts.collect()).await?;
+        for ((_, slot), embedding) in bundle.memories.iter_mut().zip(embeddings) {
+            *slot = Some(embedding);
+        }
+        let texts = bundle.messages.iter().map(|(_, m, _)| m.content.clone());
+        let embeddings = self.embed(texts.collect()).await?;
+        for ((_, _, slot), embedding) in bundle.messages.iter_mut().zip(embeddings) {
+            *slot = Some(embedding);
+        }
+        let texts = bundle.passages.iter().map(|(_, t, _, _)| t.clone());
+        let embeddings = self.embed(texts.collect()).await?;
+        for ((_, _, _, slot), embedding) in bundle.passages.iter_mut().zip(embeddings) {
+            *slot = Some(embedding);
+        }
+        let scope = scope.clone();
+        self.blocking(move |store, vectors| {
+            let counts = store.import_user(&scope, &bundle)?;
+            let uid = store.ensure_user(&scope)?;
+            // Many rows changed at once: let the indexes catch up from the database.
+            vectors.verify(uid)?;
+            Ok(counts)
+        })
+        .await
+    }
+
+    pub async fn export(&self, scope: &UserScope) -> MemoryResult<String> {
+        let scope_for_read = scope.clone();
+        let bundle = self
+            .blocking(move |store, _| Ok(store.export_user(&scope_for_read)?))
+            .await?
+            .ok_or_else(|| {
+                StoreError::NotFound(format!(
+                    "user '{}' of tenant '{}'",
+                    scope.user, scope.tenant
+                ))
+            })?;
+        transfer::to_jsonl(scope, &bundle)
+    }
+
+    /// Embeds every row that lacks a vector of the current model (after a model change).
+    pub async fn reindex(&self) -> MemoryResult<usize> {
+        let model = self.embedder.model_id().to_owned();
+        let mut total = 0;
+        for corpus in Corpus::ALL {
+            loop {
+                let wanted = model.clone();
+                let rows = self
+                    .blocking(move |store, _| Ok(store.rows_to_embed(corpus, &wanted, 256)?))
+                    .await?;
+                if rows.is_empty() {
+                    break;
+                }
+                let embeddings = self
+                    .embed(rows.iter().map(|(_, _, t)| t.clone()).collect())
+                    .await?;
+                let updates: Vec<(i64, Embedding)> =
+                    rows.iter().map(|(id, _, _)| *id).zip(embeddings).collect();
+                total += updates.len();
+                self.blocking(move |store, vectors| {
+                    let written = store.set_embeddings(corpus, &updates)?;
+                    let mut users: Vec<i64> = written.iter().map(|(_, uid, _)| *uid).collect();
+                    users.dedup();
+                    for uid in users {
+                        vectors.verify(uid)?;
+                    }
+                    Ok(())
+                })
+                .await?;
+            }
+        }
+        self.flush().await?;
+        Ok(total)
+    }
+
+    /// Saves changed vector indexes to disk.
+    pub async fn flush(&self) -> MemoryResult<usize> {
+        self.blocking(|_, vectors| Ok(vectors.flush()?)).await
+    }
+}
+
+fn check_text(text: &str) -> MemoryResult<()> {
+    let length = text.chars().count();
+    if text.trim().is_empty() {
+        return Err(MemoryError::Invalid("a memory needs text".to_owned()));
+    }
+    if length > MAX_MEMORY_CHARS {
+        return Err(MemoryError::Invalid(format!(
+            "a memory holds at most {MAX_MEMORY_CHARS} characters; this one has {length}"
+        )));
+    }
+    Ok(())
+}

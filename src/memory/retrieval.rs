@@ -1,0 +1,191 @@
+//! Hybrid retrieval: vector similarity and BM25 keyword search, fused by reciprocal rank, with an
+//! optional recency weight, a relevance threshold and a token budget.
+//!
+//! Either signal alone misses things: embeddings miss rare exact tokens (a part number, a name they
+//! never saw), keywords miss paraphrases. Reciprocal rank fusion (Cormack et al., 2009) combines
+//! ranked lists without having to calibrate cosine against BM25 scores.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::embed::cosine;
+use crate::store::{Corpus, Document, Store, StoreResult, UserScope};
+use crate::vector::VectorIndexes;
+
+/// The usual RRF constant: damps the weight of the very first ranks.
+const RRF_K: f64 = 60.0;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RetrievalRequest {
+    pub query: String,
+    pub corpora: Vec<Corpus>,
+    /// Results to return (before the token budget).
+    pub top_k: usize,
+    /// Candidates taken from each of vector and keyword search, per corpus.
+    pub candidates: usize,
+    /// Minimum cosine similarity for a result found only by vector search.
+    pub min_similarity: f32,
+    /// Keep results (best first) while their text fits this many tokens.
+    pub token_budget: Option<usize>,
+    /// Weight (0..1) of recency; 0 disables it.
+    pub recency_weight: f64,
+    /// Age at which the recency bonus halves.
+    pub recency_half_life_days: f64,
+}
+
+impl Default for RetrievalRequest {
+    fn default() -> Self {
+        RetrievalRequest {
+            query: String::new(),
+            corpora: vec![Corpus::Memory],
+            top_k: 10,
+            candidates: 40,
+            min_similarity: 0.25,
+            token_budget: None,
+            recency_weight: 0.0,
+            recency_half_life_days: 30.0,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Hit {
+    pub corpus: Corpus,
+    pub id: i64,
+    pub text: String,
+    pub created_at_ms: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    pub score: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub similarity: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vector_rank: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keyword_rank: Option<usize>,
+    pub tokens: usize,
+}
+
+#[derive(Default)]
+struct Ranks {
+    vector: Option<usize>,
+    keyword: Option<usize>,
+}
+
+/// Runs the whole retrieval for an already embedded query (blocking: call off the runtime).
+pub fn retrieve(
+    store: &dyn Store,
+    vectors: &VectorIndexes,
+    scope: &UserScope,
+    request: &RetrievalRequest,
+    query_vector: Option<&[f32]>,
+    now_ms: i64,
+) -> StoreResult<Vec<Hit>> {
+    let Some(uid) = store.find_user(scope)? else {
+        return Ok(Vec::new());
+    };
+    let mut hits = Vec::new();
+    for &corpus in &request.corpora {
+        let mut ranks: HashMap<i64, Ranks> = HashMap::new();
+        if let Some(vector) = query_vector {
+            for (rank, (id, _)) in vectors
+                .search(uid, corpus, vector, request.candidates)?
+                .into_iter()
+                .enumerate()
+            {
+                ranks.entry(id).or_default().vector = Some(rank);
+            }
+        }
+        for (rank, (id, _)) in store
+            .keyword_search(scope, corpus, &request.query, request.candidates)?
+            .into_iter()
+            .enumerate()
+        {
+            ranks.entry(id).or_default().keyword = Some(rank);
+        }
+        let ids: Vec<i64> = ranks.keys().copied().collect();
+        // Re-read from SQLite: only live rows of this user survive (the source of truth).
+        for document in store.documents(scope, corpus, &ids)? {
+            let rank = ranks.remove(&document.id).unwrap_or_default();
+            if let Some(hit) = score(
+                document,
+                rank,
+                request,
+                query_vector,
+                vectors.model(),
+                now_ms,
+            ) {
+                hits.push(hit);
+            }
+        }
+    }
+    hits.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then(b.created_at_ms.cmp(&a.created_at_ms))
+    });
+    hits.truncate(request.top_k);
+    if let Some(budget) = request.token_budget {
+        let mut used = 0;
+        hits.retain(|hit| {
+            let fits = used + hit.tokens <= budget;
+            if fits {
+                used += hit.tokens;
+            }
+            fits
+        });
+    }
+    Ok(hits)
+}
+
+fn score(
+    document: Document,
+    rank: Ranks,
+    request: &RetrievalRequest,
+    query_vector: Option<&[f32]>,
+    model: &str,
+    now_ms: i64,
+) -> Option<Hit> {
+    let similarity = match (query_vector, &document.embedding) {
+        (Some(query), Some(embedding)) if embedding.model == model => {
+            Some(cosine(query, &embedding.vector))
+        }
+        _ => None,
+    };
+    // A keyword match is evidence on its own; a vector-only match must be similar enough.
+    let relevant =
+        rank.keyword.is_some() || similarity.is_some_and(|s| s >= request.min_similarity);
+    if !relevant {
+        return None;
+    }
+    let fused: f64 = [rank.vector, rank.keyword]
+        .into_iter()
+        .flatten()
+        .map(|r| 1.0 / (RRF_K + r as f64 + 1.0))
+        .sum();
+    let weight = request.recency_weight.clamp(0.0, 1.0);
+    let score = if weight > 0.0 {
+        let age_days = (now_ms - document.created_at_ms).max(0) as f64 / 86_400_000.0;
+        let decay = 0.5_f64.powf(age_days / request.recency_half_life_days.max(0.001));
+        fused * (1.0 - weight + weight * decay)
+    } else {
+        fused
+    };
+    Some(Hit {
+        tokens: crate::tokens::count(&document.text),
+        corpus: document.corpus,
+        id: document.id,
+        text: document.text,
+        created_at_ms: document.created_at_ms,
+        conversation: document.conversation,
+        role: document.role,
+        score,
+        similarity,
+        vector_rank: rank.vector,
+        keyword_rank: rank.keyword,
+    })
+}

@@ -1,0 +1,176 @@
+//! Export and import of one user's whole memory (portable: conversations by id, turns by
+//! position, no database ids), each in a single transaction.
+
+use rusqlite::{params, Connection, Transaction};
+
+use super::{agent, bump_generation, ensure_uid, find_uid, recall, to_blob};
+use crate::store::{
+    content_hash, CoreBlock, Corpus, ImportCounts, NewMessage, Page, PortableMemory, StoreResult,
+    UserBundle, UserScope,
+};
+
+const ALL: Page = Page {
+    limit: i64::MAX as usize,
+    offset: 0,
+};
+
+pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<UserBundle>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(None);
+    };
+    let mut bundle = UserBundle::default();
+    let conversations = recall::conversations(connection, scope)?;
+    let mut ordered: Vec<_> = conversations
+        .iter()
+        .map(|c| (c.id.clone(), c.agent.clone()))
+        .collect();
+    ordered.sort();
+    for (conversation, _) in &ordered {
+        for message in recall::messages(connection, scope, conversation, ALL)? {
+            let portable = NewMessage {
+                position: message.position,
+                role: message.role,
+                content: message.content,
+                name: message.name,
+                tool_calls: message.tool_calls,
+                tool_call_id: message.tool_call_id,
+                created_at_ms: message.created_at_ms,
+            };
+            bundle.messages.push((conversation.clone(), portable, None));
+        }
+        if let Some(summary) = agent::summary(connection, scope, conversation)? {
+            bundle.summaries.push(summary);
+        }
+    }
+    bundle.conversations = ordered;
+
+    let mut statement = connection.prepare(
+        "SELECT text, kind, sources, created_at, updated_at, valid_until FROM memories
+         WHERE uid = ?1 ORDER BY created_at, id",
+    )?;
+    bundle.memories = statement
+        .query_map([uid], |row| {
+            let sources: String = row.get(2)?;
+            Ok((
+                PortableMemory {
+                    text: row.get(0)?,
+                    kind: row.get(1)?,
+                    sources: serde_json::from_str(&sources).unwrap_or_default(),
+                    created_at_ms: row.get(3)?,
+                    updated_at_ms: row.get(4)?,
+                    valid_until_ms: row.get(5)?,
+                },
+                None,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut statement = connection.prepare(
+        "SELECT agent, label, value, char_limit, read_only, updated_at FROM core_blocks
+         WHERE uid = ?1 ORDER BY agent, label",
+    )?;
+    bundle.blocks = statement
+        .query_map([uid], |row| {
+            Ok((
+                row.get(0)?,
+                CoreBlock {
+                    label: row.get(1)?,
+                    value: row.get(2)?,
+                    char_limit: row.get(3)?,
+                    read_only: row.get(4)?,
+                    updated_at_ms: row.get(5)?,
+                },
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let mut statement = connection.prepare(
+        "SELECT agent, text, created_at FROM archival_passages WHERE uid = ?1 ORDER BY created_at, id",
+    )?;
+    bundle.passages = statement
+        .query_map([uid], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, None))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Some(bundle))
+}
+
+pub fn import(
+    tx: &Transaction,
+    scope: &UserScope,
+    bundle: &UserBundle,
+) -> StoreResult<ImportCounts> {
+    let uid = ensure_uid(tx, scope)?;
+    let mut counts = ImportCounts::default();
+    for (conversation, agent_name) in &bundle.conversations {
+        let messages: Vec<_> = bundle
+            .messages
+            .iter()
+            .filter(|(c, _, _)| c == conversation)
+            .collect();
+        let plain: Vec<NewMessage> = messages.iter().map(|(_, m, _)| m.clone()).collect();
+        let stored = recall::append(tx, scope, conversation, agent_name, &plain)?;
+        counts.conversations += 1;
+        counts.messages += stored.len();
+        for message in stored {
+            let embedding = messages
+                .iter()
+                .find(|(_, m, _)| m.position == message.position && m.content == message.content)
+                .and_then(|(_, _, e)| e.as_ref());
+            if let Some(embedding) = embedding {
+                super::memories::set_embedding(tx, Corpus::Message, message.id, embedding)?;
+            }
+        }
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO memories (uid, text, kind, sources, created_at, updated_at, valid_until,
+             content_hash, embedding_model, embedding)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
+         WHERE NOT EXISTS (SELECT 1 FROM memories WHERE uid = ?1 AND content_hash = ?8
+                           AND (valid_until IS NULL OR valid_until IS ?7))
+         ON CONFLICT DO NOTHING",
+    )?;
+    for (memory, embedding) in &bundle.memories {
+        let sources = serde_json::to_string(&memory.sources)
+            .map_err(|error| crate::store::StoreError::Invalid(error.to_string()))?;
+        counts.memories += insert.execute(params![
+            uid,
+            memory.text,
+            memory.kind,
+            sources,
+            memory.created_at_ms,
+            memory.updated_at_ms,
+            memory.valid_until_ms,
+            content_hash(&memory.text),
+            embedding.as_ref().map(|e| e.model.as_str()),
+            embedding.as_ref().map(|e| to_blob(&e.vector)),
+        ])?;
+    }
+    if counts.memories > 0 {
+        bump_generation(tx, uid, Corpus::Memory)?;
+    }
+    for (agent_name, block) in &bundle.blocks {
+        agent::put_block(tx, scope, agent_name, block)?;
+        tx.execute(
+            "UPDATE core_blocks SET updated_at = ?1 WHERE uid = ?2 AND agent = ?3 AND label = ?4",
+            params![block.updated_at_ms, uid, agent_name, block.label],
+        )?;
+        counts.blocks += 1;
+    }
+    for (agent_name, text, created_at_ms, embedding) in &bundle.passages {
+        agent::insert_passage(
+            tx,
+            scope,
+            agent_name,
+            text,
+            *created_at_ms,
+            embedding.as_ref(),
+        )?;
+        counts.passages += 1;
+    }
+    for summary in &bundle.summaries {
+        agent::put_summary(tx, scope, summary)?;
+        counts.summaries += 1;
+    }
+    Ok(counts)
+}

@@ -1,0 +1,456 @@
+//! Storage durability: migrations, index rebuilds, crashes, export/import, deletion, jobs,
+//! and the `openai` embedder against the scripted `/v1/embeddings`.
+
+use std::sync::Arc;
+
+use memproxy::memory::{MemoryService, RetrievalRequest};
+use memproxy::store::sqlite::SqliteStore;
+use memproxy::store::{
+    CoreBlock, Corpus, Embedding, NewJob, NewMemory, NewMessage, Page, Store, Summary, UserScope,
+};
+use rusqlite::Connection;
+
+use crate::common::{local_embedder, memory_in};
+
+fn alice() -> UserScope {
+    UserScope::new("acme", "alice")
+}
+
+fn query(text: &str) -> RetrievalRequest {
+    RetrievalRequest {
+        query: text.to_owned(),
+        top_k: 5,
+        ..RetrievalRequest::default()
+    }
+}
+
+#[test]
+fn migrations_apply_from_empty_and_reopen_keeps_data() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("memproxy.db");
+    let store = SqliteStore::open(&path).expect("open");
+    let version = store.schema_version().expect("version");
+    assert!(version >= 1);
+    store.ensure_user(&alice()).expect("user");
+    drop(store);
+    let reopened = SqliteStore::open(&path).expect("reopen");
+    assert_eq!(reopened.schema_version().expect("version"), version);
+    assert_eq!(reopened.list_users("acme").expect("users"), ["alice"]);
+    let journal: String = Connection::open(&path)
+        .expect("raw")
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .expect("pragma");
+    assert_eq!(journal, "wal");
+}
+
+#[test]
+fn a_database_from_a_newer_memproxy_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("memproxy.db");
+    drop(SqliteStore::open(&path).expect("open"));
+    Connection::open(&path)
+        .expect("raw")
+        .execute("INSERT INTO schema_migrations VALUES (999, 0)", [])
+        .expect("insert");
+    let error = SqliteStore::open(&path).err().expect("refused");
+    assert!(error.to_string().contains("newer"), "{error}");
+}
+
+#[tokio::test]
+async fn deleting_the_index_files_rebuilds_them_from_sqlite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let memory = memory_in(dir.path());
+    memory
+        .add_memory(&alice(), "Alice is allergic to peanuts.", "fact", "t")
+        .await
+        .expect("add");
+    memory.flush().await.expect("flush");
+    let uid = memory
+        .store()
+        .find_user(&alice())
+        .expect("find")
+        .expect("uid");
+    let files = memory.vectors().files_of(uid);
+    assert!(!files.is_empty());
+    drop(memory);
+    for file in &files {
+        std::fs::remove_file(file).expect("remove");
+    }
+    let reopened = memory_in(dir.path());
+    reopened.vectors().verify(uid).expect("verify at start-up");
+    assert!(reopened
+        .vectors()
+        .files_of(uid)
+        .iter()
+        .any(|f| f.extension().is_some_and(|e| e == "usearch")));
+    let hits = reopened
+        .retrieve(&alice(), query("what food allergy"))
+        .await
+        .expect("search");
+    assert_eq!(
+        hits.first().map(|h| h.text.as_str()),
+        Some("Alice is allergic to peanuts.")
+    );
+    assert!(
+        hits[0].vector_rank.is_some(),
+        "found through the rebuilt vector index"
+    );
+}
+
+#[tokio::test]
+async fn a_crash_between_database_and_index_never_surfaces_deleted_memories() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let memory = memory_in(dir.path());
+    let doomed = "Alice's old phone number is 555-0199.";
+    memory
+        .add_memory(&alice(), doomed, "fact", "t")
+        .await
+        .expect("add");
+    memory.flush().await.expect("flush");
+    let listed = memory
+        .list_memories(&alice(), false, Page::default())
+        .await
+        .expect("list");
+    // "Crash": the row is deleted in SQLite but the index file is never updated.
+    memory
+        .store()
+        .delete_memory(&alice(), listed[0].id, "crash test")
+        .expect("delete");
+    // And a row written to SQLite whose vector never reached the index.
+    let vector = local_embedder()
+        .embed(vec!["Alice's new phone is a Pixel.".into()])
+        .await
+        .expect("embed");
+    let model = local_embedder().model_id().to_owned();
+    memory
+        .store()
+        .insert_memory(
+            &alice(),
+            &NewMemory {
+                text: "Alice's new phone is a Pixel.".into(),
+                kind: "fact".into(),
+                sources: vec![],
+                created_at_ms: 1,
+                embedding: Some(Embedding {
+                    model,
+                    vector: vector[0].clone(),
+                }),
+            },
+            "crash test",
+        )
+        .expect("insert");
+    drop(memory);
+
+    let restarted = memory_in(dir.path());
+    let hits = restarted
+        .retrieve(&alice(), query("phone number"))
+        .await
+        .expect("search");
+    let found: Vec<&str> = hits.iter().map(|h| h.text.as_str()).collect();
+    assert!(
+        !found.contains(&doomed),
+        "deleted memory surfaced: {found:?}"
+    );
+    assert!(
+        found.contains(&"Alice's new phone is a Pixel."),
+        "{found:?}"
+    );
+}
+
+async fn populate(memory: &MemoryService, scope: &UserScope) {
+    let turns = vec![
+        NewMessage {
+            position: 0,
+            role: "user".into(),
+            content: "I'm training for the Berlin marathon.".into(),
+            name: None,
+            tool_calls: None,
+            tool_call_id: None,
+            created_at_ms: 1_700_000_000_000,
+        },
+        NewMessage {
+            position: 1,
+            role: "assistant".into(),
+            content: String::new(),
+            name: None,
+            tool_calls: Some(
+                r#"[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]"#
+                    .into(),
+            ),
+            tool_call_id: None,
+            created_at_ms: 1_700_000_000_001,
+        },
+        NewMessage {
+            position: 2,
+            role: "tool".into(),
+            content: "ok".into(),
+            name: None,
+            tool_calls: None,
+            tool_call_id: Some("c1".into()),
+            created_at_ms: 1_700_000_000_002,
+        },
+    ];
+    memory
+        .record_messages(scope, "run-club", "coach", turns)
+        .await
+        .expect("record");
+    memory
+        .add_memory(
+            scope,
+            "Alice runs the Berlin marathon in September.",
+            "fact",
+            "t",
+        )
+        .await
+        .expect("add");
+    let old = memory
+        .add_memory(scope, "Alice runs 20 km a week.", "fact", "t")
+        .await
+        .expect("add");
+    if let memproxy::store::Inserted::New { id, .. } = old {
+        memory
+            .retire_memory(scope, id, false, "t")
+            .await
+            .expect("invalidate");
+    }
+    let block = CoreBlock {
+        label: "human".into(),
+        value: "Name: Alice".into(),
+        char_limit: 2000,
+        read_only: false,
+        updated_at_ms: 0,
+    };
+    memory
+        .store()
+        .put_core_block(scope, "coach", &block)
+        .expect("block");
+    memory
+        .store()
+        .insert_passage(
+            scope,
+            "coach",
+            "Training plan: 16 weeks.",
+            1_700_000_000_100,
+            None,
+        )
+        .expect("passage");
+    let summary = Summary {
+        conversation: "run-club".into(),
+        text: "Marathon prep.".into(),
+        through_position: 2,
+        updated_at_ms: 5,
+    };
+    memory
+        .store()
+        .put_summary(scope, &summary)
+        .expect("summary");
+}
+
+#[tokio::test]
+async fn export_then_import_round_trips_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let memory = memory_in(dir.path());
+    populate(&memory, &alice()).await;
+    let exported = memory.export(&alice()).await.expect("export");
+    assert_eq!(
+        exported.lines().count(),
+        1 + 1 + 3 + 2 + 1 + 1 + 1,
+        "{exported}"
+    );
+
+    let copy = UserScope::new("acme", "alice-copy");
+    let counts = memory.import(&copy, &exported).await.expect("import");
+    assert_eq!(
+        (
+            counts.messages,
+            counts.memories,
+            counts.blocks,
+            counts.passages,
+            counts.summaries
+        ),
+        (3, 2, 1, 1, 1)
+    );
+    let again = memory.export(&copy).await.expect("export copy");
+    let body = |text: &str| text.lines().skip(1).map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(body(&again), body(&exported));
+
+    // Imported memories are searchable (re-embedded), the invalidated one is not.
+    let hits = memory
+        .retrieve(&copy, query("which marathon"))
+        .await
+        .expect("search");
+    assert_eq!(
+        hits.first().map(|h| h.text.as_str()),
+        Some("Alice runs the Berlin marathon in September.")
+    );
+    assert!(hits.iter().all(|h| h.text != "Alice runs 20 km a week."));
+    // Importing the same file again adds nothing twice.
+    let counts = memory.import(&copy, &exported).await.expect("import again");
+    assert_eq!((counts.messages, counts.memories), (0, 0));
+}
+
+#[tokio::test]
+async fn deleting_a_user_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let memory = memory_in(dir.path());
+    populate(&memory, &alice()).await;
+    let bob = UserScope::new("acme", "bob");
+    memory
+        .add_memory(&bob, "Bob plays the cello.", "fact", "t")
+        .await
+        .expect("add");
+    memory
+        .store()
+        .enqueue_job(&NewJob {
+            kind: "extract".into(),
+            scope: Some(alice()),
+            dedupe_key: None,
+            payload: serde_json::json!({}),
+            run_after_ms: 0,
+        })
+        .expect("job");
+    memory.flush().await.expect("flush");
+    let uid = memory
+        .store()
+        .find_user(&alice())
+        .expect("find")
+        .expect("uid");
+    assert!(!memory.vectors().files_of(uid).is_empty());
+
+    assert!(memory.delete_user(&alice()).await.expect("delete"));
+    assert!(
+        !memory.delete_user(&alice()).await.expect("delete again"),
+        "already gone"
+    );
+    assert!(
+        memory.vectors().files_of(uid).is_empty(),
+        "vector files removed"
+    );
+    let raw = Connection::open(dir.path().join("memproxy.db")).expect("raw");
+    for table in [
+        "users",
+        "conversations",
+        "messages",
+        "memories",
+        "core_blocks",
+        "archival_passages",
+        "summaries",
+        "jobs",
+        "memory_events",
+        "vector_generations",
+    ] {
+        let column = if table == "users" { "id" } else { "uid" };
+        let left: i64 = raw
+            .query_row(
+                &format!("SELECT COUNT(*) FROM {table} WHERE {column} = ?1"),
+                [uid],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(left, 0, "{table} still holds rows of the deleted user");
+    }
+    for fts in ["messages_fts", "memories_fts", "passages_fts"] {
+        let left: i64 = raw
+            .query_row(
+                &format!("SELECT COUNT(*) FROM {fts} WHERE {fts} MATCH 'scope:u{uid}'"),
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(left, 0, "{fts} still indexes the deleted user");
+    }
+    let hits = memory
+        .retrieve(&bob, query("cello"))
+        .await
+        .expect("bob unaffected");
+    assert_eq!(hits.len(), 1);
+}
+
+#[test]
+fn jobs_survive_restarts_and_retry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("memproxy.db");
+    let store = SqliteStore::open(&path).expect("open");
+    let job = |key: &str, at: i64| NewJob {
+        kind: "extract".into(),
+        scope: Some(alice()),
+        dedupe_key: Some(key.into()),
+        payload: serde_json::json!({"conversation": key, "at": at}),
+        run_after_ms: at,
+    };
+    let first = store.enqueue_job(&job("c1", 100)).expect("enqueue");
+    let debounced = store.enqueue_job(&job("c1", 200)).expect("enqueue");
+    assert_eq!(first, debounced, "one pending job per key");
+    assert!(
+        store.claim_job(150).expect("claim").is_none(),
+        "pushed back to 200"
+    );
+    let claimed = store.claim_job(250).expect("claim").expect("due");
+    assert_eq!(
+        (claimed.attempts, claimed.payload["at"].as_i64()),
+        (1, Some(200))
+    );
+    assert_eq!(claimed.scope, Some(alice()));
+    drop(store); // crash while running
+
+    let store = SqliteStore::open(&path).expect("reopen");
+    assert_eq!(store.requeue_interrupted_jobs().expect("requeue"), 1);
+    let again = store.claim_job(250).expect("claim").expect("requeued");
+    assert_eq!(again.attempts, 2);
+    store
+        .fail_job(again.id, "LLM answered nonsense", Some(400))
+        .expect("fail");
+    assert!(store.claim_job(300).expect("claim").is_none());
+    let retried = store.claim_job(400).expect("claim").expect("retry");
+    store
+        .fail_job(retried.id, "still nonsense", None)
+        .expect("give up");
+    let failed = store
+        .list_jobs(Some("failed"), Page::default())
+        .expect("list");
+    assert_eq!(failed[0].last_error.as_deref(), Some("still nonsense"));
+}
+
+#[tokio::test]
+async fn the_openai_embedder_uses_any_embeddings_endpoint() {
+    let mock = memproxy::mock::MockUpstream::start().await.expect("mock");
+    let embedder = memproxy::embed::OpenAiEmbedder::new(
+        &mock.base_url(),
+        "mock-embed",
+        Some(memproxy::config::Secret::new("sk-e")),
+        64,
+    )
+    .expect("embedder");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let memory = MemoryService::open(dir.path(), Arc::new(embedder)).expect("open");
+    memory
+        .add_memory(&alice(), "Alice collects vintage typewriters.", "fact", "t")
+        .await
+        .expect("add");
+    memory
+        .add_memory(&alice(), "Alice's favourite colour is teal.", "fact", "t")
+        .await
+        .expect("add");
+    let request = RetrievalRequest {
+        min_similarity: 0.3,
+        ..query("vintage typewriters")
+    };
+    let hits = memory.retrieve(&alice(), request).await.expect("search");
+    assert_eq!(hits[0].text, "Alice collects vintage typewriters.");
+    assert!(hits[0].similarity.is_some_and(|s| s > 0.5));
+    let requests = mock.requests();
+    assert!(requests
+        .iter()
+        .all(|r| r.path_and_query == "/v1/embeddings"));
+    assert_eq!(requests[0].headers["authorization"], "Bearer sk-e");
+    assert_eq!(requests[0].json()["model"], "mock-embed");
+    let stored = memory
+        .list_memories(&alice(), false, Page::default())
+        .await
+        .expect("list");
+    assert_eq!(
+        stored[0].embedding_model.as_deref(),
+        Some("openai:mock-embed")
+    );
+    let _ = Corpus::Memory;
+}
