@@ -55,11 +55,17 @@ struct Sample {
 
 async fn proxy(options: ProxyBench) -> anyhow::Result<()> {
     let mock = MockUpstream::start().await?;
+    let data = tempfile::tempdir()?;
     let mut config = Config::default();
+    config.data_dir = data.path().to_owned();
     config.upstream.url = mock.base_url();
     config.upstream.api_key = None;
+    // Passthrough never embeds; the mock's endpoint spares loading the local model.
+    config.embedding.provider = crate::embed::EmbeddingProvider::Openai;
+    config.embedding.url = mock.base_url();
+    config.embedding.dimensions = 64;
     let listener = TcpListener::bind("127.0.0.1:0").await?;
-    let server = crate::server::start_on(listener, config, Arc::new(LogExchanges))?;
+    let server = crate::server::start_on(listener, config, Arc::new(LogExchanges)).await?;
     let direct_url = format!("{}/chat/completions", mock.base_url());
     let proxy_url = format!("{}/v1/chat/completions", server.url());
     let client = reqwest::Client::builder()

@@ -73,6 +73,7 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     pub server: ServerConfig,
     pub auth: AuthConfig,
+    pub embedding: crate::embed::EmbeddingConfig,
     pub log: LogConfig,
 }
 
@@ -114,6 +115,8 @@ pub struct ServerConfig {
 pub struct AuthConfig {
     /// Proxy keys, each `key` or `tenant:key`. Empty: auth off.
     pub api_keys: Vec<Secret>,
+    /// Key for the management API (`/memproxy/v1`), acting for any tenant.
+    pub admin_key: Option<Secret>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -140,6 +143,7 @@ impl Default for Config {
             upstream: UpstreamConfig::default(),
             server: ServerConfig::default(),
             auth: AuthConfig::default(),
+            embedding: crate::embed::EmbeddingConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -234,6 +238,9 @@ impl Config {
         if let Some(dir) = non_empty("MEMPROXY_DATA_DIR") {
             self.data_dir = PathBuf::from(dir);
         }
+        if let Some(key) = non_empty("MEMPROXY_ADMIN_KEY") {
+            self.auth.admin_key = Some(Secret::new(key));
+        }
         if let Some(keys) = env("MEMPROXY_API_KEYS") {
             self.auth.api_keys = keys
                 .split(',')
@@ -286,6 +293,24 @@ impl Config {
             return Err(invalid("server.max_body_bytes", "must be at least 1024"));
         }
         self.tenant_keys()?;
+        if self
+            .auth
+            .admin_key
+            .as_ref()
+            .is_some_and(|k| k.expose().trim().is_empty())
+        {
+            return Err(invalid("auth.admin_key", "must not be empty"));
+        }
+        if self.embedding.threads == 0 {
+            return Err(invalid("embedding.threads", "must be at least 1"));
+        }
+        if self.embedding.provider == crate::embed::EmbeddingProvider::Openai {
+            reqwest::Url::parse(&self.embedding.url)
+                .map_err(|error| invalid("embedding.url", error))?;
+            if self.embedding.dimensions == 0 {
+                return Err(invalid("embedding.dimensions", "must be at least 1"));
+            }
+        }
         Ok(())
     }
 

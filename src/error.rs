@@ -35,6 +35,10 @@ pub enum ProxyError {
     UpstreamTimeout(Duration),
     #[error("The upstream LLM failed mid-request: {0}")]
     UpstreamBroken(String),
+    #[error("{0} not found.")]
+    ResourceNotFound(String),
+    #[error("The memory layer is unavailable: {0}")]
+    MemoryUnavailable(String),
     #[error("memproxy is shutting down; retry against another instance.")]
     ShuttingDown,
     #[error("Internal error: {0}")]
@@ -87,6 +91,12 @@ impl ProxyError {
                 "upstream_timeout",
             ),
             UpstreamBroken(_) => (StatusCode::BAD_GATEWAY, "upstream_error", "upstream_broken"),
+            ResourceNotFound(_) => (StatusCode::NOT_FOUND, "invalid_request_error", "not_found"),
+            MemoryUnavailable(_) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "server_error",
+                "memory_unavailable",
+            ),
             ShuttingDown => (
                 StatusCode::SERVICE_UNAVAILABLE,
                 "server_error",
@@ -117,6 +127,21 @@ impl ProxyError {
     /// The error as one SSE event, for failures after a stream has started.
     pub fn sse_event(&self) -> bytes::Bytes {
         bytes::Bytes::from(format!("data: {}\n\n", self.body()))
+    }
+}
+
+impl From<crate::memory::MemoryError> for ProxyError {
+    fn from(error: crate::memory::MemoryError) -> Self {
+        use crate::memory::MemoryError;
+        use crate::store::StoreError;
+        match error {
+            MemoryError::Store(StoreError::NotFound(what)) => ProxyError::ResourceNotFound(what),
+            MemoryError::Store(StoreError::Invalid(message)) | MemoryError::Invalid(message) => {
+                ProxyError::invalid(message, None)
+            }
+            MemoryError::Embed(error) => ProxyError::MemoryUnavailable(error.to_string()),
+            other => ProxyError::Internal(other.to_string()),
+        }
     }
 }
 

@@ -400,6 +400,20 @@ impl MemoryService {
         Ok(total)
     }
 
+    /// Start-up check: brings every user's vector indexes in step with the database (rebuilding
+    /// missing or stale files) and requeues jobs a crash left running.
+    pub async fn recover(&self) -> MemoryResult<(usize, usize)> {
+        self.blocking(|store, vectors| {
+            let requeued = store.requeue_interrupted_jobs()?;
+            let users = store.indexed_users()?;
+            for uid in &users {
+                vectors.verify(*uid)?;
+            }
+            Ok((users.len(), requeued))
+        })
+        .await
+    }
+
     /// Saves changed vector indexes to disk.
     pub async fn flush(&self) -> MemoryResult<usize> {
         self.blocking(|_, vectors| Ok(vectors.flush()?)).await

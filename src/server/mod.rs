@@ -26,6 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::hooks::SharedHook;
+use crate::memory::MemoryService;
 use crate::metrics::Metrics;
 use crate::upstream::Upstream;
 
@@ -37,6 +38,7 @@ pub struct AppState {
     pub upstream: Upstream,
     pub metrics: Metrics,
     pub hook: SharedHook,
+    pub memory: Arc<MemoryService>,
     /// Background work (post-processing); drained on shutdown.
     pub tasks: TaskTracker,
     /// SHA-256 of each proxy key → tenant. Empty: auth off.
@@ -46,16 +48,37 @@ pub struct AppState {
 pub type SharedState = Arc<AppState>;
 
 impl AppState {
-    pub fn new(config: Config, hook: SharedHook) -> anyhow::Result<SharedState> {
+    pub fn new(
+        config: Config,
+        hook: SharedHook,
+        memory: Arc<MemoryService>,
+    ) -> anyhow::Result<SharedState> {
         Ok(Arc::new(AppState {
             upstream: Upstream::new(&config.upstream)?,
             metrics: Metrics::new()?,
             tenant_keys: config.tenant_keys()?,
             hook,
+            memory,
             tasks: TaskTracker::new(),
             config,
         }))
     }
+}
+
+/// Opens the memory layer of a config: database, embedder (the local model loads now, so a
+/// missing model stops start-up with the command that installs it) and vector indexes.
+pub async fn open_memory(config: &Config) -> anyhow::Result<Arc<MemoryService>> {
+    let config = config.clone();
+    let service = tokio::task::spawn_blocking(move || -> anyhow::Result<MemoryService> {
+        let embedder = crate::embed::from_config(
+            &config.embedding,
+            &config.data_dir,
+            config.upstream.api_key.as_ref(),
+        )?;
+        Ok(MemoryService::open(&config.data_dir, embedder)?)
+    })
+    .await??;
+    Ok(Arc::new(service))
 }
 
 pub fn router(state: SharedState) -> axum::Router {
@@ -67,6 +90,8 @@ pub struct RunningServer {
     pub addr: SocketAddr,
     pub state: SharedState,
     stop: CancellationToken,
+    /// Stops background maintenance, after the last request is done.
+    stop_maintenance: CancellationToken,
     serving: JoinHandle<std::io::Result<()>>,
 }
 
@@ -75,18 +100,21 @@ pub async fn start(config: Config, hook: SharedHook) -> anyhow::Result<RunningSe
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|error| anyhow::anyhow!("cannot listen on {}: {error}", config.listen))?;
-    start_on(listener, config, hook)
+    start_on(listener, config, hook).await
 }
 
 /// Serves on an already bound listener (tests bind port 0).
-pub fn start_on(
+pub async fn start_on(
     listener: TcpListener,
     config: Config,
     hook: SharedHook,
 ) -> anyhow::Result<RunningServer> {
     let addr = listener.local_addr()?;
-    let state = AppState::new(config, hook)?;
+    let memory = open_memory(&config).await?;
+    let state = AppState::new(config, hook, memory)?;
     let stop = CancellationToken::new();
+    let stop_maintenance = CancellationToken::new();
+    spawn_maintenance(&state, stop_maintenance.clone());
     let app = router(Arc::clone(&state));
     let serving = tokio::spawn(
         axum::serve(listener.tap_io(no_delay), app)
@@ -98,6 +126,7 @@ pub fn start_on(
         addr,
         state,
         stop,
+        stop_maintenance,
         serving,
     })
 }
@@ -121,9 +150,36 @@ impl RunningServer {
                 serving.abort();
             }
         }
+        self.stop_maintenance.cancel();
         drain(&self.state.tasks, grace).await;
     }
 }
+
+/// Start-up recovery, then a periodic save of changed vector indexes (and a last one at stop).
+fn spawn_maintenance(state: &SharedState, stop: CancellationToken) {
+    let memory = Arc::clone(&state.memory);
+    state.tasks.spawn(async move {
+        match memory.recover().await {
+            Ok((users, requeued)) => tracing::info!(users, requeued, "memory checked"),
+            Err(error) => tracing::error!(%error, "memory check at start-up failed"),
+        }
+        loop {
+            let stopping = tokio::select! {
+                _ = stop.cancelled() => true,
+                _ = tokio::time::sleep(FLUSH_EVERY) => false,
+            };
+            if let Err(error) = memory.flush().await {
+                tracing::error!(%error, "saving vector indexes failed");
+            }
+            if stopping {
+                break;
+            }
+        }
+    });
+}
+
+/// How often changed vector indexes are saved (a crash in between only costs a rebuild).
+const FLUSH_EVERY: Duration = Duration::from_secs(10);
 
 async fn drain(tasks: &TaskTracker, grace: Duration) {
     tasks.close();

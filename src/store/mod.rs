@@ -368,6 +368,8 @@ pub trait Store: Send + Sync + 'static {
         model: &str,
     ) -> StoreResult<Vec<(i64, Vec<f32>)>>;
     fn vector_generation(&self, uid: i64, corpus: Corpus) -> StoreResult<u64>;
+    /// Users that have vectors (for the start-up index check).
+    fn indexed_users(&self) -> StoreResult<Vec<i64>>;
     /// Rows without an embedding of `model` (for `memproxy reindex`), any user.
     fn rows_to_embed(
         &self,

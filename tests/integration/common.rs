@@ -14,6 +14,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Mutex};
 
 pub struct Harness {
+    /// The proxy's data directory (removed when the harness is dropped).
+    pub data: tempfile::TempDir,
     pub mock: MockUpstream,
     pub proxy: RunningServer,
     pub client: reqwest::Client,
@@ -36,17 +38,26 @@ pub async fn harness() -> Harness {
 /// A memproxy on an ephemeral port in front of a fresh mock; `adjust` edits the config first.
 pub async fn harness_with(adjust: impl FnOnce(&mut Config)) -> Harness {
     let mock = MockUpstream::start().await.expect("mock upstream starts");
+    let data = tempfile::tempdir().expect("data dir");
     let mut config = Config::default();
+    config.data_dir = data.path().to_owned();
     config.upstream.url = mock.base_url();
     config.upstream.api_key = None;
+    // Proxy tests embed through the mock's /v1/embeddings: fast and deterministic.
+    config.embedding.provider = memproxy::embed::EmbeddingProvider::Openai;
+    config.embedding.url = mock.base_url();
+    config.embedding.model = "mock-embed".to_owned();
+    config.embedding.dimensions = 64;
     config.server.shutdown_grace = Duration::from_secs(5);
     adjust(&mut config);
     config.validate().expect("test config is valid");
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let (sender, receiver) = mpsc::unbounded_channel();
     let proxy = memproxy::server::start_on(listener, config, Arc::new(ChannelHook(sender)))
+        .await
         .expect("proxy starts");
     Harness {
+        data,
         mock,
         proxy,
         client: reqwest::Client::new(),

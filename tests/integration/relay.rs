@@ -30,7 +30,7 @@ async fn models_and_other_paths_are_relayed_verbatim() {
 
     let response = h
         .client
-        .post(h.url("/v1/embeddings?api-version=2024-01&x=1"))
+        .post(h.url("/v1/completions?api-version=2024-01&x=1"))
         .header("content-type", "application/json")
         .header("openai-organization", "org-7")
         .body(r#"{"input":"hello","model":"e"}"#)
@@ -41,7 +41,7 @@ async fn models_and_other_paths_are_relayed_verbatim() {
     assert_eq!(response.headers()["x-mock-echo"], "1");
     let echoed: Value = response.json().await.expect("json");
     assert_eq!(echoed["method"], "POST");
-    assert_eq!(echoed["path"], "/v1/embeddings?api-version=2024-01&x=1");
+    assert_eq!(echoed["path"], "/v1/completions?api-version=2024-01&x=1");
     assert_eq!(echoed["body"], r#"{"input":"hello","model":"e"}"#);
     let received = h.mock.requests().into_iter().last().expect("request");
     assert_eq!(received.headers["openai-organization"], "org-7");

@@ -378,6 +378,17 @@ impl super::Store for SqliteStore {
         })
     }
 
+    fn indexed_users(&self) -> StoreResult<Vec<i64>> {
+        self.read(|c| {
+            let mut statement =
+                c.prepare("SELECT DISTINCT uid FROM vector_generations ORDER BY uid")?;
+            let uids = statement
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<Vec<i64>, _>>()?;
+            Ok(uids)
+        })
+    }
+
     fn rows_to_embed(
         &self,
         corpus: Corpus,
