@@ -56,8 +56,10 @@ struct Sample {
 async fn proxy(options: ProxyBench) -> anyhow::Result<()> {
     let mock = MockUpstream::start().await?;
     let data = tempfile::tempdir()?;
-    let mut config = Config::default();
-    config.data_dir = data.path().to_owned();
+    let mut config = Config {
+        data_dir: data.path().to_owned(),
+        ..Config::default()
+    };
     config.upstream.url = mock.base_url();
     config.upstream.api_key = None;
     // Passthrough never embeds; the mock's endpoint spares loading the local model.
