@@ -5,8 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{FromRequest, Path, Request, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use axum::Extension;
@@ -22,33 +21,12 @@ use crate::upstream::{request_headers, response_headers};
 
 use super::auth::RequestContext;
 use super::exchange::ExchangeRecorder;
+use super::extract::{ApiPath, LimitedBody as ChatBody};
 use super::stream::{TeeSettings, TeeStream};
 use super::SharedState;
 
 const ROUTE: &str = "/v1/chat/completions";
 const MODE_RESPONSE_HEADER: HeaderName = HeaderName::from_static("x-memproxy-mode");
-
-/// The raw request body, with size and read errors mapped to the OpenAI error shape.
-pub struct ChatBody(pub Bytes);
-
-impl FromRequest<SharedState> for ChatBody {
-    type Rejection = ProxyError;
-
-    async fn from_request(request: Request, state: &SharedState) -> Result<Self, Self::Rejection> {
-        let limit = state.config.server.max_body_bytes;
-        Bytes::from_request(request, state)
-            .await
-            .map(ChatBody)
-            .map_err(|rejection| match rejection {
-                BytesRejection::FailedToBufferBody(failed)
-                    if failed.status() == StatusCode::PAYLOAD_TOO_LARGE =>
-                {
-                    ProxyError::PayloadTooLarge { limit }
-                }
-                other => ProxyError::invalid(other.body_text(), None),
-            })
-    }
-}
 
 pub async fn default_route(
     State(state): State<SharedState>,
@@ -61,7 +39,7 @@ pub async fn default_route(
 
 pub async fn mode_route(
     State(state): State<SharedState>,
-    Path(mode): Path<String>,
+    ApiPath(mode): ApiPath<String>,
     Extension(context): Extension<RequestContext>,
     headers: HeaderMap,
     ChatBody(body): ChatBody,

@@ -4,9 +4,11 @@
 //! requests and streams finish for at most `server.shutdown_grace`, then wait (same bound) for the
 //! background tasks that post-process finished exchanges.
 
+mod admin;
 mod auth;
 mod chat;
 mod exchange;
+mod extract;
 mod ops;
 mod relay;
 mod routes;

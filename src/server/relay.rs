@@ -7,7 +7,7 @@
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
 use axum::response::Response;
 use axum::Extension;
 
@@ -15,6 +15,7 @@ use crate::error::ProxyError;
 
 use super::auth::RequestContext;
 use super::chat::route_mode;
+use super::extract::ApiPath;
 use super::SharedState;
 
 const ROUTE: &str = "/v1/*";
@@ -30,7 +31,7 @@ pub async fn default_route(
 /// `/{mode}/v1/*`: a chat app configured with a mode-prefixed base URL also lists models there.
 pub async fn mode_route(
     State(state): State<SharedState>,
-    Path((mode, rest)): Path<(String, String)>,
+    ApiPath((mode, rest)): ApiPath<(String, String)>,
     Extension(context): Extension<RequestContext>,
     request: Request,
 ) -> Result<Response, ProxyError> {

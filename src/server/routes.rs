@@ -3,12 +3,12 @@
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request};
 use axum::middleware::from_fn_with_state;
-use axum::routing::{any, get, post};
+use axum::routing::{any, get, post, put};
 use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use super::{auth, chat, ops, relay, SharedState};
+use super::{admin, auth, chat, ops, relay, SharedState};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -21,8 +21,41 @@ pub fn router(state: SharedState) -> Router {
         .route("/{mode}/v1/{*rest}", any(relay::mode_route))
         .route_layer(from_fn_with_state(state.clone(), auth::authenticate))
         .layer(DefaultBodyLimit::max(body_limit));
+    let user = "/memproxy/v1/users/{user}";
+    let management = Router::new()
+        .route("/memproxy/v1/users", get(admin::list_users))
+        .route(user, axum::routing::delete(admin::delete_user))
+        .route(
+            &format!("{user}/memories"),
+            get(admin::list_memories).post(admin::add_memory),
+        )
+        .route(&format!("{user}/memories/search"), post(admin::search))
+        .route(
+            &format!("{user}/memories/{{id}}"),
+            axum::routing::patch(admin::update_memory).delete(admin::delete_memory),
+        )
+        .route(&format!("{user}/events"), get(admin::events))
+        .route(
+            &format!("{user}/agents/{{agent}}/blocks"),
+            get(admin::blocks),
+        )
+        .route(
+            &format!("{user}/agents/{{agent}}/blocks/{{label}}"),
+            put(admin::put_block),
+        )
+        .route(&format!("{user}/conversations"), get(admin::conversations))
+        .route(
+            &format!("{user}/conversations/{{conversation}}/messages"),
+            get(admin::messages),
+        )
+        .route(&format!("{user}/export"), get(admin::export))
+        .route(&format!("{user}/import"), post(admin::import))
+        .route("/memproxy/v1/jobs", get(admin::jobs))
+        .route_layer(from_fn_with_state(state.clone(), admin::authorize))
+        .layer(DefaultBodyLimit::max(body_limit));
     Router::new()
         .merge(proxied)
+        .merge(management)
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

@@ -39,8 +39,10 @@ pub async fn harness() -> Harness {
 pub async fn harness_with(adjust: impl FnOnce(&mut Config)) -> Harness {
     let mock = MockUpstream::start().await.expect("mock upstream starts");
     let data = tempfile::tempdir().expect("data dir");
-    let mut config = Config::default();
-    config.data_dir = data.path().to_owned();
+    let mut config = Config {
+        data_dir: data.path().to_owned(),
+        ..Config::default()
+    };
     config.upstream.url = mock.base_url();
     config.upstream.api_key = None;
     // Proxy tests embed through the mock's /v1/embeddings: fast and deterministic.

@@ -1,0 +1,372 @@
+//! The management API under `/memproxy/v1`: browse, search, edit, export, import and forget a
+//! user's memory.
+//!
+//! Who may call it: the admin key (any tenant, chosen with `X-Memproxy-Tenant`), or a proxy key
+//! (its own tenant only). With neither kind of key configured the API is open, for local use.
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::config::key_digest;
+use crate::error::ProxyError;
+use crate::identity::DEFAULT_ID;
+use crate::memory::RetrievalRequest;
+use crate::store::{CoreBlock, Page, UserScope};
+
+use super::extract::{ApiPath, ApiQuery, JsonBody, TextBody};
+use super::SharedState;
+
+pub const TENANT_HEADER: &str = "x-memproxy-tenant";
+
+/// The tenant an admin request acts for.
+#[derive(Clone, Debug)]
+pub struct AdminTenant(pub String);
+
+pub async fn authorize(
+    State(state): State<SharedState>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ProxyError> {
+    let headers = request.headers();
+    let key = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let asked = headers
+        .get(TENANT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned);
+    let admin_key = state.config.auth.admin_key.as_ref();
+    let is_admin = match (admin_key, key) {
+        (Some(admin), Some(key)) => key_digest(admin.expose()) == key_digest(key),
+        _ => false,
+    };
+    let tenant = if is_admin || (admin_key.is_none() && state.tenant_keys.is_empty()) {
+        asked.unwrap_or_else(|| DEFAULT_ID.to_owned())
+    } else {
+        let own = key
+            .and_then(|key| state.tenant_keys.get(&key_digest(key)))
+            .ok_or(ProxyError::Unauthorized)?;
+        if asked.as_ref().is_some_and(|asked| asked != own) {
+            return Err(ProxyError::Unauthorized);
+        }
+        own.clone()
+    };
+    request.extensions_mut().insert(AdminTenant(tenant));
+    Ok(next.run(request).await)
+}
+
+fn scope(tenant: &AdminTenant, user: &str) -> UserScope {
+    UserScope::new(&tenant.0, user)
+}
+
+fn list(data: impl serde::Serialize) -> Json<Value> {
+    Json(json!({"object": "list", "data": data}))
+}
+
+#[derive(Deserialize)]
+pub struct Listing {
+    #[serde(default)]
+    include_invalid: bool,
+    #[serde(default = "default_limit")]
+    limit: usize,
+    #[serde(default)]
+    offset: usize,
+}
+
+fn default_limit() -> usize {
+    100
+}
+
+impl Listing {
+    fn page(&self) -> Page {
+        Page {
+            limit: self.limit.clamp(1, 1000),
+            offset: self.offset,
+        }
+    }
+}
+
+pub async fn list_users(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+) -> Result<Json<Value>, ProxyError> {
+    let users = state
+        .memory
+        .blocking(move |store, _| Ok(store.list_users(&tenant.0)?))
+        .await?;
+    Ok(list(users))
+}
+
+pub async fn delete_user(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(user): ApiPath<String>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    if !state.memory.delete_user(&scope).await? {
+        return Err(ProxyError::ResourceNotFound(format!("user '{user}'")));
+    }
+    Ok(Json(json!({"deleted": true, "user": user})))
+}
+
+pub async fn list_memories(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(user): ApiPath<String>,
+    ApiQuery(listing): ApiQuery<Listing>,
+) -> Result<Json<Value>, ProxyError> {
+    let memories = state
+        .memory
+        .list_memories(
+            &scope(&tenant, &user),
+            listing.include_invalid,
+            listing.page(),
+        )
+        .await?;
+    Ok(list(memories))
+}
+
+#[derive(Deserialize)]
+pub struct NewMemoryBody {
+    text: String,
+    #[serde(default = "fact")]
+    kind: String,
+}
+
+fn fact() -> String {
+    "fact".to_owned()
+}
+
+pub async fn add_memory(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(user): ApiPath<String>,
+    JsonBody(body): JsonBody<NewMemoryBody>,
+) -> Result<Response, ProxyError> {
+    let inserted = state
+        .memory
+        .add_memory(&scope(&tenant, &user), &body.text, &body.kind, "api")
+        .await?;
+    Ok(match inserted {
+        crate::store::Inserted::New { id, .. } => (
+            axum::http::StatusCode::CREATED,
+            Json(json!({"id": id, "created": true})),
+        )
+            .into_response(),
+        crate::store::Inserted::Duplicate { id } => {
+            Json(json!({"id": id, "created": false})).into_response()
+        }
+    })
+}
+
+#[derive(Deserialize)]
+pub struct UpdateBody {
+    text: String,
+}
+
+pub async fn update_memory(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, id)): ApiPath<(String, i64)>,
+    JsonBody(body): JsonBody<UpdateBody>,
+) -> Result<Json<Value>, ProxyError> {
+    state
+        .memory
+        .update_memory(&scope(&tenant, &user), id, &body.text, "api")
+        .await?;
+    Ok(Json(json!({"id": id, "updated": true})))
+}
+
+#[derive(Deserialize)]
+pub struct RetireQuery {
+    /// Keep the memory as history (`valid_until`) instead of deleting it.
+    #[serde(default)]
+    invalidate: bool,
+}
+
+pub async fn delete_memory(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, id)): ApiPath<(String, i64)>,
+    ApiQuery(query): ApiQuery<RetireQuery>,
+) -> Result<Json<Value>, ProxyError> {
+    state
+        .memory
+        .retire_memory(&scope(&tenant, &user), id, !query.invalidate, "api")
+        .await?;
+    Ok(Json(
+        json!({"id": id, "deleted": !query.invalidate, "invalidated": query.invalidate}),
+    ))
+}
+
+pub async fn search(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(user): ApiPath<String>,
+    JsonBody(request): JsonBody<RetrievalRequest>,
+) -> Result<Json<Value>, ProxyError> {
+    if request.top_k == 0 || request.top_k > 200 {
+        return Err(ProxyError::invalid(
+            "'top_k' must be between 1 and 200.",
+            Some("top_k"),
+        ));
+    }
+    let hits = state
+        .memory
+        .retrieve(&scope(&tenant, &user), request)
+        .await?;
+    Ok(list(hits))
+}
+
+pub async fn events(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(user): ApiPath<String>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let events = state
+        .memory
+        .blocking(move |store, _| Ok(store.memory_events(&scope)?))
+        .await?;
+    Ok(list(events))
+}
+
+pub async fn blocks(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let blocks = state
+        .memory
+        .blocking(move |store, _| Ok(store.core_blocks(&scope, &agent)?))
+        .await?;
+    Ok(list(blocks))
+}
+
+#[derive(Deserialize)]
+pub struct BlockBody {
+    value: String,
+    #[serde(default = "default_char_limit")]
+    char_limit: i64,
+    #[serde(default)]
+    read_only: bool,
+}
+
+fn default_char_limit() -> i64 {
+    2000
+}
+
+pub async fn put_block(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent, label)): ApiPath<(String, String, String)>,
+    JsonBody(body): JsonBody<BlockBody>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let block = CoreBlock {
+        label,
+        value: body.value,
+        char_limit: body.char_limit,
+        read_only: body.read_only,
+        updated_at_ms: 0,
+    };
+    let saved = block.clone();
+    state
+        .memory
+        .blocking(move |store, _| Ok(store.put_core_block(&scope, &agent, &block)?))
+        .await?;
+    Ok(Json(json!(saved)))
+}
+
+pub async fn conversations(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(user): ApiPath<String>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let rows = state
+        .memory
+        .blocking(move |store, _| Ok(store.list_conversations(&scope)?))
+        .await?;
+    Ok(list(rows))
+}
+
+pub async fn messages(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, conversation)): ApiPath<(String, String)>,
+    ApiQuery(listing): ApiQuery<Listing>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let page = listing.page();
+    let rows = state
+        .memory
+        .blocking(move |store, _| Ok(store.list_messages(&scope, &conversation, page)?))
+        .await?;
+    Ok(list(rows))
+}
+
+pub async fn export(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(user): ApiPath<String>,
+) -> Result<Response, ProxyError> {
+    let jsonl = state.memory.export(&scope(&tenant, &user)).await?;
+    let disposition = format!("attachment; filename=\"memproxy-{user}.jsonl\"");
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/x-ndjson"),
+    );
+    if let Ok(value) = header::HeaderValue::from_str(&disposition) {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    Ok((headers, jsonl).into_response())
+}
+
+pub async fn import(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(user): ApiPath<String>,
+    TextBody(jsonl): TextBody,
+) -> Result<Json<Value>, ProxyError> {
+    let counts = state.memory.import(&scope(&tenant, &user), &jsonl).await?;
+    Ok(Json(json!({"imported": counts})))
+}
+
+#[derive(Deserialize)]
+pub struct JobQuery {
+    state: Option<String>,
+    #[serde(default = "default_limit")]
+    limit: usize,
+}
+
+pub async fn jobs(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiQuery(query): ApiQuery<JobQuery>,
+) -> Result<Json<Value>, ProxyError> {
+    let page = Page {
+        limit: query.limit.clamp(1, 1000),
+        offset: 0,
+    };
+    let jobs = state
+        .memory
+        .blocking(move |store, _| Ok(store.list_jobs(query.state.as_deref(), page)?))
+        .await?;
+    let own: Vec<_> = jobs
+        .into_iter()
+        .filter(|job| job.scope.as_ref().is_none_or(|s| s.tenant == tenant.0))
+        .collect();
+    Ok(list(own))
+}
