@@ -34,13 +34,22 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:8090")]
         listen: std::net::SocketAddr,
     },
+    /// Browse and edit memory: list, search, add, delete, export, import, forget.
+    Memories {
+        #[command(flatten)]
+        config: ConfigArgs,
+        #[command(subcommand)]
+        command: crate::commands::MemoriesCommand,
+    },
+    /// Re-embed everything without a vector of the configured model (after changing it).
+    Reindex(ConfigArgs),
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
 }
 
 #[derive(Args)]
-struct ConfigArgs {
+pub struct ConfigArgs {
     /// TOML config file (default: $MEMPROXY_CONFIG, else built-in defaults).
     #[arg(long, env = "MEMPROXY_CONFIG")]
     config: Option<PathBuf>,
@@ -115,6 +124,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 crate::server::shutdown_signal().await;
                 Ok(())
             })
+        }
+        Command::Memories { config, command } => {
+            let config = load(&config, &Overrides::default())?;
+            runtime()?.block_on(crate::commands::memories(&config, command))
+        }
+        Command::Reindex(args) => {
+            let config = load(&args, &Overrides::default())?;
+            runtime()?.block_on(crate::commands::reindex(&config))
         }
         Command::Bench(command) => runtime()?.block_on(crate::bench::run(command)),
     }
