@@ -128,31 +128,43 @@ impl MemoryService {
         let embeddings = self
             .embed(items.iter().map(|(t, _, _)| t.clone()).collect())
             .await?;
+        let memories = items
+            .into_iter()
+            .zip(embeddings)
+            .map(|((text, kind, sources), embedding)| NewMemory {
+                text,
+                kind,
+                sources,
+                created_at_ms: now_ms(),
+                embedding: Some(embedding),
+            })
+            .collect();
+        self.insert_embedded(scope, memories, cause).await
+    }
+
+    /// Adds facts whose embeddings are already computed (imports, benchmarks).
+    pub async fn insert_embedded(
+        &self,
+        scope: &UserScope,
+        memories: Vec<NewMemory>,
+        cause: &str,
+    ) -> MemoryResult<Vec<Inserted>> {
         let scope = scope.clone();
         let cause = cause.to_owned();
         self.blocking(move |store, vectors| {
-            let mut results = Vec::with_capacity(items.len());
-            let mut changes = Vec::new();
             let uid = store.ensure_user(&scope)?;
-            for ((text, kind, sources), embedding) in items.into_iter().zip(embeddings) {
-                let memory = NewMemory {
-                    text,
-                    kind,
-                    sources,
-                    created_at_ms: now_ms(),
-                    embedding: Some(embedding),
-                };
-                let inserted = store.insert_memory(&scope, &memory, &cause)?;
-                if let Inserted::New { id, generation } = inserted {
-                    changes.push((generation, id, memory.embedding));
+            let mut results = Vec::with_capacity(memories.len());
+            let mut added = Vec::new();
+            for memory in &memories {
+                let inserted = store.insert_memory(&scope, memory, &cause)?;
+                if let (Inserted::New { id, generation }, Some(embedding)) =
+                    (&inserted, &memory.embedding)
+                {
+                    added.push((*generation, Change::Add(*id, &embedding.vector)));
                 }
                 results.push(inserted);
             }
-            let applied: Vec<(u64, Change)> = changes
-                .iter()
-                .filter_map(|(g, id, e)| Some((*g, Change::Add(*id, &e.as_ref()?.vector))))
-                .collect();
-            vectors.apply(uid, Corpus::Memory, &applied)?;
+            vectors.apply(uid, Corpus::Memory, &added)?;
             Ok(results)
         })
         .await

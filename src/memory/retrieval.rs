@@ -129,6 +129,9 @@ pub fn retrieve(
             .then(b.created_at_ms.cmp(&a.created_at_ms))
     });
     hits.truncate(request.top_k);
+    for hit in &mut hits {
+        hit.tokens = crate::tokens::count(&hit.text);
+    }
     if let Some(budget) = request.token_budget {
         let mut used = 0;
         hits.retain(|hit| {
@@ -176,7 +179,7 @@ fn score(
         fused
     };
     Some(Hit {
-        tokens: crate::tokens::count(&document.text),
+        tokens: 0,
         corpus: document.corpus,
         id: document.id,
         text: document.text,

@@ -226,25 +226,77 @@ const STOPWORDS: &[&str] = &[
     "where", "which", "who", "why", "will", "with", "would", "you", "your",
 ];
 
-/// An FTS5 query matching any meaningful word of `text` (quoted: user text is never syntax).
-pub fn fts_terms(text: &str) -> Option<String> {
-    let mut terms: Vec<String> = Vec::new();
+/// The meaningful words of `text`: lower-cased, deduplicated, without stopwords.
+pub fn query_words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
     for word in text
         .split(|c: char| !c.is_alphanumeric())
         .map(str::to_lowercase)
         .filter(|w| w.chars().count() > 1 && !STOPWORDS.contains(&w.as_str()))
     {
-        if !terms.contains(&word) && terms.len() < 32 {
-            terms.push(word);
+        if !words.contains(&word) && words.len() < 32 {
+            words.push(word);
         }
     }
-    (!terms.is_empty()).then(|| {
-        terms
-            .iter()
-            .map(|t| format!("\"{t}\""))
-            .collect::<Vec<_>>()
-            .join(" OR ")
-    })
+    words
+}
+
+/// BM25 costs about a microsecond per matching row, so a keyword search bounds the rows it
+/// scores. A user with at most this many rows is searched whole (their scope tag bounds the work);
+/// for bigger users, words matching more rows than this are skipped: they carry almost no
+/// information (low IDF) and would dominate the cost.
+const ROWS_PER_TERM: i64 = 1_000;
+/// Upper bound on rows scored for one big-user search.
+const ROWS_BUDGET: i64 = 2_500;
+
+/// How many rows match an FTS query, counting at most `cap + 1` (cheap: no scoring).
+fn bounded_count(connection: &Connection, fts: &str, query: &str, cap: i64) -> StoreResult<i64> {
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT ?2)"
+    ))?;
+    Ok(statement.query_row(params![query, cap + 1], |row| row.get(0))?)
+}
+
+fn quoted_any(words: &[String]) -> String {
+    // Quoted: user text is never FTS syntax.
+    words
+        .iter()
+        .map(|w| format!("\"{w}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// The FTS query for one search: the user's scope with every word when the user is small,
+/// else only the words rare enough to be worth scoring (the join then keeps the user's rows).
+fn keyword_query(
+    connection: &Connection,
+    fts: &str,
+    uid: i64,
+    words: &[String],
+) -> StoreResult<Option<String>> {
+    let scope = format!("scope:u{uid}");
+    if bounded_count(connection, fts, &scope, ROWS_PER_TERM)? <= ROWS_PER_TERM {
+        return Ok(Some(format!("{scope} AND ({})", quoted_any(words))));
+    }
+    let mut counted = Vec::with_capacity(words.len());
+    for word in words {
+        let rows = bounded_count(connection, fts, &format!("text:\"{word}\""), ROWS_PER_TERM)?;
+        if rows > 0 && rows <= ROWS_PER_TERM {
+            counted.push((rows, word));
+        }
+    }
+    // Rarest first: they carry the most information per row scored.
+    counted.sort();
+    let mut kept = Vec::new();
+    let mut spent = 0;
+    for (rows, word) in counted {
+        if spent + rows > ROWS_BUDGET {
+            break;
+        }
+        spent += rows;
+        kept.push(word.clone());
+    }
+    Ok((!kept.is_empty()).then(|| format!("text:({})", quoted_any(&kept))))
 }
 
 pub fn keyword_search(
@@ -257,10 +309,14 @@ pub fn keyword_search(
     let Some(uid) = find_uid(connection, scope)? else {
         return Ok(Vec::new());
     };
-    let Some(terms) = fts_terms(query) else {
+    let words = query_words(query);
+    if words.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (table, _, fts) = corpus_tables(corpus);
+    let Some(matching) = keyword_query(connection, fts, uid, &words)? else {
         return Ok(Vec::new());
     };
-    let (table, _, fts) = corpus_tables(corpus);
     let live = live_condition(corpus);
     // Column weights: the text counts, the scope tag (same for all the user's rows) does not.
     let sql = format!(
@@ -268,7 +324,6 @@ pub fn keyword_search(
          WHERE {fts} MATCH ?1 AND t.uid = ?2 AND {live}
          ORDER BY bm25({fts}, 1.0, 0.0) LIMIT ?3"
     );
-    let matching = format!("scope:u{uid} AND ({terms})");
     let mut statement = connection.prepare_cached(&sql)?;
     let rows = statement
         .query_map(params![matching, uid, limit as i64], |row| {
@@ -392,14 +447,14 @@ pub fn set_embedding(
 
 #[cfg(test)]
 mod tests {
-    use super::fts_terms;
+    use super::query_words;
 
     #[test]
-    fn fts_terms_are_quoted_words_without_stopwords() {
+    fn query_words_drop_stopwords_and_syntax() {
         assert_eq!(
-            fts_terms("What is my dog's name? \"NEAR\" OR *").as_deref(),
-            Some("\"dog\" OR \"name\" OR \"near\"")
+            query_words("What is my dog's name? \"NEAR\" OR *"),
+            ["dog", "name", "near"]
         );
-        assert_eq!(fts_terms("is it?"), None);
+        assert!(query_words("is it?").is_empty());
     }
 }

@@ -134,7 +134,7 @@ CREATE TABLE vector_generations (
 -- Keyword search (BM25). Contentless FTS tables (the text lives in the base tables) with a
 -- `scope` column holding 'u<uid>', so a search intersects the user's postings instead of
 -- scanning every user's matches. Kept in step by triggers.
-CREATE VIRTUAL TABLE messages_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='porter unicode61');
+CREATE VIRTUAL TABLE messages_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='unicode61');
 CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
     INSERT INTO messages_fts(rowid, text, scope) VALUES (new.id, new.content, 'u' || new.uid);
 END;
@@ -142,7 +142,7 @@ CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
     DELETE FROM messages_fts WHERE rowid = old.id;
 END;
 
-CREATE VIRTUAL TABLE memories_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='porter unicode61');
+CREATE VIRTUAL TABLE memories_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='unicode61');
 CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
     INSERT INTO memories_fts(rowid, text, scope) VALUES (new.id, new.text, 'u' || new.uid);
 END;
@@ -154,7 +154,7 @@ CREATE TRIGGER memories_fts_update AFTER UPDATE OF text ON memories BEGIN
     INSERT INTO memories_fts(rowid, text, scope) VALUES (new.id, new.text, 'u' || new.uid);
 END;
 
-CREATE VIRTUAL TABLE passages_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='porter unicode61');
+CREATE VIRTUAL TABLE passages_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='unicode61');
 CREATE TRIGGER passages_fts_insert AFTER INSERT ON archival_passages BEGIN
     INSERT INTO passages_fts(rowid, text, scope) VALUES (new.id, new.text, 'u' || new.uid);
 END;

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use clap::{Args, Subcommand};
+use clap::Args;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
@@ -16,12 +16,6 @@ use tokio::net::TcpListener;
 use crate::config::Config;
 use crate::hooks::LogExchanges;
 use crate::mock::MockUpstream;
-
-#[derive(Subcommand)]
-pub enum BenchCommand {
-    /// Added latency of the passthrough proxy vs calling the upstream directly.
-    Proxy(ProxyBench),
-}
 
 #[derive(Args, Clone)]
 pub struct ProxyBench {
@@ -36,12 +30,6 @@ pub struct ProxyBench {
     rounds: usize,
 }
 
-pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
-    match command {
-        BenchCommand::Proxy(options) => proxy(options).await,
-    }
-}
-
 #[derive(Clone, Copy, PartialEq)]
 enum Target {
     Direct,
@@ -53,7 +41,7 @@ struct Sample {
     wall: Duration,
 }
 
-async fn proxy(options: ProxyBench) -> anyhow::Result<()> {
+pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
     let mock = MockUpstream::start().await?;
     let data = tempfile::tempdir()?;
     let mut config = Config {

@@ -1,0 +1,40 @@
+//! Benchmarks that print figures (never assertions): `memproxy bench proxy|retrieval`.
+
+mod proxy;
+mod retrieval;
+
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Added latency of the passthrough proxy vs calling the upstream directly.
+    Proxy(proxy::ProxyBench),
+    /// Embedding, vector search, hybrid retrieval and insert throughput at N memories.
+    Retrieval(retrieval::RetrievalBench),
+}
+
+pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
+    match command {
+        BenchCommand::Proxy(options) => proxy::run(options).await,
+        BenchCommand::Retrieval(options) => retrieval::run(options).await,
+    }
+}
+
+/// p-quantile of sorted durations, in milliseconds.
+pub fn quantile_ms(sorted: &[std::time::Duration], q: f64) -> f64 {
+    let index = ((sorted.len().max(1) as f64 - 1.0) * q).round() as usize;
+    sorted.get(index).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+}
+
+/// Resident memory of this process in MiB (Linux), for the reports.
+pub fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|line| line.starts_with("VmRSS:"))
+                .and_then(|line| line.split_whitespace().nth(1)?.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kib| kib / 1024.0)
+}
