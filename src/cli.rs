@@ -46,6 +46,9 @@ enum Command {
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
+    /// Quality evaluations that print figures (LoCoMo retrieval recall@k).
+    #[command(subcommand)]
+    Eval(crate::eval::EvalCommand),
 }
 
 #[derive(Args)]
@@ -134,6 +137,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime()?.block_on(crate::commands::reindex(&config))
         }
         Command::Bench(command) => runtime()?.block_on(crate::bench::run(command)),
+        Command::Eval(command) => runtime()?.block_on(crate::eval::run(command)),
     }
 }
 

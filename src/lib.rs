@@ -10,6 +10,7 @@ pub mod commands;
 pub mod config;
 pub mod embed;
 pub mod error;
+pub mod eval;
 pub mod hooks;
 pub mod identity;
 pub mod memory;

@@ -33,6 +33,10 @@ pub struct RetrievalRequest {
     pub recency_weight: f64,
     /// Age at which the recency bonus halves.
     pub recency_half_life_days: f64,
+    /// Use vector search (turn off to measure keywords alone).
+    pub vector: bool,
+    /// Use keyword search (turn off to measure vectors alone).
+    pub keyword: bool,
 }
 
 impl Default for RetrievalRequest {
@@ -46,6 +50,8 @@ impl Default for RetrievalRequest {
             token_budget: None,
             recency_weight: 0.0,
             recency_half_life_days: 30.0,
+            vector: true,
+            keyword: true,
         }
     }
 }
@@ -91,7 +97,7 @@ pub fn retrieve(
     let mut hits = Vec::new();
     for &corpus in &request.corpora {
         let mut ranks: HashMap<i64, Ranks> = HashMap::new();
-        if let Some(vector) = query_vector {
+        if let Some(vector) = query_vector.filter(|_| request.vector) {
             for (rank, (id, _)) in vectors
                 .search(uid, corpus, vector, request.candidates)?
                 .into_iter()
@@ -100,11 +106,12 @@ pub fn retrieve(
                 ranks.entry(id).or_default().vector = Some(rank);
             }
         }
-        for (rank, (id, _)) in store
-            .keyword_search(scope, corpus, &request.query, request.candidates)?
-            .into_iter()
-            .enumerate()
-        {
+        let keyword_hits = if request.keyword {
+            store.keyword_search(scope, corpus, &request.query, request.candidates)?
+        } else {
+            Vec::new()
+        };
+        for (rank, (id, _)) in keyword_hits.into_iter().enumerate() {
             ranks.entry(id).or_default().keyword = Some(rank);
         }
         let ids: Vec<i64> = ranks.keys().copied().collect();

@@ -454,3 +454,66 @@ async fn the_openai_embedder_uses_any_embeddings_endpoint() {
     );
     let _ = Corpus::Memory;
 }
+
+#[test]
+fn keyword_search_of_a_big_user_keeps_the_informative_words() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteStore::open(&dir.path().join("memproxy.db")).expect("open");
+    let memory = |text: String| NewMemory {
+        text,
+        kind: "fact".into(),
+        sources: vec![],
+        created_at_ms: 1,
+        embedding: None,
+    };
+    // 1,500 rows: past the size where a user is searched whole.
+    for i in 0..1500 {
+        store
+            .insert_memory(
+                &alice(),
+                &memory(format!("Weekly grocery list number {i}: apples and bread.")),
+                "t",
+            )
+            .expect("insert");
+    }
+    store
+        .insert_memory(
+            &alice(),
+            &memory("The grocery order for the party includes durian.".into()),
+            "t",
+        )
+        .expect("insert");
+    store
+        .insert_memory(
+            &UserScope::new("acme", "bob"),
+            &memory("Bob also wants durian.".into()),
+            "t",
+        )
+        .expect("insert");
+
+    let hits = store
+        .keyword_search(&alice(), Corpus::Memory, "grocery durian", 10)
+        .expect("search");
+    assert_eq!(
+        hits.len(),
+        1,
+        "'grocery' matches every row and is skipped; 'durian' decides"
+    );
+    let documents = store
+        .documents(&alice(), Corpus::Memory, &[hits[0].0])
+        .expect("documents");
+    assert!(documents[0].text.contains("durian"));
+    let small = store
+        .keyword_search(
+            &UserScope::new("acme", "bob"),
+            Corpus::Memory,
+            "wants durian",
+            10,
+        )
+        .expect("search");
+    assert_eq!(
+        small.len(),
+        1,
+        "a small user is searched with every word, only their own rows"
+    );
+}

@@ -242,11 +242,10 @@ pub fn query_words(text: &str) -> Vec<String> {
 }
 
 /// BM25 costs about a microsecond per matching row, so a keyword search bounds the rows it
-/// scores. A user with at most this many rows is searched whole (their scope tag bounds the work);
-/// for bigger users, words matching more rows than this are skipped: they carry almost no
-/// information (low IDF) and would dominate the cost.
+/// scores: words matching more rows than this (across all users) are skipped. Such words carry
+/// almost no information (FTS5's IDF is computed over the whole table) and would dominate the cost.
 const ROWS_PER_TERM: i64 = 1_000;
-/// Upper bound on rows scored for one big-user search.
+/// Upper bound on rows one search scores; the rarest words are kept first.
 const ROWS_BUDGET: i64 = 2_500;
 
 /// How many rows match an FTS query, counting at most `cap + 1` (cheap: no scoring).
@@ -266,18 +265,14 @@ fn quoted_any(words: &[String]) -> String {
         .join(" OR ")
 }
 
-/// The FTS query for one search: the user's scope with every word when the user is small,
-/// else only the words rare enough to be worth scoring (the join then keeps the user's rows).
+/// The FTS query for one search: the rarest words within the budget, restricted to the user's
+/// scope tag when the user is small (the join on `uid` keeps only their rows in any case).
 fn keyword_query(
     connection: &Connection,
     fts: &str,
     uid: i64,
     words: &[String],
 ) -> StoreResult<Option<String>> {
-    let scope = format!("scope:u{uid}");
-    if bounded_count(connection, fts, &scope, ROWS_PER_TERM)? <= ROWS_PER_TERM {
-        return Ok(Some(format!("{scope} AND ({})", quoted_any(words))));
-    }
     let mut counted = Vec::with_capacity(words.len());
     for word in words {
         let rows = bounded_count(connection, fts, &format!("text:\"{word}\""), ROWS_PER_TERM)?;
@@ -285,7 +280,6 @@ fn keyword_query(
             counted.push((rows, word));
         }
     }
-    // Rarest first: they carry the most information per row scored.
     counted.sort();
     let mut kept = Vec::new();
     let mut spent = 0;
@@ -296,7 +290,15 @@ fn keyword_query(
         spent += rows;
         kept.push(word.clone());
     }
-    Ok((!kept.is_empty()).then(|| format!("text:({})", quoted_any(&kept))))
+    if kept.is_empty() {
+        return Ok(None);
+    }
+    let any = format!("text:({})", quoted_any(&kept));
+    let scope = format!("scope:u{uid}");
+    if bounded_count(connection, fts, &scope, ROWS_PER_TERM)? <= ROWS_PER_TERM {
+        return Ok(Some(format!("{scope} AND {any}")));
+    }
+    Ok(Some(any))
 }
 
 pub fn keyword_search(

@@ -1,0 +1,374 @@
+//! LoCoMo retrieval evaluation (Maharana et al., ACL 2024): each conversation's turns become one
+//! user's recall log (with their session dates), then every question of categories 1–4 is a query;
+//! recall@k is the fraction of the question's evidence turns among the top k retrieved turns.
+//! Needs no LLM. Hybrid, vector-only and keyword-only retrieval are measured side by side.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::bench::quantile_ms;
+use crate::embed::{EmbeddingConfig, LocalEmbedder};
+use crate::memory::{MemoryService, RetrievalRequest};
+use crate::store::{Corpus, NewMessage, UserScope};
+
+#[derive(Args, Clone)]
+pub struct RetrievalEval {
+    /// Path to locomo10.json.
+    #[arg(long)]
+    locomo: PathBuf,
+    /// Cut-offs, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "5,10,20")]
+    k: Vec<usize>,
+    /// Where the local model is installed (scripts/fetch-model).
+    #[arg(long, default_value = "./.memproxy")]
+    model_data_dir: PathBuf,
+    /// Only the first N conversations (quick runs).
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Also write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Deserialize)]
+struct Sample {
+    sample_id: String,
+    conversation: serde_json::Map<String, Value>,
+    qa: Vec<Question>,
+}
+
+#[derive(Deserialize)]
+struct Question {
+    question: String,
+    #[serde(default)]
+    evidence: Vec<String>,
+    category: u8,
+}
+
+#[derive(Deserialize)]
+struct Turn {
+    speaker: String,
+    dia_id: String,
+    text: String,
+    #[serde(default)]
+    blip_caption: Option<String>,
+}
+
+const CATEGORIES: [(u8, &str); 4] = [
+    (1, "multi-hop"),
+    (2, "temporal"),
+    (3, "open-domain"),
+    (4, "single-hop"),
+];
+
+/// "1:56 pm on 8 May, 2023" → milliseconds since the epoch (UTC).
+fn parse_session_date(text: &str) -> Option<i64> {
+    let (clock, date) = text.split_once(" on ")?;
+    let (hm, meridiem) = clock.trim().split_once(' ')?;
+    let (hour, minute) = hm.split_once(':')?;
+    let mut hour: i64 = hour.parse().ok()?;
+    let minute: i64 = minute.parse().ok()?;
+    match meridiem.to_ascii_lowercase().as_str() {
+        "pm" if hour != 12 => hour += 12,
+        "am" if hour == 12 => hour = 0,
+        _ => {}
+    }
+    let parts: Vec<&str> = date
+        .split(|c: char| c == ' ' || c == ',')
+        .filter(|p| !p.is_empty())
+        .collect();
+    let [day, month, year] = parts[..] else {
+        return None;
+    };
+    const MONTHS: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    let month = MONTHS
+        .iter()
+        .position(|m| m.starts_with(&month.to_ascii_lowercase()))? as i64
+        + 1;
+    let days = days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
+    Some(((days * 24 + hour) * 60 + minute) * 60_000)
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Evidence ids, tolerating the few malformed entries ("D8:6; D9:17", "D:11:26").
+fn evidence_ids(evidence: &[String]) -> Vec<String> {
+    evidence
+        .iter()
+        .flat_map(|entry| entry.split([';', ',', ' ']))
+        .filter_map(|id| {
+            let rest = id.trim().strip_prefix('D')?.trim_start_matches(':');
+            let (session, turn) = rest.split_once(':')?;
+            (session.parse::<u32>().is_ok() && turn.parse::<u32>().is_ok())
+                .then(|| format!("D{session}:{turn}"))
+        })
+        .collect()
+}
+
+#[derive(Default)]
+struct Tally {
+    questions: usize,
+    recall: Vec<f64>,
+    latencies: Vec<Duration>,
+}
+
+pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
+    let samples: Vec<Sample> = serde_json::from_slice(&std::fs::read(&options.locomo)?)?;
+    let samples = &samples[..options.limit.unwrap_or(samples.len()).min(samples.len())];
+    let data_dir = options.model_data_dir.clone();
+    let embedder = Arc::new(
+        tokio::task::spawn_blocking(move || {
+            LocalEmbedder::load(&EmbeddingConfig::default(), &data_dir)
+        })
+        .await??,
+    );
+    let dir = tempfile::tempdir()?;
+    let memory = MemoryService::open(dir.path(), embedder)?;
+    let mut ks = options.k.clone();
+    ks.sort_unstable();
+    let max_k = ks.last().copied().unwrap_or(10);
+
+    // Load every conversation as one user's recall log.
+    let started = Instant::now();
+    let mut turns_loaded = 0;
+    let mut dia_of: HashMap<(String, i64), String> = HashMap::new();
+    for sample in samples {
+        let scope = UserScope::new("locomo", &sample.sample_id);
+        let speaker_a = sample
+            .conversation
+            .get("speaker_a")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        for session in 1.. {
+            let Some(turns) = sample.conversation.get(&format!("session_{session}")) else {
+                break;
+            };
+            let turns: Vec<Turn> = serde_json::from_value(turns.clone())?;
+            let date = sample
+                .conversation
+                .get(&format!("session_{session}_date_time"))
+                .and_then(Value::as_str)
+                .and_then(parse_session_date)
+                .unwrap_or(0);
+            let messages: Vec<NewMessage> = turns
+                .iter()
+                .enumerate()
+                .map(|(position, turn)| {
+                    let mut content = format!("{}: {}", turn.speaker, turn.text);
+                    if let Some(caption) = &turn.blip_caption {
+                        content.push_str(&format!(" [shares a photo of {caption}]"));
+                    }
+                    NewMessage {
+                        position: position as i64,
+                        role: if turn.speaker == speaker_a {
+                            "user"
+                        } else {
+                            "assistant"
+                        }
+                        .to_owned(),
+                        content,
+                        name: Some(turn.speaker.clone()),
+                        tool_calls: None,
+                        tool_call_id: None,
+                        created_at_ms: date + position as i64 * 60_000,
+                    }
+                })
+                .collect();
+            let stored = memory
+                .record_messages(&scope, &format!("session_{session}"), "default", messages)
+                .await?;
+            turns_loaded += stored.len();
+            for message in stored {
+                let dia = turns[message.position as usize].dia_id.clone();
+                dia_of.insert((sample.sample_id.clone(), message.id), dia);
+            }
+        }
+    }
+    memory.flush().await?;
+    println!(
+        "LoCoMo retrieval: {} conversations, {turns_loaded} turns stored and embedded in {:.1} s",
+        samples.len(),
+        started.elapsed().as_secs_f64()
+    );
+
+    let variants = [
+        ("hybrid", true, true),
+        ("vector", true, false),
+        ("keyword", false, true),
+    ];
+    let mut report =
+        json!({"conversations": samples.len(), "turns": turns_loaded, "k": ks, "variants": {}});
+    println!(
+        "\n{:<8} {:<12} {:>6} {}  {:>8} {:>8}",
+        "variant",
+        "category",
+        "n",
+        ks.iter()
+            .map(|k| format!("{:>9}", format!("R@{k}")))
+            .collect::<String>(),
+        "p50 ms",
+        "p99 ms"
+    );
+    for (name, vector, keyword) in variants {
+        let mut tallies: BTreeMap<u8, Tally> = BTreeMap::new();
+        let mut skipped = 0;
+        for sample in samples {
+            let scope = UserScope::new("locomo", &sample.sample_id);
+            for question in sample.qa.iter().filter(|q| (1..=4).contains(&q.category)) {
+                let evidence = evidence_ids(&question.evidence);
+                if evidence.is_empty() {
+                    skipped += 1;
+                    continue;
+                }
+                let request = RetrievalRequest {
+                    query: question.question.clone(),
+                    corpora: vec![Corpus::Message],
+                    top_k: max_k,
+                    candidates: (2 * max_k).max(40),
+                    // Ranking quality: no threshold, every candidate competes.
+                    min_similarity: -1.0,
+                    vector,
+                    keyword,
+                    ..RetrievalRequest::default()
+                };
+                let began = Instant::now();
+                let hits = memory.retrieve(&scope, request).await?;
+                let elapsed = began.elapsed();
+                let retrieved: Vec<&str> = hits
+                    .iter()
+                    .filter_map(|h| {
+                        dia_of
+                            .get(&(sample.sample_id.clone(), h.id))
+                            .map(String::as_str)
+                    })
+                    .collect();
+                let tally = tallies.entry(question.category).or_default();
+                tally.questions += 1;
+                tally.latencies.push(elapsed);
+                for (slot, &k) in ks.iter().enumerate() {
+                    let top: Vec<&str> = retrieved.iter().take(k).copied().collect();
+                    let found = evidence
+                        .iter()
+                        .filter(|e| top.contains(&e.as_str()))
+                        .count();
+                    let recall = found as f64 / evidence.len() as f64;
+                    if tally.recall.len() <= slot {
+                        tally.recall.push(0.0);
+                    }
+                    tally.recall[slot] += recall;
+                }
+            }
+        }
+        let mut overall = Tally::default();
+        let mut rows = serde_json::Map::new();
+        for (category, label) in CATEGORIES {
+            let Some(tally) = tallies.remove(&category) else {
+                continue;
+            };
+            print_row(name, label, &tally);
+            rows.insert(label.to_owned(), row_json(&ks, &tally));
+            overall.questions += tally.questions;
+            overall.latencies.extend(tally.latencies.iter().copied());
+            if overall.recall.is_empty() {
+                overall.recall = vec![0.0; tally.recall.len()];
+            }
+            for (sum, value) in overall.recall.iter_mut().zip(&tally.recall) {
+                *sum += value;
+            }
+        }
+        print_row(name, "overall", &overall);
+        rows.insert("overall".to_owned(), row_json(&ks, &overall));
+        rows.insert("skipped_without_evidence".to_owned(), json!(skipped));
+        report["variants"][name] = Value::Object(rows);
+    }
+    if let Some(path) = options.json {
+        std::fs::write(&path, serde_json::to_vec_pretty(&report)?)?;
+        println!("\nwrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn print_row(variant: &str, label: &str, tally: &Tally) {
+    let n = tally.questions.max(1) as f64;
+    let mut latencies = tally.latencies.clone();
+    latencies.sort_unstable();
+    println!(
+        "{variant:<8} {label:<12} {:>6} {}  {:>8.2} {:>8.2}",
+        tally.questions,
+        tally
+            .recall
+            .iter()
+            .map(|r| format!("{:>9.3}", r / n))
+            .collect::<String>(),
+        quantile_ms(&latencies, 0.5),
+        quantile_ms(&latencies, 0.99)
+    );
+}
+
+fn row_json(ks: &[usize], tally: &Tally) -> Value {
+    let n = tally.questions.max(1) as f64;
+    let mut latencies = tally.latencies.clone();
+    latencies.sort_unstable();
+    let recall: serde_json::Map<String, Value> = ks
+        .iter()
+        .zip(&tally.recall)
+        .map(|(k, r)| (format!("recall@{k}"), json!(r / n)))
+        .collect();
+    json!({"questions": tally.questions, "recall": recall,
+           "latency_ms": {"p50": quantile_ms(&latencies, 0.5), "p99": quantile_ms(&latencies, 0.99)}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_locomo_dates_and_evidence() {
+        // 2023-05-08 13:56 UTC
+        assert_eq!(
+            parse_session_date("1:56 pm on 8 May, 2023"),
+            Some(1_683_554_160_000)
+        );
+        assert_eq!(
+            parse_session_date("12:05 am on 1 January, 2024"),
+            Some(1_704_067_500_000)
+        );
+        assert_eq!(parse_session_date("someday"), None);
+        let ids = evidence_ids(&[
+            "D8:6; D9:17".into(),
+            "D".into(),
+            "D:11:26".into(),
+            "D1:3".into(),
+        ]);
+        assert_eq!(ids, ["D8:6", "D9:17", "D11:26", "D1:3"]);
+    }
+}
