@@ -79,10 +79,7 @@ fn parse_session_date(text: &str) -> Option<i64> {
         "am" if hour == 12 => hour = 0,
         _ => {}
     }
-    let parts: Vec<&str> = date
-        .split(|c: char| c == ' ' || c == ',')
-        .filter(|p| !p.is_empty())
-        .collect();
+    let parts: Vec<&str> = date.split([' ', ',']).filter(|p| !p.is_empty()).collect();
     let [day, month, year] = parts[..] else {
         return None;
     };
