@@ -34,6 +34,9 @@ pub struct RetrievalEval {
     /// Also write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Extra hybrid variants with these vector weights in the fusion (keyword weight 1).
+    #[arg(long, value_delimiter = ',')]
+    vector_weights: Vec<f64>,
 }
 
 #[derive(Deserialize)]
@@ -217,15 +220,23 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
 
-    let variants = [
-        ("hybrid", true, true),
-        ("vector", true, false),
-        ("keyword", false, true),
+    let mut variants: Vec<(String, bool, bool, f64)> = vec![
+        (
+            "hybrid".into(),
+            true,
+            true,
+            RetrievalRequest::default().vector_weight,
+        ),
+        ("vector".into(), true, false, 1.0),
+        ("keyword".into(), false, true, 1.0),
     ];
+    for weight in &options.vector_weights {
+        variants.push((format!("hyb-v{weight}"), true, true, *weight));
+    }
     let mut report =
         json!({"conversations": samples.len(), "turns": turns_loaded, "k": ks, "variants": {}});
     println!(
-        "\n{:<8} {:<12} {:>6} {}  {:>8} {:>8}",
+        "\n{:<10} {:<12} {:>6} {}  {:>8} {:>8}",
         "variant",
         "category",
         "n",
@@ -235,7 +246,8 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
         "p50 ms",
         "p99 ms"
     );
-    for (name, vector, keyword) in variants {
+    for (name, vector, keyword, vector_weight) in variants {
+        let name = name.as_str();
         let mut tallies: BTreeMap<u8, Tally> = BTreeMap::new();
         let mut skipped = 0;
         for sample in samples {
@@ -255,6 +267,7 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
                     min_similarity: -1.0,
                     vector,
                     keyword,
+                    vector_weight,
                     ..RetrievalRequest::default()
                 };
                 let began = Instant::now();
@@ -319,7 +332,7 @@ fn print_row(variant: &str, label: &str, tally: &Tally) {
     let mut latencies = tally.latencies.clone();
     latencies.sort_unstable();
     println!(
-        "{variant:<8} {label:<12} {:>6} {}  {:>8.2} {:>8.2}",
+        "{variant:<10} {label:<12} {:>6} {}  {:>8.2} {:>8.2}",
         tally.questions,
         tally
             .recall

@@ -415,8 +415,18 @@ impl MemoryService {
     /// Start-up check: brings every user's vector indexes in step with the database (rebuilding
     /// missing or stale files) and requeues jobs a crash left running.
     pub async fn recover(&self) -> MemoryResult<(usize, usize)> {
-        self.blocking(|store, vectors| {
+        let model = self.embedder.model_id().to_owned();
+        self.blocking(move |store, vectors| {
             let requeued = store.requeue_interrupted_jobs()?;
+            for corpus in Corpus::ALL {
+                if !store.rows_to_embed(corpus, &model, 1)?.is_empty() {
+                    tracing::warn!(
+                        corpus = corpus.as_str(),
+                        model = %model,
+                        "some rows have no vector of the configured embedding model and are found by keywords only; run `memproxy reindex`"
+                    );
+                }
+            }
             let users = store.indexed_users()?;
             for uid in &users {
                 vectors.verify(*uid)?;

@@ -37,6 +37,10 @@ pub struct RetrievalRequest {
     pub vector: bool,
     /// Use keyword search (turn off to measure vectors alone).
     pub keyword: bool,
+    /// Weight of the vector ranking in the fusion.
+    pub vector_weight: f64,
+    /// Weight of the keyword ranking in the fusion.
+    pub keyword_weight: f64,
 }
 
 impl Default for RetrievalRequest {
@@ -52,6 +56,8 @@ impl Default for RetrievalRequest {
             recency_half_life_days: 30.0,
             vector: true,
             keyword: true,
+            vector_weight: 1.0,
+            keyword_weight: 1.0,
         }
     }
 }
@@ -172,11 +178,13 @@ fn score(
     if !relevant {
         return None;
     }
-    let fused: f64 = [rank.vector, rank.keyword]
-        .into_iter()
-        .flatten()
-        .map(|r| 1.0 / (RRF_K + r as f64 + 1.0))
-        .sum();
+    let fused: f64 = [
+        (rank.vector, request.vector_weight),
+        (rank.keyword, request.keyword_weight),
+    ]
+    .into_iter()
+    .filter_map(|(rank, weight)| Some(weight / (RRF_K + rank? as f64 + 1.0)))
+    .sum();
     let weight = request.recency_weight.clamp(0.0, 1.0);
     let score = if weight > 0.0 {
         let age_days = (now_ms - document.created_at_ms).max(0) as f64 / 86_400_000.0;

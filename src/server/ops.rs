@@ -15,24 +15,32 @@ pub async fn healthz() -> Json<serde_json::Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Ready when the upstream answers (any status: it is reachable). The store joins this check
-/// once memory exists.
+/// Ready when the upstream answers (any status: it is reachable) and the store can be read.
 pub async fn readyz(State(state): State<SharedState>) -> Response {
-    match state.upstream.probe().await {
-        Ok(status) => Json(json!({
-            "status": "ready",
-            "upstream": {"url": state.upstream.base_url(), "reachable": true, "status": status},
-        }))
-        .into_response(),
-        Err(error) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
-                "status": "not_ready",
-                "upstream": {"url": state.upstream.base_url(), "reachable": false, "error": error.to_string()},
-            })),
-        )
-            .into_response(),
-    }
+    let upstream = match state.upstream.probe().await {
+        Ok(status) => {
+            json!({"url": state.upstream.base_url(), "reachable": true, "status": status})
+        }
+        Err(error) => {
+            json!({"url": state.upstream.base_url(), "reachable": false, "error": error.to_string()})
+        }
+    };
+    let store = match state
+        .memory
+        .blocking(|store, _| Ok(store.list_users("")?))
+        .await
+    {
+        Ok(_) => json!({"ready": true}),
+        Err(error) => json!({"ready": false, "error": error.to_string()}),
+    };
+    let ready = upstream["reachable"] == true && store["ready"] == true;
+    let body = json!({"status": if ready { "ready" } else { "not_ready" }, "upstream": upstream, "store": store});
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(body)).into_response()
 }
 
 pub async fn metrics(State(state): State<SharedState>) -> Response {

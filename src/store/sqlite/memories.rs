@@ -415,7 +415,8 @@ pub fn rows_to_embed(
     let live = live_condition(corpus);
     let mut statement = connection.prepare(&format!(
         "SELECT t.id, t.uid, t.{text} FROM {table} t
-         WHERE (t.embedding_model IS NULL OR t.embedding_model != ?1) AND {live} ORDER BY t.id LIMIT ?2"
+         WHERE (t.embedding_model IS NULL OR t.embedding_model != ?1) AND {live}
+           AND length(trim(t.{text})) > 0 ORDER BY t.id LIMIT ?2"
     ))?;
     let rows = statement
         .query_map(params![model, limit as i64], |row| {
