@@ -74,6 +74,7 @@ pub struct Config {
     pub server: ServerConfig,
     pub auth: AuthConfig,
     pub embedding: crate::embed::EmbeddingConfig,
+    pub memory: crate::strategy::MemoryConfig,
     pub log: LogConfig,
 }
 
@@ -144,6 +145,7 @@ impl Default for Config {
             server: ServerConfig::default(),
             auth: AuthConfig::default(),
             embedding: crate::embed::EmbeddingConfig::default(),
+            memory: crate::strategy::MemoryConfig::default(),
             log: LogConfig::default(),
         }
     }

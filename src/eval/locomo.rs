@@ -107,19 +107,8 @@ fn parse_session_date(text: &str) -> Option<i64> {
         .iter()
         .position(|m| m.starts_with(&month.to_ascii_lowercase()))? as i64
         + 1;
-    let days = days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
+    let days = crate::dates::days_from_civil(year.parse().ok()?, month, day.parse().ok()?);
     Some(((days * 24 + hour) * 60 + minute) * 60_000)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Evidence ids, tolerating the few malformed entries ("D8:6; D9:17", "D:11:26").

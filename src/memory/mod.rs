@@ -245,8 +245,9 @@ impl MemoryService {
             .await
     }
 
-    /// Stores the turns not seen before and embeds only those (chat apps resend the whole
-    /// history every turn; embedding it again each time would cost O(turns)).
+    /// Stores the turns not seen before (aligned by content, see `Store::sync_messages`) and
+    /// embeds only those: chat apps resend the whole history every turn, and embedding it again
+    /// each time would cost O(turns).
     pub async fn record_messages(
         &self,
         scope: &UserScope,
@@ -258,7 +259,7 @@ impl MemoryService {
             (scope.clone(), conversation.to_owned(), agent.to_owned());
         let stored = self
             .blocking(move |store, _| {
-                Ok(store.append_messages(&scope_for_append, &conversation, &agent, &messages)?)
+                Ok(store.sync_messages(&scope_for_append, &conversation, &agent, &messages)?)
             })
             .await?;
         let texts: Vec<String> = stored

@@ -68,26 +68,32 @@ async fn handle(
     let request = ChatRequest::parse(&body)?;
     let mode = resolve_mode(&headers, route_mode, state.config.mode)?;
     let scope = Scope::identify(&context.tenant, &headers, &request)?;
-    if mode != Mode::Passthrough {
+    if mode == Mode::Explicit {
         return Err(ProxyError::ModeNotImplemented(mode));
     }
+    let rewrite =
+        crate::strategy::prepare(&state.memory, &state.config.memory, mode, &scope, &request).await;
 
     // Memproxy asks for usage on streams for its own accounting, and hides it again if the
     // client did not ask; otherwise the client's bytes go upstream untouched.
     let strip_usage = request.is_stream()
         && state.upstream.config.observe_stream_usage
         && !request.client_wants_usage();
-    let upstream_body = if strip_usage {
-        let mut with_usage = request.clone();
-        let options = with_usage
-            .stream_options
-            .get_or_insert_with(StreamOptions::default);
-        options.include_usage = Some(true);
-        Bytes::from(
-            serde_json::to_vec(&with_usage).map_err(|e| ProxyError::Internal(e.to_string()))?,
-        )
-    } else {
-        body
+    let upstream_body = match (rewrite.request.as_ref(), strip_usage) {
+        (None, false) => body,
+        (rewritten, _) => {
+            let mut upstream_request = rewritten.unwrap_or(&request).clone();
+            if strip_usage {
+                upstream_request
+                    .stream_options
+                    .get_or_insert_with(StreamOptions::default)
+                    .include_usage = Some(true);
+            }
+            Bytes::from(
+                serde_json::to_vec(&upstream_request)
+                    .map_err(|e| ProxyError::Internal(e.to_string()))?,
+            )
+        }
     };
 
     let request_id = headers
@@ -137,6 +143,7 @@ async fn handle(
         MODE_RESPONSE_HEADER,
         HeaderValue::from_static(mode.as_str()),
     );
+    rewrite_headers(&mut relayed, &rewrite);
     let is_event_stream = upstream
         .headers()
         .get(header::CONTENT_TYPE)
@@ -194,6 +201,26 @@ async fn handle(
         recorder.finish(Vec::new(), None, outcome);
     }
     Ok(build_response(status, relayed, Body::from(bytes)))
+}
+
+/// What the strategy did, for clients and comparisons (design §2).
+fn rewrite_headers(headers: &mut HeaderMap, rewrite: &crate::strategy::Rewrite) {
+    let mut put = |name: &'static str, value: String| {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(HeaderName::from_static(name), value);
+        }
+    };
+    put("x-memproxy-memories", rewrite.memories.to_string());
+    put("x-memproxy-prompt-tokens-before", rewrite.tokens_before.to_string());
+    put("x-memproxy-prompt-tokens-after", rewrite.tokens_after.to_string());
+    put(
+        "x-memproxy-overhead-ms",
+        format!("{:.1}", rewrite.elapsed.as_secs_f64() * 1e3),
+    );
+    if let Some(reason) = &rewrite.degraded {
+        let printable: String = reason.chars().filter(|c| c.is_ascii() && !c.is_ascii_control()).take(200).collect();
+        put("x-memproxy-degraded", printable);
+    }
 }
 
 fn build_response(status: StatusCode, headers: HeaderMap, body: Body) -> Response {

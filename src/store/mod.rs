@@ -287,13 +287,22 @@ pub trait Store: Send + Sync + 'static {
     fn delete_user(&self, scope: &UserScope) -> StoreResult<bool>;
 
     // Recall log.
-    /// Stores the turns not stored before; returns the new ones.
+    /// Stores turns at the positions they carry (imports); returns the ones not stored before.
     fn append_messages(
         &self,
         scope: &UserScope,
         conversation: &str,
         agent: &str,
         messages: &[NewMessage],
+    ) -> StoreResult<Vec<StoredMessage>>;
+    /// Stores a chat app's view of a conversation, aligned with the log by content (positions are
+    /// assigned here; edits and regenerations supersede the replaced turns). Returns new turns.
+    fn sync_messages(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        agent: &str,
+        turns: &[NewMessage],
     ) -> StoreResult<Vec<StoredMessage>>;
     fn list_conversations(&self, scope: &UserScope) -> StoreResult<Vec<Conversation>>;
     fn list_messages(

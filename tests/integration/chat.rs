@@ -129,7 +129,7 @@ async fn picks_the_mode_from_header_route_or_config() {
 
     let response = h
         .client
-        .post(h.url("/implicit/v1/chat/completions"))
+        .post(h.url("/explicit/v1/chat/completions"))
         .json(&chat("hi"))
         .send()
         .await

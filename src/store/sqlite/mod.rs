@@ -191,7 +191,8 @@ fn corpus_tables(corpus: Corpus) -> (&'static str, &'static str, &'static str) {
 fn live_condition(corpus: Corpus) -> &'static str {
     match corpus {
         Corpus::Memory => "t.valid_until IS NULL",
-        Corpus::Message | Corpus::Passage => "TRUE",
+        Corpus::Message => "t.superseded = 0",
+        Corpus::Passage => "TRUE",
     }
 }
 
@@ -237,6 +238,16 @@ impl super::Store for SqliteStore {
         messages: &[super::NewMessage],
     ) -> StoreResult<Vec<super::StoredMessage>> {
         self.write(|tx| recall::append(tx, scope, conversation, agent, messages))
+    }
+
+    fn sync_messages(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        agent: &str,
+        turns: &[super::NewMessage],
+    ) -> StoreResult<Vec<super::StoredMessage>> {
+        self.write(|tx| recall::sync(tx, scope, conversation, agent, turns))
     }
 
     fn list_conversations(&self, scope: &UserScope) -> StoreResult<Vec<super::Conversation>> {

@@ -25,6 +25,31 @@ fn message_row(row: &Row) -> rusqlite::Result<StoredMessage> {
     })
 }
 
+fn turn_hash(message: &NewMessage) -> String {
+    content_hash(&format!(
+        "{}\u{0}{}\u{0}{}",
+        message.role,
+        message.content,
+        message.tool_calls.as_deref().unwrap_or_default()
+    ))
+}
+
+fn conversation_id(tx: &Transaction, uid: i64, conversation: &str, agent: &str) -> StoreResult<i64> {
+    let now = now_ms();
+    tx.execute(
+        "INSERT INTO conversations (uid, external_id, agent, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?4)
+         ON CONFLICT (uid, external_id) DO UPDATE SET updated_at = excluded.updated_at",
+        params![uid, conversation, agent, now],
+    )?;
+    Ok(tx.query_row(
+        "SELECT id FROM conversations WHERE uid = ?1 AND external_id = ?2",
+        params![uid, conversation],
+        |row| row.get(0),
+    )?)
+}
+
+/// Stores turns at exactly the positions they carry (imports).
 pub fn append(
     tx: &Transaction,
     scope: &UserScope,
@@ -33,36 +58,98 @@ pub fn append(
     messages: &[NewMessage],
 ) -> StoreResult<Vec<StoredMessage>> {
     let uid = ensure_uid(tx, scope)?;
-    let now = now_ms();
-    tx.execute(
-        "INSERT INTO conversations (uid, external_id, agent, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?4)
-         ON CONFLICT (uid, external_id) DO UPDATE SET updated_at = excluded.updated_at",
-        params![uid, conversation, agent, now],
+    let conversation_id = conversation_id(tx, uid, conversation, agent)?;
+    insert_at(tx, uid, conversation_id, conversation, messages.iter().map(|m| (m.position, m)))
+}
+
+/// Stores what a chat app sent, which is the whole history again, or only its newest part (apps
+/// with a context limit), or a history edited or regenerated from some turn on. The turns are
+/// aligned with the stored log by content: turns already stored are skipped, new turns get the
+/// positions after the aligned ones, and stored turns that the new history replaces are marked
+/// superseded (kept, no longer searched). Returns the newly stored turns.
+pub fn sync(
+    tx: &Transaction,
+    scope: &UserScope,
+    conversation: &str,
+    agent: &str,
+    turns: &[NewMessage],
+) -> StoreResult<Vec<StoredMessage>> {
+    let uid = ensure_uid(tx, scope)?;
+    let conversation_id = conversation_id(tx, uid, conversation, agent)?;
+    let mut statement = tx.prepare_cached(
+        "SELECT position, content_hash FROM messages WHERE conversation_id = ?1 AND superseded = 0 ORDER BY position",
     )?;
-    let conversation_id: i64 = tx.query_row(
-        "SELECT id FROM conversations WHERE uid = ?1 AND external_id = ?2",
-        params![uid, conversation],
-        |row| row.get(0),
-    )?;
+    let live: Vec<(i64, String)> = statement
+        .query_map([conversation_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+        .collect::<Result<_, _>>()?;
+    let hashes: Vec<String> = turns.iter().map(turn_hash).collect();
+
+    // The first incoming turn found in the log, at the stored occurrence that matches longest.
+    let mut alignment = None;
+    for (k, hash) in hashes.iter().enumerate() {
+        let best = live
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, stored))| stored == hash)
+            .map(|(j, _)| {
+                let run = hashes[k..].iter().zip(&live[j..]).take_while(|(a, (_, b))| *a == b).count();
+                (run, j)
+            })
+            .max();
+        if let Some((run, j)) = best {
+            alignment = Some((k, j, run));
+            break;
+        }
+    }
+    let next_position = live.last().map_or(0, |(p, _)| p + 1);
+    let (first_new, mut position) = match alignment {
+        None => (0, next_position),
+        Some((k, j, run)) => {
+            let (first_new, diverged) = (k + run, j + run);
+            if first_new < turns.len() && diverged < live.len() {
+                // Edited or regenerated from here on: the old branch stays, superseded.
+                let from = live[diverged].0;
+                tx.execute(
+                    "UPDATE messages SET superseded = 1 WHERE conversation_id = ?1 AND position >= ?2 AND superseded = 0",
+                    params![conversation_id, from],
+                )?;
+                (first_new, from)
+            } else {
+                (first_new, live.get(diverged).map_or(next_position, |(p, _)| *p))
+            }
+        }
+    };
+    let mut placed = Vec::new();
+    for message in &turns[first_new.min(turns.len())..] {
+        placed.push((position, message));
+        position += 1;
+    }
+    insert_at(tx, uid, conversation_id, conversation, placed.into_iter())
+}
+
+fn insert_at<'a>(
+    tx: &Transaction,
+    uid: i64,
+    conversation_id: i64,
+    conversation: &str,
+    messages: impl Iterator<Item = (i64, &'a NewMessage)>,
+) -> StoreResult<Vec<StoredMessage>> {
     let mut insert = tx.prepare_cached(
         "INSERT OR IGNORE INTO messages (uid, conversation_id, position, role, content, name,
              tool_calls, tool_call_id, created_at, token_count, content_hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?;
     let mut stored = Vec::new();
-    for message in messages {
-        let hash = content_hash(&format!(
-            "{}\u{0}{}\u{0}{}",
-            message.role,
-            message.content,
-            message.tool_calls.as_deref().unwrap_or_default()
-        ));
+    let mut revive = tx.prepare_cached(
+        "UPDATE messages SET superseded = 0 WHERE conversation_id = ?1 AND position = ?2 AND content_hash = ?3",
+    )?;
+    for (position, message) in messages {
+        let hash = turn_hash(message);
         let tokens = crate::tokens::count_message(&message.role, &message.content) as i64;
         let inserted = insert.execute(params![
             uid,
             conversation_id,
-            message.position,
+            position,
             message.role,
             message.content,
             message.name,
@@ -72,11 +159,14 @@ pub fn append(
             tokens,
             hash
         ])?;
-        if inserted == 1 {
+        if inserted == 0 {
+            // Back to an earlier version of this turn: it is live again, and not new.
+            revive.execute(params![conversation_id, position, hash])?;
+        } else {
             stored.push(StoredMessage {
                 id: tx.last_insert_rowid(),
                 conversation: conversation.to_owned(),
-                position: message.position,
+                position,
                 role: message.role.clone(),
                 content: message.content.clone(),
                 name: message.name.clone(),

@@ -21,10 +21,13 @@ CREATE TABLE conversations (
     agent       TEXT NOT NULL DEFAULT 'default',
     created_at  INTEGER NOT NULL,
     updated_at  INTEGER NOT NULL,
+    -- Newest position the fact extractor has read (post-processing progress).
+    extracted_through INTEGER NOT NULL DEFAULT -1,
     UNIQUE (uid, external_id)
 );
 
--- The recall log: every turn, deduplicated by conversation + position + content hash.
+-- The recall log: every turn, deduplicated by conversation + position + content hash. A turn
+-- replaced by an edit or a regeneration is kept but marked superseded (not searched).
 CREATE TABLE messages (
     id              INTEGER PRIMARY KEY,
     uid             INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
@@ -40,6 +43,7 @@ CREATE TABLE messages (
     content_hash    TEXT NOT NULL,
     embedding_model TEXT,
     embedding       BLOB,
+    superseded      INTEGER NOT NULL DEFAULT 0,
     UNIQUE (conversation_id, position, content_hash)
 );
 CREATE INDEX messages_by_user_time ON messages(uid, created_at);

@@ -1,0 +1,53 @@
+//! Calendar dates without a date crate: the few conversions memproxy needs (UTC).
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day number (inverse of [`days_from_civil`]).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if month <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, month, day)
+}
+
+/// `YYYY-MM-DD` of a millisecond timestamp.
+pub fn ymd(ms: i64) -> String {
+    let (year, month, day) = civil_from_days(ms.div_euclid(86_400_000));
+    format!("{year:04}-{month:02}-{day:02}")
+}
+
+/// `YYYY-MM-DD (Weekday)` of a millisecond timestamp, for prompts that resolve relative dates.
+pub fn ymd_weekday(ms: i64) -> String {
+    const DAYS: [&str; 7] = ["Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"];
+    let day = ms.div_euclid(86_400_000);
+    format!("{} ({})", ymd(ms), DAYS[day.rem_euclid(7) as usize])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_formats() {
+        for days in [-800_000, -1, 0, 1, 19_000, 20_000, 800_000] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+        assert_eq!(ymd(1_683_554_160_000), "2023-05-08");
+        assert_eq!(ymd_weekday(0), "1970-01-01 (Thursday)");
+    }
+}

@@ -1,0 +1,143 @@
+//! History compaction: keep the system prompt and the newest turns that fit a token budget.
+//!
+//! Turns are grouped into units that must stay together: an assistant message that calls tools
+//! and the tool results answering it (an upstream rejects a tool result without its call, or a call
+//! without its results). Units are kept newest first while they fit; the newest user turn is kept
+//! even when it alone exceeds the budget (dropping it would change the question).
+
+use crate::openai::ChatMessage;
+use crate::tokens;
+
+/// The result of compaction, by index into the original messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// Leading system/developer messages (kept as they are).
+    pub system: Vec<usize>,
+    /// Conversation messages that fit, in order.
+    pub kept: Vec<usize>,
+    /// Conversation messages that were dropped (the oldest), in order.
+    pub dropped: Vec<usize>,
+}
+
+pub fn is_system(message: &ChatMessage) -> bool {
+    matches!(message.role.as_str(), "system" | "developer")
+}
+
+pub fn message_tokens(message: &ChatMessage) -> usize {
+    let calls = message
+        .tool_calls
+        .as_ref()
+        .map_or(0, |calls| calls.iter().map(|c| tokens::count(&c.function.name) + tokens::count(&c.function.arguments) + 3).sum());
+    tokens::count_message(&message.role, &message.text()) + calls
+}
+
+/// Splits the conversation part (after the leading system messages) into units that must be kept
+/// or dropped together: an assistant message with tool calls plus the tool results after it.
+fn units(messages: &[ChatMessage], start: usize) -> Vec<std::ops::Range<usize>> {
+    let mut units = Vec::new();
+    let mut index = start;
+    while index < messages.len() {
+        let begin = index;
+        index += 1;
+        let calls_tools = messages[begin].tool_calls.as_ref().is_some_and(|c| !c.is_empty());
+        if calls_tools || messages[begin].role == "tool" {
+            while index < messages.len() && messages[index].role == "tool" {
+                index += 1;
+            }
+        }
+        units.push(begin..index);
+    }
+    units
+}
+
+/// Keeps the newest units within `budget` tokens (system messages not counted against it).
+pub fn window(messages: &[ChatMessage], budget: usize) -> Window {
+    let system_end = messages.iter().take_while(|m| is_system(m)).count();
+    let units = units(messages, system_end);
+    let mut used = 0;
+    let mut first_kept = units.len();
+    for (position, unit) in units.iter().enumerate().rev() {
+        let cost: usize = messages[unit.clone()].iter().map(message_tokens).sum();
+        let newest = position + 1 == units.len();
+        if used + cost > budget && !newest {
+            break;
+        }
+        used += cost;
+        first_kept = position;
+    }
+    let split = units.get(first_kept).map_or(messages.len(), |u| u.start);
+    Window {
+        system: (0..system_end).collect(),
+        kept: (split..messages.len()).collect(),
+        dropped: (system_end..split).collect(),
+    }
+}
+
+/// Total tokens of a message list, as memproxy reports them before/after rewriting.
+pub fn total_tokens(messages: &[ChatMessage]) -> usize {
+    messages.iter().map(message_tokens).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(role: &str, text: &str) -> ChatMessage {
+        serde_json::from_value(serde_json::json!({"role": role, "content": text})).expect("message")
+    }
+
+    fn call(id: &str) -> ChatMessage {
+        serde_json::from_value(serde_json::json!({"role": "assistant", "content": null,
+            "tool_calls": [{"id": id, "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":\"x\"}"}}]}))
+        .expect("call")
+    }
+
+    fn result(id: &str, text: &str) -> ChatMessage {
+        serde_json::from_value(serde_json::json!({"role": "tool", "tool_call_id": id, "content": text})).expect("result")
+    }
+
+    #[test]
+    fn keeps_newest_turns_within_budget_and_the_system_prompt() {
+        let long = "word ".repeat(100);
+        let messages = vec![
+            message("system", "be brief"),
+            message("user", &long),
+            message("assistant", &long),
+            message("user", "short question"),
+            message("assistant", "short answer"),
+            message("user", "newest"),
+        ];
+        let window = window(&messages, 60);
+        assert_eq!(window.system, [0]);
+        assert_eq!(window.kept, [3, 4, 5]);
+        assert_eq!(window.dropped, [1, 2]);
+        let kept: usize = window.kept.iter().map(|&i| message_tokens(&messages[i])).sum();
+        assert!(kept <= 60);
+    }
+
+    #[test]
+    fn never_splits_a_tool_call_from_its_results() {
+        let messages = vec![
+            message("user", "look it up"),
+            call("c1"),
+            result("c1", &"data ".repeat(30)),
+            result("c1", "more"),
+            message("assistant", "done"),
+            message("user", "thanks"),
+        ];
+        for budget in 0..120 {
+            let window = window(&messages, budget);
+            let first = window.kept[0];
+            assert_ne!(messages[first].role, "tool", "budget {budget}: a result without its call");
+            if window.kept.contains(&1) {
+                assert!(window.kept.contains(&2) && window.kept.contains(&3), "budget {budget}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_newest_turn_stays_even_over_budget() {
+        let messages = vec![message("user", "old"), message("user", &"huge ".repeat(500))];
+        assert_eq!(window(&messages, 10).kept, [1]);
+    }
+}

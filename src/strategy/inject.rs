@@ -1,0 +1,181 @@
+//! The memory block: what memproxy tells the chat model, and where in the request it goes.
+//!
+//! One clearly delimited block with dates, placed so the memory looks as if it had been there
+//! from the start: appended to the system message, prefixed to the newest user message (leaves the
+//! cached prompt prefix untouched), or as an earlier synthetic exchange.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::dates::ymd;
+use crate::openai::ChatMessage;
+
+pub const OPEN: &str = "<memory>";
+pub const CLOSE: &str = "</memory>";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Appended to the system message (created if the request has none).
+    System,
+    /// Prefixed to the newest user message.
+    User,
+    /// A synthetic user/assistant exchange before the kept history.
+    History,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemoryBlock {
+    /// Rolling summary of the turns no longer in the window.
+    pub summary: Option<String>,
+    /// Facts: (learned at, text).
+    pub facts: Vec<(i64, String)>,
+    /// Earlier turns: (time, role, text).
+    pub turns: Vec<(i64, String, String)>,
+}
+
+impl MemoryBlock {
+    pub fn is_empty(&self) -> bool {
+        self.summary.is_none() && self.facts.is_empty() && self.turns.is_empty()
+    }
+
+    /// Memories injected (facts and turns; the summary is not counted).
+    pub fn count(&self) -> usize {
+        self.facts.len() + self.turns.len()
+    }
+
+    pub fn render(&self) -> String {
+        let mut text = format!(
+            "{OPEN}\nBackground from earlier conversations with this user, kept by the assistant's memory. \
+             Use it when it is relevant; do not mention this note.\n"
+        );
+        if let Some(summary) = &self.summary {
+            text.push_str("\nEarlier in this conversation (summary):\n");
+            text.push_str(summary.trim());
+            text.push('\n');
+        }
+        if !self.facts.is_empty() {
+            text.push_str("\nKnown about the user (date learned):\n");
+            for (at, fact) in &self.facts {
+                text.push_str(&format!("- [{}] {}\n", ymd(*at), fact.trim()));
+            }
+        }
+        if !self.turns.is_empty() {
+            text.push_str("\nRelated earlier messages:\n");
+            for (at, role, content) in &self.turns {
+                text.push_str(&format!("- [{}] {role}: {}\n", ymd(*at), content.trim()));
+            }
+        }
+        text.push_str(CLOSE);
+        text
+    }
+}
+
+fn text_message(role: &str, text: String) -> ChatMessage {
+    ChatMessage {
+        role: role.to_owned(),
+        content: Some(Value::String(text)),
+        name: None,
+        tool_calls: None,
+        tool_call_id: None,
+        extra: Default::default(),
+    }
+}
+
+/// Prepends or appends `text` to a message's content (string or content parts).
+fn add_text(message: &mut ChatMessage, text: &str, before: bool) {
+    match &mut message.content {
+        Some(Value::Array(parts)) => {
+            let part = serde_json::json!({"type": "text", "text": text});
+            if before {
+                parts.insert(0, part);
+            } else {
+                parts.push(part);
+            }
+        }
+        Some(Value::String(existing)) if !existing.is_empty() => {
+            *existing = if before {
+                format!("{text}\n\n{existing}")
+            } else {
+                format!("{existing}\n\n{text}")
+            };
+        }
+        _ => message.content = Some(Value::String(text.to_owned())),
+    }
+}
+
+/// Puts the block into `messages` (the already compacted request) at `placement`.
+/// `first_turn` is the index of the first non-system message.
+pub fn place(messages: &mut Vec<ChatMessage>, block: &str, placement: Placement, first_turn: usize) {
+    match placement {
+        Placement::System => match messages[..first_turn].last_mut() {
+            Some(system) => add_text(system, block, false),
+            None => messages.insert(0, text_message("system", block.to_owned())),
+        },
+        Placement::User => match messages.iter_mut().rev().find(|m| m.role == "user") {
+            Some(user) => add_text(user, block, true),
+            None => messages.insert(first_turn, text_message("system", block.to_owned())),
+        },
+        Placement::History => {
+            messages.insert(first_turn, text_message("assistant", "Noted.".to_owned()));
+            messages.insert(first_turn, text_message("user", block.to_owned()));
+        }
+    }
+}
+
+/// Removes memory blocks from a text (a client that echoes one back must not get it stored).
+pub fn strip_blocks(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(OPEN) {
+        out.push_str(&rest[..start]);
+        match rest[start..].find(CLOSE) {
+            Some(end) => rest = &rest[start + end + CLOSE.len()..],
+            None => {
+                rest = "";
+            }
+        }
+    }
+    out.push_str(rest);
+    out.trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn messages(roles: &[&str]) -> Vec<ChatMessage> {
+        roles.iter().map(|r| text_message(r, format!("{r} text"))).collect()
+    }
+
+    #[test]
+    fn places_the_block_where_configured() {
+        let block = MemoryBlock { facts: vec![(0, "likes tea".into())], ..MemoryBlock::default() }.render();
+        assert!(block.starts_with(OPEN) && block.ends_with(CLOSE) && block.contains("[1970-01-01] likes tea"));
+
+        let mut with_system = messages(&["system", "user", "assistant", "user"]);
+        place(&mut with_system, &block, Placement::System, 1);
+        assert!(with_system[0].text().starts_with("system text\n\n<memory>"));
+
+        let mut without_system = messages(&["user"]);
+        place(&mut without_system, &block, Placement::System, 0);
+        assert_eq!(without_system[0].role, "system");
+
+        let mut user = messages(&["system", "user", "assistant", "user"]);
+        place(&mut user, &block, Placement::User, 1);
+        assert!(user[3].text().starts_with("<memory>") && user[3].text().ends_with("user text"));
+        assert_eq!(user[1].text(), "user text", "older turns untouched");
+
+        let mut history = messages(&["system", "user"]);
+        place(&mut history, &block, Placement::History, 1);
+        let roles: Vec<&str> = history.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["system", "user", "assistant", "user"]);
+    }
+
+    #[test]
+    fn strips_blocks_from_echoed_text() {
+        assert_eq!(strip_blocks("<memory>\nfacts\n</memory>\n\nWhat now?"), "What now?");
+        assert_eq!(strip_blocks("no block"), "no block");
+        assert_eq!(strip_blocks("a <memory> unterminated"), "a");
+    }
+}

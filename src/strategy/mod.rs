@@ -1,0 +1,82 @@
+//! Memory strategies behind one interface: given the client's request, produce what the upstream
+//! sees. `passthrough` forwards as is; `window` keeps the newest turns within a token budget;
+//! `summary` adds the conversation's rolling summary of the dropped turns; `implicit` adds
+//! retrieved memories too (design §2). `explicit` runs an agent loop instead (not here).
+
+pub mod compact;
+pub mod inject;
+mod preprocess;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Secret;
+
+pub use inject::Placement;
+pub use preprocess::{prepare, Rewrite};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// Conversation turns kept verbatim (newest first), in tokens.
+    pub history_budget_tokens: usize,
+    /// Injected memories (facts, past turns), in tokens.
+    pub memory_budget_tokens: usize,
+    /// Where the memory block goes: system | user | history.
+    pub inject: Placement,
+    /// Time the pre-processor may take; past it the request goes upstream unmodified.
+    #[serde(with = "humantime_serde")]
+    pub preprocess_timeout: Duration,
+    /// Minimum cosine similarity of a memory found by vectors alone.
+    pub min_similarity: f32,
+    /// Most memories injected.
+    pub max_memories: usize,
+    /// Also inject relevant turns of past conversations (and of this one, out of the window).
+    pub past_turns: bool,
+    /// Wait this long after a conversation's last exchange before extracting facts from it.
+    #[serde(with = "humantime_serde")]
+    pub extraction_debounce: Duration,
+    /// Refresh the rolling summary once this many turns fell out of the window unsummarised.
+    pub summary_min_turns: usize,
+    /// Only add facts (no reconcile call: no updates or invalidations).
+    pub add_only: bool,
+    /// Attempts of a post-processing job before it is marked failed.
+    pub job_attempts: i64,
+    /// Directory with prompt files overriding the built-in ones (extract.md, reconcile.md, summarize.md).
+    pub prompts_dir: Option<PathBuf>,
+    pub llm: MemoryLlmConfig,
+}
+
+/// The LLM that extracts facts, reconciles them and writes summaries.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryLlmConfig {
+    /// Base URL ending in /v1; empty: the upstream.
+    pub url: Option<String>,
+    /// Model; empty: the model of the chat request.
+    pub model: Option<String>,
+    /// Key; empty: the upstream key.
+    pub api_key: Option<Secret>,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            history_budget_tokens: 3000,
+            memory_budget_tokens: 800,
+            inject: Placement::System,
+            preprocess_timeout: Duration::from_secs(2),
+            min_similarity: 0.3,
+            max_memories: 12,
+            past_turns: true,
+            extraction_debounce: Duration::from_secs(3),
+            summary_min_turns: 6,
+            add_only: false,
+            job_attempts: 5,
+            prompts_dir: None,
+            llm: MemoryLlmConfig::default(),
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The pre-processor: on the request path, within a time budget, store the new turns, retrieve
+//! memories and rewrite the request for the chosen strategy. It fails open: on an error or past
+//! the budget the request goes upstream unmodified and the answer says why (`x-memproxy-degraded`).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::compact::{self, Window};
+use super::inject::{self, MemoryBlock};
+use super::MemoryConfig;
+use crate::identity::Scope;
+use crate::memory::{MemoryService, RetrievalRequest};
+use crate::mode::Mode;
+use crate::openai::{ChatMessage, ChatRequest};
+use crate::store::{now_ms, Corpus, NewMessage, UserScope};
+
+/// What the pre-processor did to one request.
+#[derive(Debug, Default)]
+pub struct Rewrite {
+    /// The request to send upstream; `None`: the client's own, unchanged.
+    pub request: Option<ChatRequest>,
+    pub memories: usize,
+    pub tokens_before: usize,
+    pub tokens_after: usize,
+    pub elapsed: Duration,
+    /// Why the request went upstream unmodified although the strategy would have changed it.
+    pub degraded: Option<String>,
+}
+
+/// The conversation turns of a request as the recall log stores them (system prompts and any
+/// echoed memory block left out: memories must never be re-extracted from themselves).
+pub fn turns_of(messages: &[ChatMessage], now: i64) -> Vec<NewMessage> {
+    messages
+        .iter()
+        .filter(|m| !compact::is_system(m))
+        .map(|m| NewMessage {
+            position: 0,
+            role: m.role.clone(),
+            content: inject::strip_blocks(&m.text()),
+            name: m.name.clone(),
+            tool_calls: m
+                .tool_calls
+                .as_ref()
+                .and_then(|calls| serde_json::to_string(calls).ok()),
+            tool_call_id: m.tool_call_id.clone(),
+            created_at_ms: now,
+        })
+        .collect()
+}
+
+pub async fn prepare(
+    memory: &Arc<MemoryService>,
+    config: &MemoryConfig,
+    mode: Mode,
+    scope: &Scope,
+    request: &ChatRequest,
+) -> Rewrite {
+    let started = Instant::now();
+    let tokens_before = compact::total_tokens(&request.messages);
+    let mut rewrite = match mode {
+        Mode::Passthrough | Mode::Explicit => Rewrite {
+            tokens_after: tokens_before,
+            ..Rewrite::default()
+        },
+        Mode::Window => {
+            let window = compact::window(&request.messages, config.history_budget_tokens);
+            build(request, &window, None, config)
+        }
+        Mode::Summary | Mode::Implicit => {
+            let work = with_memory(memory, config, mode, scope, request);
+            match tokio::time::timeout(config.preprocess_timeout, work).await {
+                Ok(Ok(rewrite)) => rewrite,
+                Ok(Err(reason)) => degraded(reason, tokens_before),
+                Err(_) => degraded(
+                    format!("timeout after {} ms", config.preprocess_timeout.as_millis()),
+                    tokens_before,
+                ),
+            }
+        }
+    };
+    rewrite.tokens_before = tokens_before;
+    rewrite.elapsed = started.elapsed();
+    rewrite
+}
+
+fn degraded(reason: String, tokens: usize) -> Rewrite {
+    tracing::warn!(%reason, "memory pre-processing failed; forwarding the request unmodified");
+    Rewrite {
+        tokens_after: tokens,
+        degraded: Some(reason),
+        ..Rewrite::default()
+    }
+}
+
+/// The compacted request with the block (if any) in place.
+fn build(request: &ChatRequest, window: &Window, block: Option<MemoryBlock>, config: &MemoryConfig) -> Rewrite {
+    let mut messages: Vec<ChatMessage> = window
+        .system
+        .iter()
+        .chain(&window.kept)
+        .map(|&i| request.messages[i].clone())
+        .collect();
+    let memories = block.as_ref().map_or(0, MemoryBlock::count);
+    if let Some(block) = block.filter(|b| !b.is_empty()) {
+        inject::place(&mut messages, &block.render(), config.inject, window.system.len());
+    }
+    let tokens_after = compact::total_tokens(&messages);
+    Rewrite {
+        request: (messages != request.messages).then(|| ChatRequest {
+            messages,
+            ..request.clone()
+        }),
+        memories,
+        tokens_after,
+        ..Rewrite::default()
+    }
+}
+
+async fn with_memory(
+    memory: &Arc<MemoryService>,
+    config: &MemoryConfig,
+    mode: Mode,
+    scope: &Scope,
+    request: &ChatRequest,
+) -> Result<Rewrite, String> {
+    let user = UserScope::from(scope);
+    let turns = turns_of(&request.messages, now_ms());
+    memory
+        .record_messages(&user, &scope.conversation, &scope.agent, turns)
+        .await
+        .map_err(|e| e.to_string())?;
+    let window = compact::window(&request.messages, config.history_budget_tokens);
+    let mut block = MemoryBlock::default();
+    if !window.dropped.is_empty() {
+        let (summary_scope, conversation) = (user.clone(), scope.conversation.clone());
+        block.summary = memory
+            .blocking(move |store, _| Ok(store.summary(&summary_scope, &conversation)?))
+            .await
+            .map_err(|e| e.to_string())?
+            .map(|s| s.text);
+    }
+    if mode == Mode::Implicit {
+        retrieve_into(&mut block, memory, config, scope, &user, request, &window).await?;
+    }
+    Ok(build(request, &window, Some(block), config))
+}
+
+async fn retrieve_into(
+    block: &mut MemoryBlock,
+    memory: &Arc<MemoryService>,
+    config: &MemoryConfig,
+    scope: &Scope,
+    user: &UserScope,
+    request: &ChatRequest,
+    window: &Window,
+) -> Result<(), String> {
+    // The newest user message carries the question; the turn before it often its subject.
+    let newest = request.messages.iter().rposition(|m| m.role == "user");
+    let Some(newest) = newest else { return Ok(()) };
+    let mut query = inject::strip_blocks(&request.messages[newest].text());
+    if let Some(previous) = request.messages[..newest].iter().rev().find(|m| m.role == "assistant") {
+        let context: String = previous.text().chars().take(300).collect();
+        query = format!("{query}\n{context}");
+    }
+    let mut corpora = vec![Corpus::Memory];
+    if config.past_turns {
+        corpora.push(Corpus::Message);
+    }
+    let in_window: Vec<String> = window
+        .kept
+        .iter()
+        .map(|&i| inject::strip_blocks(&request.messages[i].text()))
+        .collect();
+    let retrieval = RetrievalRequest {
+        query,
+        corpora,
+        // Room for the hits dropped below because the window already holds them.
+        top_k: config.max_memories + in_window.len(),
+        min_similarity: config.min_similarity,
+        ..RetrievalRequest::default()
+    };
+    let hits = memory.retrieve(user, retrieval).await.map_err(|e| e.to_string())?;
+    let mut budget = config.memory_budget_tokens;
+    for hit in hits {
+        let in_context = hit.corpus == Corpus::Message
+            && hit.conversation.as_deref() == Some(scope.conversation.as_str())
+            && in_window.iter().any(|text| *text == hit.text.trim());
+        if in_context || hit.text.trim().is_empty() || block.count() >= config.max_memories {
+            continue;
+        }
+        if hit.tokens > budget {
+            continue;
+        }
+        budget -= hit.tokens;
+        match hit.corpus {
+            Corpus::Message => block.turns.push((
+                hit.created_at_ms,
+                hit.role.unwrap_or_else(|| "user".to_owned()),
+                hit.text,
+            )),
+            _ => block.facts.push((hit.created_at_ms, hit.text)),
+        }
+    }
+    Ok(())
+}
