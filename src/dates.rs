@@ -21,7 +21,15 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let mp = (5 * doy + 2) / 153;
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if month <= 2 { yoe + era * 400 + 1 } else { yoe + era * 400 }, month, day)
+    (
+        if month <= 2 {
+            yoe + era * 400 + 1
+        } else {
+            yoe + era * 400
+        },
+        month,
+        day,
+    )
 }
 
 /// `YYYY-MM-DD` of a millisecond timestamp.
@@ -32,7 +40,15 @@ pub fn ymd(ms: i64) -> String {
 
 /// `YYYY-MM-DD (Weekday)` of a millisecond timestamp, for prompts that resolve relative dates.
 pub fn ymd_weekday(ms: i64) -> String {
-    const DAYS: [&str; 7] = ["Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"];
+    const DAYS: [&str; 7] = [
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+    ];
     let day = ms.div_euclid(86_400_000);
     format!("{} ({})", ymd(ms), DAYS[day.rem_euclid(7) as usize])
 }

@@ -17,6 +17,7 @@ pub struct Metrics {
     overhead_seconds: HistogramVec,
     exchanges: IntCounterVec,
     tokens: IntCounterVec,
+    jobs: IntCounterVec,
 }
 
 impl Metrics {
@@ -65,6 +66,14 @@ impl Metrics {
             ),
             &["kind"],
         )?;
+        let jobs = IntCounterVec::new(
+            Opts::new(
+                "memproxy_memory_jobs_total",
+                "Post-processing jobs by kind and outcome (done, retry, failed)",
+            ),
+            &["kind", "outcome"],
+        )?;
+        registry.register(Box::new(jobs.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(upstream_seconds.clone()))?;
         registry.register(Box::new(overhead_seconds.clone()))?;
@@ -77,6 +86,7 @@ impl Metrics {
             overhead_seconds,
             exchanges,
             tokens,
+            jobs,
         })
     }
 
@@ -105,6 +115,10 @@ impl Metrics {
                 .with_label_values(&["completion"])
                 .inc_by(usage.completion_tokens);
         }
+    }
+
+    pub fn count_job(&self, kind: &str, outcome: &str) {
+        self.jobs.with_label_values(&[kind, outcome]).inc();
     }
 
     /// Chat requests observed and their summed overhead in seconds (for the benchmark report).

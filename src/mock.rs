@@ -79,6 +79,8 @@ impl Received {
 #[derive(Default)]
 struct MockState {
     script: Mutex<VecDeque<Reply>>,
+    /// Replies for requests whose system prompt contains a marker (memory LLM calls).
+    marked: Mutex<Vec<(String, VecDeque<Reply>)>>,
     received: Mutex<Vec<Received>>,
     abandoned_streams: AtomicUsize,
     abandoned: Notify,
@@ -134,6 +136,33 @@ impl MockUpstream {
 
     pub fn push(&self, reply: Reply) {
         locked(&self.state.script).push_back(reply);
+    }
+
+    /// Queues a reply for the next request whose system prompt contains `marker`
+    /// (e.g. `MEMPROXY-EXTRACT`), leaving the ordinary chat script alone.
+    pub fn push_marked(&self, marker: &str, reply: Reply) {
+        let mut marked = locked(&self.state.marked);
+        match marked.iter_mut().find(|(m, _)| m == marker) {
+            Some((_, queue)) => queue.push_back(reply),
+            None => marked.push((marker.to_owned(), VecDeque::from([reply]))),
+        }
+    }
+
+    /// Chat requests that carried `marker` in their system prompt (or, with `None`, that did not
+    /// carry any memory marker: what the chat model itself saw).
+    pub fn chat_requests(&self, marker: Option<&str>) -> Vec<Value> {
+        self.requests()
+            .iter()
+            .filter(|r| r.path_and_query == "/v1/chat/completions")
+            .map(Received::json)
+            .filter(|body| {
+                let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+                match marker {
+                    Some(marker) => system.contains(marker),
+                    None => !system.contains("MEMPROXY-"),
+                }
+            })
+            .collect()
     }
 
     pub fn requests(&self) -> Vec<Received> {
@@ -258,10 +287,62 @@ async fn echo(State(state): State<Arc<MockState>>, request: Request) -> Response
 async fn chat(State(state): State<Arc<MockState>>, request: Request) -> Response {
     let received = record(&state, request).await;
     let body = received.json();
-    let scripted = locked(&state.script).pop_front();
-    let reply = scripted.unwrap_or_else(|| default_reply(&body));
+    let system = body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let marker = MARKERS.iter().find(|m| system.contains(*m));
+    let reply = match marker {
+        Some(marker) => {
+            let queued = locked(&state.marked)
+                .iter_mut()
+                .find(|(m, _)| m == marker)
+                .and_then(|(_, queue)| queue.pop_front());
+            queued.unwrap_or_else(|| memory_default(marker, &body))
+        }
+        None => {
+            let scripted = locked(&state.script).pop_front();
+            scripted.unwrap_or_else(|| default_reply(&body))
+        }
+    };
     let n = state.counter.fetch_add(1, Ordering::SeqCst);
     answer(&state, reply, &body, n).await
+}
+
+const MARKERS: [&str; 3] = [
+    "MEMPROXY-EXTRACT",
+    "MEMPROXY-RECONCILE",
+    "MEMPROXY-SUMMARIZE",
+];
+
+/// A naive but working memory LLM: every new user message becomes a fact, every fact is added,
+/// a summary is the start of the evicted text.
+fn memory_default(marker: &str, body: &Value) -> Reply {
+    let material = body["messages"][1]["content"].as_str().unwrap_or_default();
+    match marker {
+        "MEMPROXY-EXTRACT" => {
+            let new = material.split("New messages:").nth(1).unwrap_or_default();
+            let facts: Vec<Value> = new
+                .lines()
+                .filter_map(|line| {
+                    line.split_once("] user: ")
+                        .map(|(_, text)| json!({"text": text.trim(), "kind": "fact"}))
+                })
+                .collect();
+            Reply::Text(json!({"facts": facts}).to_string())
+        }
+        "MEMPROXY-RECONCILE" => Reply::Text(json!({"decisions": []}).to_string()),
+        _ => {
+            let evicted = material
+                .split("Messages leaving the window:")
+                .nth(1)
+                .unwrap_or(material);
+            Reply::Text(format!(
+                "Summary: {}",
+                evicted.trim().chars().take(300).collect::<String>()
+            ))
+        }
+    }
 }
 
 fn default_reply(body: &Value) -> Reply {

@@ -211,14 +211,24 @@ fn rewrite_headers(headers: &mut HeaderMap, rewrite: &crate::strategy::Rewrite) 
         }
     };
     put("x-memproxy-memories", rewrite.memories.to_string());
-    put("x-memproxy-prompt-tokens-before", rewrite.tokens_before.to_string());
-    put("x-memproxy-prompt-tokens-after", rewrite.tokens_after.to_string());
+    put(
+        "x-memproxy-prompt-tokens-before",
+        rewrite.tokens_before.to_string(),
+    );
+    put(
+        "x-memproxy-prompt-tokens-after",
+        rewrite.tokens_after.to_string(),
+    );
     put(
         "x-memproxy-overhead-ms",
         format!("{:.1}", rewrite.elapsed.as_secs_f64() * 1e3),
     );
     if let Some(reason) = &rewrite.degraded {
-        let printable: String = reason.chars().filter(|c| c.is_ascii() && !c.is_ascii_control()).take(200).collect();
+        let printable: String = reason
+            .chars()
+            .filter(|c| c.is_ascii() && !c.is_ascii_control())
+            .take(200)
+            .collect();
         put("x-memproxy-degraded", printable);
     }
 }

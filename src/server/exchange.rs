@@ -99,10 +99,12 @@ impl ExchangeRecorder {
             started_at: self.started_at,
             elapsed,
         };
-        let hook = Arc::clone(&self.state.hook);
-        self.state
-            .tasks
-            .spawn(async move { hook.on_exchange(exchange).await });
+        for hook in &self.state.hooks {
+            let (hook, exchange) = (Arc::clone(hook), exchange.clone());
+            self.state
+                .tasks
+                .spawn(async move { hook.on_exchange(exchange).await });
+        }
     }
 }
 

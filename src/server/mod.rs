@@ -30,6 +30,7 @@ use crate::config::Config;
 use crate::hooks::SharedHook;
 use crate::memory::MemoryService;
 use crate::metrics::Metrics;
+use crate::postprocess::PostProcessor;
 use crate::upstream::Upstream;
 
 pub use auth::RequestContext;
@@ -38,8 +39,9 @@ pub use auth::RequestContext;
 pub struct AppState {
     pub config: Config,
     pub upstream: Upstream,
-    pub metrics: Metrics,
-    pub hook: SharedHook,
+    pub metrics: Arc<Metrics>,
+    /// Post-processing hooks, each handed every finished exchange.
+    pub hooks: Vec<SharedHook>,
     pub memory: Arc<MemoryService>,
     /// Background work (post-processing); drained on shutdown.
     pub tasks: TaskTracker,
@@ -52,14 +54,15 @@ pub type SharedState = Arc<AppState>;
 impl AppState {
     pub fn new(
         config: Config,
-        hook: SharedHook,
+        hooks: Vec<SharedHook>,
         memory: Arc<MemoryService>,
+        metrics: Arc<Metrics>,
     ) -> anyhow::Result<SharedState> {
         Ok(Arc::new(AppState {
             upstream: Upstream::new(&config.upstream)?,
-            metrics: Metrics::new()?,
+            metrics,
             tenant_keys: config.tenant_keys()?,
-            hook,
+            hooks,
             memory,
             tasks: TaskTracker::new(),
             config,
@@ -113,10 +116,18 @@ pub async fn start_on(
 ) -> anyhow::Result<RunningServer> {
     let addr = listener.local_addr()?;
     let memory = open_memory(&config).await?;
-    let state = AppState::new(config, hook, memory)?;
+    let metrics = Arc::new(Metrics::new()?);
+    let post = Arc::new(PostProcessor::new(
+        Arc::clone(&memory),
+        &config,
+        Arc::clone(&metrics),
+    )?);
+    let hooks: Vec<SharedHook> = vec![post.clone(), hook];
+    let state = AppState::new(config, hooks, memory, metrics)?;
     let stop = CancellationToken::new();
     let stop_maintenance = CancellationToken::new();
     spawn_maintenance(&state, stop_maintenance.clone());
+    post.spawn_worker(&state.tasks, stop_maintenance.clone());
     let app = router(Arc::clone(&state));
     let serving = tokio::spawn(
         axum::serve(listener.tap_io(no_delay), app)

@@ -104,6 +104,8 @@ pub struct StoredMessage {
     pub tool_call_id: Option<String>,
     pub created_at_ms: i64,
     pub token_count: i64,
+    /// Replaced by an edit or regeneration (kept, not searched).
+    pub superseded: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -305,6 +307,14 @@ pub trait Store: Send + Sync + 'static {
         turns: &[NewMessage],
     ) -> StoreResult<Vec<StoredMessage>>;
     fn list_conversations(&self, scope: &UserScope) -> StoreResult<Vec<Conversation>>;
+    /// Newest log position the fact extractor has read (-1: none).
+    fn extraction_progress(&self, scope: &UserScope, conversation: &str) -> StoreResult<i64>;
+    fn set_extraction_progress(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        position: i64,
+    ) -> StoreResult<()>;
     fn list_messages(
         &self,
         scope: &UserScope,

@@ -24,10 +24,12 @@ pub fn is_system(message: &ChatMessage) -> bool {
 }
 
 pub fn message_tokens(message: &ChatMessage) -> usize {
-    let calls = message
-        .tool_calls
-        .as_ref()
-        .map_or(0, |calls| calls.iter().map(|c| tokens::count(&c.function.name) + tokens::count(&c.function.arguments) + 3).sum());
+    let calls = message.tool_calls.as_ref().map_or(0, |calls| {
+        calls
+            .iter()
+            .map(|c| tokens::count(&c.function.name) + tokens::count(&c.function.arguments) + 3)
+            .sum()
+    });
     tokens::count_message(&message.role, &message.text()) + calls
 }
 
@@ -39,7 +41,10 @@ fn units(messages: &[ChatMessage], start: usize) -> Vec<std::ops::Range<usize>> 
     while index < messages.len() {
         let begin = index;
         index += 1;
-        let calls_tools = messages[begin].tool_calls.as_ref().is_some_and(|c| !c.is_empty());
+        let calls_tools = messages[begin]
+            .tool_calls
+            .as_ref()
+            .is_some_and(|c| !c.is_empty());
         if calls_tools || messages[begin].role == "tool" {
             while index < messages.len() && messages[index].role == "tool" {
                 index += 1;
@@ -93,7 +98,10 @@ mod tests {
     }
 
     fn result(id: &str, text: &str) -> ChatMessage {
-        serde_json::from_value(serde_json::json!({"role": "tool", "tool_call_id": id, "content": text})).expect("result")
+        serde_json::from_value(
+            serde_json::json!({"role": "tool", "tool_call_id": id, "content": text}),
+        )
+        .expect("result")
     }
 
     #[test]
@@ -111,7 +119,11 @@ mod tests {
         assert_eq!(window.system, [0]);
         assert_eq!(window.kept, [3, 4, 5]);
         assert_eq!(window.dropped, [1, 2]);
-        let kept: usize = window.kept.iter().map(|&i| message_tokens(&messages[i])).sum();
+        let kept: usize = window
+            .kept
+            .iter()
+            .map(|&i| message_tokens(&messages[i]))
+            .sum();
         assert!(kept <= 60);
     }
 
@@ -128,16 +140,25 @@ mod tests {
         for budget in 0..120 {
             let window = window(&messages, budget);
             let first = window.kept[0];
-            assert_ne!(messages[first].role, "tool", "budget {budget}: a result without its call");
+            assert_ne!(
+                messages[first].role, "tool",
+                "budget {budget}: a result without its call"
+            );
             if window.kept.contains(&1) {
-                assert!(window.kept.contains(&2) && window.kept.contains(&3), "budget {budget}");
+                assert!(
+                    window.kept.contains(&2) && window.kept.contains(&3),
+                    "budget {budget}"
+                );
             }
         }
     }
 
     #[test]
     fn the_newest_turn_stays_even_over_budget() {
-        let messages = vec![message("user", "old"), message("user", &"huge ".repeat(500))];
+        let messages = vec![
+            message("user", "old"),
+            message("user", &"huge ".repeat(500)),
+        ];
         assert_eq!(window(&messages, 10).kept, [1]);
     }
 }

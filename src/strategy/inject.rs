@@ -106,7 +106,12 @@ fn add_text(message: &mut ChatMessage, text: &str, before: bool) {
 
 /// Puts the block into `messages` (the already compacted request) at `placement`.
 /// `first_turn` is the index of the first non-system message.
-pub fn place(messages: &mut Vec<ChatMessage>, block: &str, placement: Placement, first_turn: usize) {
+pub fn place(
+    messages: &mut Vec<ChatMessage>,
+    block: &str,
+    placement: Placement,
+    first_turn: usize,
+) {
     match placement {
         Placement::System => match messages[..first_turn].last_mut() {
             Some(system) => add_text(system, block, false),
@@ -145,13 +150,24 @@ mod tests {
     use super::*;
 
     fn messages(roles: &[&str]) -> Vec<ChatMessage> {
-        roles.iter().map(|r| text_message(r, format!("{r} text"))).collect()
+        roles
+            .iter()
+            .map(|r| text_message(r, format!("{r} text")))
+            .collect()
     }
 
     #[test]
     fn places_the_block_where_configured() {
-        let block = MemoryBlock { facts: vec![(0, "likes tea".into())], ..MemoryBlock::default() }.render();
-        assert!(block.starts_with(OPEN) && block.ends_with(CLOSE) && block.contains("[1970-01-01] likes tea"));
+        let block = MemoryBlock {
+            facts: vec![(0, "likes tea".into())],
+            ..MemoryBlock::default()
+        }
+        .render();
+        assert!(
+            block.starts_with(OPEN)
+                && block.ends_with(CLOSE)
+                && block.contains("[1970-01-01] likes tea")
+        );
 
         let mut with_system = messages(&["system", "user", "assistant", "user"]);
         place(&mut with_system, &block, Placement::System, 1);
@@ -174,7 +190,10 @@ mod tests {
 
     #[test]
     fn strips_blocks_from_echoed_text() {
-        assert_eq!(strip_blocks("<memory>\nfacts\n</memory>\n\nWhat now?"), "What now?");
+        assert_eq!(
+            strip_blocks("<memory>\nfacts\n</memory>\n\nWhat now?"),
+            "What now?"
+        );
         assert_eq!(strip_blocks("no block"), "no block");
         assert_eq!(strip_blocks("a <memory> unterminated"), "a");
     }

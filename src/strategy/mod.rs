@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::Secret;
 
 pub use inject::Placement;
-pub use preprocess::{prepare, Rewrite};
+pub use preprocess::{prepare, turns_of, Rewrite};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -93,7 +93,12 @@ fn degraded(reason: String, tokens: usize) -> Rewrite {
 }
 
 /// The compacted request with the block (if any) in place.
-fn build(request: &ChatRequest, window: &Window, block: Option<MemoryBlock>, config: &MemoryConfig) -> Rewrite {
+fn build(
+    request: &ChatRequest,
+    window: &Window,
+    block: Option<MemoryBlock>,
+    config: &MemoryConfig,
+) -> Rewrite {
     let mut messages: Vec<ChatMessage> = window
         .system
         .iter()
@@ -102,7 +107,12 @@ fn build(request: &ChatRequest, window: &Window, block: Option<MemoryBlock>, con
         .collect();
     let memories = block.as_ref().map_or(0, MemoryBlock::count);
     if let Some(block) = block.filter(|b| !b.is_empty()) {
-        inject::place(&mut messages, &block.render(), config.inject, window.system.len());
+        inject::place(
+            &mut messages,
+            &block.render(),
+            config.inject,
+            window.system.len(),
+        );
     }
     let tokens_after = compact::total_tokens(&messages);
     Rewrite {
@@ -158,7 +168,11 @@ async fn retrieve_into(
     let newest = request.messages.iter().rposition(|m| m.role == "user");
     let Some(newest) = newest else { return Ok(()) };
     let mut query = inject::strip_blocks(&request.messages[newest].text());
-    if let Some(previous) = request.messages[..newest].iter().rev().find(|m| m.role == "assistant") {
+    if let Some(previous) = request.messages[..newest]
+        .iter()
+        .rev()
+        .find(|m| m.role == "assistant")
+    {
         let context: String = previous.text().chars().take(300).collect();
         query = format!("{query}\n{context}");
     }
@@ -179,7 +193,10 @@ async fn retrieve_into(
         min_similarity: config.min_similarity,
         ..RetrievalRequest::default()
     };
-    let hits = memory.retrieve(user, retrieval).await.map_err(|e| e.to_string())?;
+    let hits = memory
+        .retrieve(user, retrieval)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut budget = config.memory_budget_tokens;
     for hit in hits {
         let in_context = hit.corpus == Corpus::Message

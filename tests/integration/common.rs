@@ -20,6 +20,7 @@ pub struct Harness {
     pub proxy: RunningServer,
     pub client: reqwest::Client,
     pub exchanges: Mutex<mpsc::UnboundedReceiver<Exchange>>,
+    pub config: Config,
 }
 
 struct ChannelHook(mpsc::UnboundedSender<Exchange>);
@@ -53,17 +54,45 @@ pub async fn harness_with(adjust: impl FnOnce(&mut Config)) -> Harness {
     config.server.shutdown_grace = Duration::from_secs(5);
     adjust(&mut config);
     config.validate().expect("test config is valid");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let (sender, receiver) = mpsc::unbounded_channel();
-    let proxy = memproxy::server::start_on(listener, config, Arc::new(ChannelHook(sender)))
-        .await
-        .expect("proxy starts");
+    let (proxy, exchanges) = start_proxy(&config).await;
     Harness {
         data,
         mock,
         proxy,
         client: reqwest::Client::new(),
-        exchanges: Mutex::new(receiver),
+        exchanges,
+        config,
+    }
+}
+
+async fn start_proxy(config: &Config) -> (RunningServer, Mutex<mpsc::UnboundedReceiver<Exchange>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let proxy = memproxy::server::start_on(listener, config.clone(), Arc::new(ChannelHook(sender)))
+        .await
+        .expect("proxy starts");
+    (proxy, Mutex::new(receiver))
+}
+
+/// Stops the proxy (gracefully) and starts a new one on the same data directory and upstream.
+pub async fn restart(h: Harness) -> Harness {
+    let Harness {
+        data,
+        mock,
+        proxy,
+        client,
+        config,
+        ..
+    } = h;
+    proxy.shutdown().await;
+    let (proxy, exchanges) = start_proxy(&config).await;
+    Harness {
+        data,
+        mock,
+        proxy,
+        client,
+        exchanges,
+        config,
     }
 }
 

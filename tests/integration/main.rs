@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod chat;
 mod errors;
+mod implicit;
 mod lifecycle;
 mod memory;
 mod memory_storage;

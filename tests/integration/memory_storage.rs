@@ -523,8 +523,13 @@ fn resent_windowed_edited_and_regenerated_histories_keep_the_log_straight() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SqliteStore::open(&dir.path().join("memproxy.db")).expect("open");
     let turn = |role: &str, content: &str| NewMessage {
-        position: 0, role: role.into(), content: content.into(), name: None, tool_calls: None,
-        tool_call_id: None, created_at_ms: 1,
+        position: 0,
+        role: role.into(),
+        content: content.into(),
+        name: None,
+        tool_calls: None,
+        tool_call_id: None,
+        created_at_ms: 1,
     };
     let sync = |turns: &[NewMessage]| -> Vec<(i64, String)> {
         store
@@ -534,26 +539,59 @@ fn resent_windowed_edited_and_regenerated_histories_keep_the_log_straight() {
             .map(|m| (m.position, m.content))
             .collect()
     };
-    let (u1, a1, u2, a2, u3) = (turn("user", "u1"), turn("assistant", "a1"), turn("user", "u2"), turn("assistant", "a2"), turn("user", "u3"));
-    assert_eq!(sync(&[u1.clone(), a1.clone()]), [(0, "u1".into()), (1, "a1".into())]);
+    let (u1, a1, u2, a2, u3) = (
+        turn("user", "u1"),
+        turn("assistant", "a1"),
+        turn("user", "u2"),
+        turn("assistant", "a2"),
+        turn("user", "u3"),
+    );
+    assert_eq!(
+        sync(&[u1.clone(), a1.clone()]),
+        [(0, "u1".into()), (1, "a1".into())]
+    );
     // The whole history again plus one turn: only the new turn is stored.
-    assert_eq!(sync(&[u1.clone(), a1.clone(), u2.clone()]), [(2, "u2".into())]);
+    assert_eq!(
+        sync(&[u1.clone(), a1.clone(), u2.clone()]),
+        [(2, "u2".into())]
+    );
     // An app that sends only its newest turns: aligned by content, not by index.
-    assert_eq!(sync(&[u2.clone(), a2.clone(), u3.clone()]), [(3, "a2".into()), (4, "u3".into())]);
+    assert_eq!(
+        sync(&[u2.clone(), a2.clone(), u3.clone()]),
+        [(3, "a2".into()), (4, "u3".into())]
+    );
     // A regenerated answer replaces the old one at the same place.
     sync(&[u2.clone(), a2.clone(), u3.clone(), turn("assistant", "a3")]);
-    assert_eq!(sync(&[u3.clone(), turn("assistant", "a3 again")]), [(5, "a3 again".into())]);
+    assert_eq!(
+        sync(&[u3.clone(), turn("assistant", "a3 again")]),
+        [(5, "a3 again".into())]
+    );
     // An edit of turn 2 supersedes everything after it; going back revives the old branch start.
-    assert_eq!(sync(&[u1.clone(), a1.clone(), turn("user", "u2 edited")]), [(2, "u2 edited".into())]);
+    assert_eq!(
+        sync(&[u1.clone(), a1.clone(), turn("user", "u2 edited")]),
+        [(2, "u2 edited".into())]
+    );
     let live = |store: &SqliteStore| -> Vec<String> {
-        let ids: Vec<i64> = store.list_messages(&alice(), "c", Page::default()).expect("list").iter().map(|m| m.id).collect();
-        let mut docs = store.documents(&alice(), Corpus::Message, &ids).expect("docs");
+        let ids: Vec<i64> = store
+            .list_messages(&alice(), "c", Page::default())
+            .expect("list")
+            .iter()
+            .map(|m| m.id)
+            .collect();
+        let mut docs = store
+            .documents(&alice(), Corpus::Message, &ids)
+            .expect("docs");
         docs.sort_by_key(|d| d.id);
         docs.into_iter().map(|d| d.text).collect()
     };
     assert_eq!(live(&store), ["u1", "a1", "u2 edited"]);
-    assert!(sync(&[u1, a1, u2]).is_empty(), "the old turn is revived, not stored twice");
+    assert!(
+        sync(&[u1, a1, u2]).is_empty(),
+        "the old turn is revived, not stored twice"
+    );
     assert_eq!(live(&store), ["u1", "a1", "u2"]);
-    let all = store.list_messages(&alice(), "c", Page::default()).expect("list");
+    let all = store
+        .list_messages(&alice(), "c", Page::default())
+        .expect("list");
     assert_eq!(all.len(), 8, "nothing was deleted: {all:?}");
 }

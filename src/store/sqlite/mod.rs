@@ -250,6 +250,19 @@ impl super::Store for SqliteStore {
         self.write(|tx| recall::sync(tx, scope, conversation, agent, turns))
     }
 
+    fn extraction_progress(&self, scope: &UserScope, conversation: &str) -> StoreResult<i64> {
+        self.read(|c| recall::extraction_progress(c, scope, conversation))
+    }
+
+    fn set_extraction_progress(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        position: i64,
+    ) -> StoreResult<()> {
+        self.write(|tx| recall::set_extraction_progress(tx, scope, conversation, position))
+    }
+
     fn list_conversations(&self, scope: &UserScope) -> StoreResult<Vec<super::Conversation>> {
         self.read(|c| recall::conversations(c, scope))
     }

@@ -8,7 +8,7 @@ use crate::store::{
 };
 
 const MESSAGE_COLUMNS: &str = "m.id, c.external_id, m.position, m.role, m.content, m.name, \
-     m.tool_calls, m.tool_call_id, m.created_at, m.token_count";
+     m.tool_calls, m.tool_call_id, m.created_at, m.token_count, m.superseded";
 
 fn message_row(row: &Row) -> rusqlite::Result<StoredMessage> {
     Ok(StoredMessage {
@@ -22,6 +22,7 @@ fn message_row(row: &Row) -> rusqlite::Result<StoredMessage> {
         tool_call_id: row.get(7)?,
         created_at_ms: row.get(8)?,
         token_count: row.get(9)?,
+        superseded: row.get(10)?,
     })
 }
 
@@ -34,7 +35,12 @@ fn turn_hash(message: &NewMessage) -> String {
     ))
 }
 
-fn conversation_id(tx: &Transaction, uid: i64, conversation: &str, agent: &str) -> StoreResult<i64> {
+fn conversation_id(
+    tx: &Transaction,
+    uid: i64,
+    conversation: &str,
+    agent: &str,
+) -> StoreResult<i64> {
     let now = now_ms();
     tx.execute(
         "INSERT INTO conversations (uid, external_id, agent, created_at, updated_at)
@@ -59,7 +65,13 @@ pub fn append(
 ) -> StoreResult<Vec<StoredMessage>> {
     let uid = ensure_uid(tx, scope)?;
     let conversation_id = conversation_id(tx, uid, conversation, agent)?;
-    insert_at(tx, uid, conversation_id, conversation, messages.iter().map(|m| (m.position, m)))
+    insert_at(
+        tx,
+        uid,
+        conversation_id,
+        conversation,
+        messages.iter().map(|m| (m.position, m)),
+    )
 }
 
 /// Stores what a chat app sent, which is the whole history again, or only its newest part (apps
@@ -92,7 +104,11 @@ pub fn sync(
             .enumerate()
             .filter(|(_, (_, stored))| stored == hash)
             .map(|(j, _)| {
-                let run = hashes[k..].iter().zip(&live[j..]).take_while(|(a, (_, b))| *a == b).count();
+                let run = hashes[k..]
+                    .iter()
+                    .zip(&live[j..])
+                    .take_while(|(a, (_, b))| *a == b)
+                    .count();
                 (run, j)
             })
             .max();
@@ -115,7 +131,10 @@ pub fn sync(
                 )?;
                 (first_new, from)
             } else {
-                (first_new, live.get(diverged).map_or(next_position, |(p, _)| *p))
+                (
+                    first_new,
+                    live.get(diverged).map_or(next_position, |(p, _)| *p),
+                )
             }
         }
     };
@@ -174,6 +193,7 @@ fn insert_at<'a>(
                 tool_call_id: message.tool_call_id.clone(),
                 created_at_ms: message.created_at_ms,
                 token_count: tokens,
+                superseded: false,
             });
         }
     }
@@ -233,4 +253,36 @@ pub fn messages(
         )?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
+}
+
+pub fn extraction_progress(
+    connection: &Connection,
+    scope: &UserScope,
+    conversation: &str,
+) -> StoreResult<i64> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(-1);
+    };
+    Ok(connection
+        .query_row(
+            "SELECT extracted_through FROM conversations WHERE uid = ?1 AND external_id = ?2",
+            params![uid, conversation],
+            |row| row.get(0),
+        )
+        .optional()?
+        .unwrap_or(-1))
+}
+
+pub fn set_extraction_progress(
+    tx: &Transaction,
+    scope: &UserScope,
+    conversation: &str,
+    position: i64,
+) -> StoreResult<()> {
+    let uid = require_uid(tx, scope)?;
+    tx.execute(
+        "UPDATE conversations SET extracted_through = MAX(extracted_through, ?1) WHERE uid = ?2 AND external_id = ?3",
+        params![position, uid, conversation],
+    )?;
+    Ok(())
 }

@@ -1,0 +1,383 @@
+//! The memory jobs: extract facts from new turns and reconcile them with what is stored, and
+//! refresh a conversation's rolling summary. Each reads the recall log (the client's own turns:
+//! never the injected memory block, never the client's system prompt), asks the memory LLM, and
+//! only then writes; a malformed answer fails the job before anything is changed.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::llm::json_object;
+use super::PostProcessor;
+use crate::dates::ymd_weekday;
+use crate::memory::{RetrievalRequest, MAX_MEMORY_CHARS};
+use crate::store::{
+    content_hash, now_ms, Corpus, Job, Page, Source, StoredMessage, Summary, UserScope,
+};
+
+/// Earlier turns shown with the new ones, to understand them (not to extract from).
+const CONTEXT_TURNS: usize = 4;
+/// Stored memories compared with each new fact.
+const CANDIDATES_PER_FACT: usize = 5;
+
+struct Fact {
+    text: String,
+    kind: String,
+}
+
+fn field<'a>(job: &'a Job, name: &str) -> &'a str {
+    job.payload[name].as_str().unwrap_or_default()
+}
+
+async fn live_turns(
+    pp: &PostProcessor,
+    scope: &UserScope,
+    conversation: &str,
+) -> Result<Vec<StoredMessage>, String> {
+    let (scope, conversation) = (scope.clone(), conversation.to_owned());
+    let page = Page {
+        limit: 100_000,
+        offset: 0,
+    };
+    let messages = pp
+        .memory
+        .blocking(move |store, _| Ok(store.list_messages(&scope, &conversation, page)?))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(messages
+        .into_iter()
+        .filter(|m| {
+            !m.superseded
+                && matches!(m.role.as_str(), "user" | "assistant")
+                && !m.content.trim().is_empty()
+        })
+        .collect())
+}
+
+fn transcript(turns: &[StoredMessage]) -> String {
+    turns
+        .iter()
+        .map(|m| {
+            format!(
+                "[{}] {}: {}",
+                ymd_weekday(m.created_at_ms),
+                m.role,
+                m.content.trim()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result<String, String> {
+    let conversation = field(job, "conversation");
+    let (progress_scope, progress_conversation) = (scope.clone(), conversation.to_owned());
+    let progress = pp
+        .memory
+        .blocking(move |store, _| {
+            Ok(store.extraction_progress(&progress_scope, &progress_conversation)?)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let turns = live_turns(pp, scope, conversation).await?;
+    let first_new = turns
+        .iter()
+        .position(|m| m.position > progress)
+        .unwrap_or(turns.len());
+    let new = &turns[first_new..];
+    let Some(last) = new.last() else {
+        return Ok("nothing new".to_owned());
+    };
+    let context = &turns[first_new.saturating_sub(CONTEXT_TURNS)..first_new];
+    let material = format!(
+        "Date of the newest message: {}\n\nEarlier context (for reference only):\n{}\n\nNew messages:\n{}\n",
+        ymd_weekday(last.created_at_ms),
+        if context.is_empty() { "(none)".to_owned() } else { transcript(context) },
+        transcript(new)
+    );
+    let answer = pp
+        .llm
+        .complete(field(job, "model"), &pp.prompts.extract, &material, true)
+        .await
+        .map_err(|e| e.to_string())?;
+    let facts = parse_facts(&answer)?;
+    let sources: Vec<Source> = new
+        .iter()
+        .map(|m| Source {
+            conversation: conversation.to_owned(),
+            position: m.position,
+        })
+        .collect();
+    let report = reconcile(pp, job, scope, facts, sources).await?;
+    let (done_scope, done_conversation, through) =
+        (scope.clone(), conversation.to_owned(), last.position);
+    pp.memory
+        .blocking(move |store, _| {
+            Ok(store.set_extraction_progress(&done_scope, &done_conversation, through)?)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(report)
+}
+
+fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
+    let object = json_object(answer).map_err(|e| e.to_string())?;
+    let Some(items) = object["facts"].as_array() else {
+        return Err(format!(
+            "the extraction answer has no \"facts\" list: {object}"
+        ));
+    };
+    let mut facts = Vec::new();
+    for item in items {
+        let (text, kind) = match item {
+            Value::String(text) => (text.clone(), "fact".to_owned()),
+            Value::Object(fields) => (
+                fields
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+                fields
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .unwrap_or("fact")
+                    .to_owned(),
+            ),
+            _ => continue,
+        };
+        let text = text.trim().to_owned();
+        if !text.is_empty() && text.chars().count() <= MAX_MEMORY_CHARS {
+            facts.push(Fact { text, kind });
+        }
+    }
+    Ok(facts)
+}
+
+enum Decision {
+    Add,
+    Update(i64, String),
+    Invalidate(i64),
+    Noop,
+}
+
+async fn reconcile(
+    pp: &PostProcessor,
+    job: &Job,
+    scope: &UserScope,
+    facts: Vec<Fact>,
+    sources: Vec<Source>,
+) -> Result<String, String> {
+    let cause = format!(
+        "job {}: {} of conversation {}",
+        job.id,
+        job.kind,
+        field(job, "conversation")
+    );
+    // Exact duplicates (of each other and of stored facts) go before any LLM call.
+    let mut seen = std::collections::HashSet::new();
+    let mut fresh = Vec::new();
+    let mut candidates: Vec<(i64, String, i64)> = Vec::new();
+    for fact in facts {
+        if !seen.insert(content_hash(&fact.text)) {
+            continue;
+        }
+        let request = RetrievalRequest {
+            query: fact.text.clone(),
+            corpora: vec![Corpus::Memory],
+            top_k: CANDIDATES_PER_FACT,
+            min_similarity: 0.5,
+            ..RetrievalRequest::default()
+        };
+        let hits = pp
+            .memory
+            .retrieve(scope, request)
+            .await
+            .map_err(|e| e.to_string())?;
+        if hits
+            .iter()
+            .any(|h| content_hash(&h.text) == content_hash(&fact.text))
+        {
+            continue;
+        }
+        for hit in hits {
+            if !candidates.iter().any(|(id, _, _)| *id == hit.id) {
+                candidates.push((hit.id, hit.text, hit.created_at_ms));
+            }
+        }
+        fresh.push(fact);
+    }
+    if fresh.is_empty() {
+        return Ok("no new facts".to_owned());
+    }
+    let decisions = if pp.config.add_only || candidates.is_empty() {
+        fresh.iter().map(|_| Decision::Add).collect()
+    } else {
+        decide(pp, job, &fresh, &candidates).await?
+    };
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for (fact, decision) in fresh.into_iter().zip(decisions) {
+        let item = || vec![(fact.text.clone(), fact.kind.clone(), sources.clone())];
+        let label = match decision {
+            Decision::Add => {
+                pp.memory
+                    .add_memories(scope, item(), &cause)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                "added"
+            }
+            Decision::Update(id, text) => {
+                pp.memory
+                    .update_memory(scope, id, &text, &cause)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                "updated"
+            }
+            Decision::Invalidate(id) => {
+                pp.memory
+                    .retire_memory(scope, id, false, &cause)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                pp.memory
+                    .add_memories(scope, item(), &cause)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                "invalidated"
+            }
+            Decision::Noop => "unchanged",
+        };
+        *counts.entry(label).or_default() += 1;
+    }
+    let mut report: Vec<String> = counts
+        .into_iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    report.sort();
+    Ok(report.join(", "))
+}
+
+/// One reconcile call for all new facts. Stored memories are shown as M0, M1, ... (small numbers:
+/// models copy them reliably, unlike database ids).
+async fn decide(
+    pp: &PostProcessor,
+    job: &Job,
+    facts: &[Fact],
+    candidates: &[(i64, String, i64)],
+) -> Result<Vec<Decision>, String> {
+    let stored: Vec<String> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, (_, text, at))| format!("M{i} [{}] {text}", crate::dates::ymd(*at)))
+        .collect();
+    let new: Vec<String> = facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("F{i} {}", f.text))
+        .collect();
+    let material = format!(
+        "Stored memories:\n{}\n\nNew facts:\n{}\n",
+        stored.join("\n"),
+        new.join("\n")
+    );
+    let answer = pp
+        .llm
+        .complete(field(job, "model"), &pp.prompts.reconcile, &material, true)
+        .await
+        .map_err(|e| e.to_string())?;
+    let object = json_object(&answer).map_err(|e| e.to_string())?;
+    let Some(items) = object["decisions"].as_array() else {
+        return Err(format!(
+            "the reconcile answer has no \"decisions\" list: {object}"
+        ));
+    };
+    let index = |value: &Value| -> Option<usize> {
+        match value {
+            Value::Number(n) => n.as_u64().map(|n| n as usize),
+            Value::String(s) => s.trim_start_matches(['M', 'F', 'm', 'f']).parse().ok(),
+            _ => None,
+        }
+    };
+    // A fact the model skipped, or a decision naming no real memory, is simply added.
+    let mut decisions: Vec<Decision> = facts.iter().map(|_| Decision::Add).collect();
+    for item in items {
+        let Some(fact) = index(&item["fact"]).filter(|f| *f < facts.len()) else {
+            continue;
+        };
+        let memory = index(&item["memory"])
+            .and_then(|m| candidates.get(m))
+            .map(|(id, _, _)| *id);
+        let action = item["action"]
+            .as_str()
+            .unwrap_or("ADD")
+            .to_ascii_uppercase();
+        decisions[fact] = match (action.as_str(), memory) {
+            ("UPDATE", Some(id)) => {
+                let text = item["text"]
+                    .as_str()
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or(&facts[fact].text);
+                Decision::Update(id, text.to_owned())
+            }
+            ("INVALIDATE" | "DELETE", Some(id)) => Decision::Invalidate(id),
+            ("NOOP" | "NONE", _) => Decision::Noop,
+            _ => Decision::Add,
+        };
+    }
+    Ok(decisions)
+}
+
+pub async fn summarize(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result<String, String> {
+    let conversation = field(job, "conversation");
+    let dropped = job.payload["dropped"].as_u64().unwrap_or(0) as usize;
+    let turns = live_turns(pp, scope, conversation).await?;
+    let evicted = &turns[..dropped.min(turns.len())];
+    let (summary_scope, summary_conversation) = (scope.clone(), conversation.to_owned());
+    let previous = pp
+        .memory
+        .blocking(move |store, _| Ok(store.summary(&summary_scope, &summary_conversation)?))
+        .await
+        .map_err(|e| e.to_string())?;
+    let through = previous.as_ref().map_or(-1, |s| s.through_position);
+    let pending: Vec<StoredMessage> = evicted
+        .iter()
+        .filter(|m| m.position > through)
+        .cloned()
+        .collect();
+    let Some(last) = pending.last() else {
+        return Ok("summary up to date".to_owned());
+    };
+    if pending.len() < pp.config.summary_min_turns {
+        return Ok(format!(
+            "{} turns pending, waiting for {}",
+            pending.len(),
+            pp.config.summary_min_turns
+        ));
+    }
+    let material = format!(
+        "Current summary:\n{}\n\nMessages leaving the window:\n{}\n",
+        previous.as_ref().map_or("(none)", |s| s.text.as_str()),
+        transcript(&pending)
+    );
+    let text = pp
+        .llm
+        .complete(field(job, "model"), &pp.prompts.summarize, &material, false)
+        .await
+        .map_err(|e| e.to_string())?;
+    let text = text.trim().to_owned();
+    if text.is_empty() {
+        return Err("the summary answer is empty".to_owned());
+    }
+    let summary = Summary {
+        conversation: conversation.to_owned(),
+        text,
+        through_position: last.position,
+        updated_at_ms: now_ms(),
+    };
+    let count = pending.len();
+    let summary_scope = scope.clone();
+    pp.memory
+        .blocking(move |store, _| Ok(store.put_summary(&summary_scope, &summary)?))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(format!("summary now covers {count} more turns"))
+}

@@ -1,0 +1,133 @@
+//! The memory LLM: a plain OpenAI-compatible chat call for extraction, reconciliation and
+//! summaries, with tolerant parsing of the JSON small models tend to wrap in fences or prose.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::config::Secret;
+
+pub struct MemoryLlm {
+    client: reqwest::Client,
+    url: String,
+    model: Option<String>,
+    api_key: Option<Secret>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    #[error("memory LLM request failed: {0}")]
+    Request(String),
+    #[error("memory LLM answered {status}: {body}")]
+    Status { status: u16, body: String },
+    #[error("memory LLM answer is not what was asked for: {0}")]
+    Malformed(String),
+}
+
+impl MemoryLlm {
+    pub fn new(
+        url: &str,
+        model: Option<String>,
+        api_key: Option<Secret>,
+        timeout: Duration,
+    ) -> Result<Self, LlmError> {
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| LlmError::Request(e.to_string()))?;
+        Ok(MemoryLlm {
+            client,
+            url: format!("{}/chat/completions", url.trim_end_matches('/')),
+            model,
+            api_key,
+        })
+    }
+
+    /// One completion: `system` instructions, `user` material; returns the answer text.
+    pub async fn complete(
+        &self,
+        request_model: &str,
+        system: &str,
+        user: &str,
+        json_answer: bool,
+    ) -> Result<String, LlmError> {
+        let model = self.model.as_deref().unwrap_or(request_model);
+        let mut body = json!({
+            "model": model,
+            "temperature": 0,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        });
+        if json_answer {
+            body["response_format"] = json!({"type": "json_object"});
+        }
+        let mut request = self.client.post(&self.url).json(&body);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key.expose());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| LlmError::Request(e.to_string()))?;
+        let status = response.status();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| LlmError::Request(e.to_string()))?;
+        if !status.is_success() {
+            return Err(LlmError::Status {
+                status: status.as_u16(),
+                body: text.chars().take(300).collect(),
+            });
+        }
+        let answer: Value =
+            serde_json::from_str(&text).map_err(|e| LlmError::Malformed(e.to_string()))?;
+        answer["choices"][0]["message"]["content"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| LlmError::Malformed("no message content".to_owned()))
+    }
+}
+
+/// The JSON object in an answer: bare, in a code fence, or surrounded by prose.
+pub fn json_object(answer: &str) -> Result<Value, LlmError> {
+    let start = answer.find('{');
+    let end = answer.rfind('}');
+    let (Some(start), Some(end)) = (start, end) else {
+        return Err(LlmError::Malformed(format!(
+            "no JSON object in {:?}",
+            truncate(answer)
+        )));
+    };
+    if end < start {
+        return Err(LlmError::Malformed(format!(
+            "no JSON object in {:?}",
+            truncate(answer)
+        )));
+    }
+    serde_json::from_str(&answer[start..=end])
+        .map_err(|e| LlmError::Malformed(format!("{e} in {:?}", truncate(answer))))
+}
+
+fn truncate(text: &str) -> String {
+    text.chars().take(200).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_json_in_fences_and_prose() {
+        assert_eq!(
+            json_object("{\"facts\": []}").expect("bare")["facts"],
+            json!([])
+        );
+        let fenced = "Here you go:\n```json\n{\"facts\": [{\"text\": \"a\"}]}\n```\nHope it helps!";
+        assert_eq!(
+            json_object(fenced).expect("fenced")["facts"][0]["text"],
+            "a"
+        );
+        assert!(json_object("no json here").is_err());
+        assert!(json_object("{\"facts\": [").is_err());
+    }
+}

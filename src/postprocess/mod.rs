@@ -1,0 +1,231 @@
+//! The post-processor: learns from finished exchanges, off the request path.
+//!
+//! The hook stores the assistant's reply (also a partial one when the client went away) and
+//! enqueues durable jobs: fact extraction per conversation (debounced, implicit mode) and the
+//! rolling summary (summary and implicit modes). A worker runs the jobs with retries and backoff;
+//! nothing here can affect a response already sent, and a failed job stays visible in the queue.
+
+mod jobs;
+pub mod llm;
+pub mod prompts;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::hooks::{Exchange, ExchangeHook, Outcome};
+use crate::memory::MemoryService;
+use crate::metrics::Metrics;
+use crate::mode::Mode;
+use crate::openai::ChatMessage;
+use crate::store::{now_ms, Job, NewJob, NewMessage, UserScope};
+use crate::strategy::compact;
+use crate::strategy::MemoryConfig;
+
+use llm::MemoryLlm;
+use prompts::Prompts;
+
+pub const EXTRACT: &str = "extract";
+pub const SUMMARIZE: &str = "summarize";
+
+pub struct PostProcessor {
+    memory: Arc<MemoryService>,
+    config: MemoryConfig,
+    llm: MemoryLlm,
+    prompts: Prompts,
+    metrics: Arc<Metrics>,
+    wake: Notify,
+}
+
+impl PostProcessor {
+    pub fn new(
+        memory: Arc<MemoryService>,
+        config: &crate::config::Config,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<PostProcessor> {
+        let llm_config = &config.memory.llm;
+        let llm = MemoryLlm::new(
+            llm_config.url.as_deref().unwrap_or(&config.upstream.url),
+            llm_config.model.clone(),
+            llm_config
+                .api_key
+                .clone()
+                .or_else(|| config.upstream.api_key.clone()),
+            config.upstream.first_byte_timeout,
+        )?;
+        Ok(PostProcessor {
+            memory,
+            config: config.memory.clone(),
+            llm,
+            prompts: Prompts::load(config.memory.prompts_dir.as_deref())?,
+            metrics,
+            wake: Notify::new(),
+        })
+    }
+
+    async fn enqueue(
+        &self,
+        kind: &str,
+        scope: &UserScope,
+        conversation: &str,
+        payload: serde_json::Value,
+        delay: Duration,
+    ) {
+        let job = NewJob {
+            kind: kind.to_owned(),
+            scope: Some(scope.clone()),
+            dedupe_key: Some(format!(
+                "{kind}\u{1f}{}\u{1f}{}\u{1f}{conversation}",
+                scope.tenant, scope.user
+            )),
+            payload,
+            run_after_ms: now_ms() + delay.as_millis() as i64,
+        };
+        match self
+            .memory
+            .blocking(move |store, _| Ok(store.enqueue_job(&job)?))
+            .await
+        {
+            Ok(_) => self.wake.notify_one(),
+            Err(error) => tracing::error!(%error, kind, "could not enqueue a memory job"),
+        }
+    }
+
+    /// Runs jobs until `stop`; interrupted jobs are requeued at the next start.
+    pub fn spawn_worker(self: &Arc<Self>, tasks: &TaskTracker, stop: CancellationToken) {
+        let this = Arc::clone(self);
+        tasks.spawn(async move {
+            loop {
+                if stop.is_cancelled() {
+                    break;
+                }
+                let claimed = this
+                    .memory
+                    .blocking(|store, _| Ok(store.claim_job(now_ms())?))
+                    .await;
+                match claimed {
+                    Ok(Some(job)) => this.run(job).await,
+                    Ok(None) => {
+                        tokio::select! {
+                            _ = stop.cancelled() => break,
+                            _ = this.wake.notified() => {}
+                            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                        }
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "cannot read the job queue");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                    }
+                }
+            }
+        });
+    }
+
+    async fn run(&self, job: Job) {
+        let outcome = match (job.kind.as_str(), job.scope.clone()) {
+            (EXTRACT, Some(scope)) => jobs::extract(self, &job, &scope).await,
+            (SUMMARIZE, Some(scope)) => jobs::summarize(self, &job, &scope).await,
+            (kind, _) => Err(format!("unknown job kind '{kind}'")),
+        };
+        let id = job.id;
+        let result = match outcome {
+            Ok(report) => {
+                tracing::info!(job = id, kind = %job.kind, %report, "memory job done");
+                self.metrics.count_job(&job.kind, "done");
+                self.memory
+                    .blocking(move |store, _| Ok(store.complete_job(id)?))
+                    .await
+            }
+            Err(error) => {
+                let retry = (job.attempts < self.config.job_attempts).then(|| {
+                    let backoff = 2_i64.saturating_pow(job.attempts as u32).min(300) * 1000;
+                    now_ms() + backoff
+                });
+                let label = if retry.is_some() { "retry" } else { "failed" };
+                tracing::warn!(job = id, kind = %job.kind, attempts = job.attempts, %error, label, "memory job failed");
+                self.metrics.count_job(&job.kind, label);
+                self.memory
+                    .blocking(move |store, _| Ok(store.fail_job(id, &error, retry)?))
+                    .await
+            }
+        };
+        if let Err(error) = result {
+            tracing::error!(job = id, %error, "cannot record the job's outcome");
+        }
+    }
+}
+
+/// The assistant's reply as a chat message (for the log and for window arithmetic).
+fn reply_message(exchange: &Exchange) -> Option<ChatMessage> {
+    let reply = exchange.replies.first()?;
+    if reply.content.trim().is_empty() && reply.tool_calls.is_empty() {
+        return None;
+    }
+    Some(ChatMessage {
+        role: "assistant".to_owned(),
+        content: Some(serde_json::Value::String(reply.content.clone())),
+        name: None,
+        tool_calls: (!reply.tool_calls.is_empty()).then(|| reply.tool_calls.clone()),
+        tool_call_id: None,
+        extra: Default::default(),
+    })
+}
+
+#[async_trait]
+impl ExchangeHook for PostProcessor {
+    async fn on_exchange(&self, exchange: Exchange) {
+        if !matches!(exchange.mode, Mode::Summary | Mode::Implicit) {
+            return;
+        }
+        if matches!(exchange.outcome, Outcome::UpstreamFailed { .. }) && exchange.replies.is_empty()
+        {
+            return;
+        }
+        let Some(reply) = reply_message(&exchange) else {
+            return;
+        };
+        let scope = UserScope::from(&exchange.scope);
+        let conversation = exchange.scope.conversation.clone();
+        let mut messages = exchange.request.messages.clone();
+        messages.push(reply);
+        let turns: Vec<NewMessage> = crate::strategy::turns_of(&messages, now_ms());
+        if let Err(error) = self
+            .memory
+            .record_messages(&scope, &conversation, &exchange.scope.agent, turns)
+            .await
+        {
+            tracing::error!(%error, "could not store the assistant's reply");
+            return;
+        }
+        let model = exchange.request.model.clone().unwrap_or_default();
+        let payload = json!({"conversation": conversation, "model": model});
+        if exchange.mode == Mode::Implicit {
+            self.enqueue(
+                EXTRACT,
+                &scope,
+                &conversation,
+                payload.clone(),
+                self.config.extraction_debounce,
+            )
+            .await;
+        }
+        let window = compact::window(&messages, self.config.history_budget_tokens);
+        if window.dropped.len() >= self.config.summary_min_turns {
+            let mut payload = payload;
+            payload["dropped"] = json!(window.dropped.len());
+            self.enqueue(
+                SUMMARIZE,
+                &scope,
+                &conversation,
+                payload,
+                self.config.extraction_debounce,
+            )
+            .await;
+        }
+    }
+}
