@@ -1,5 +1,6 @@
 //! Benchmarks that print figures (never assertions): `memproxy bench proxy|retrieval`.
 
+mod implicit;
 mod proxy;
 mod retrieval;
 
@@ -11,12 +12,15 @@ pub enum BenchCommand {
     Proxy(proxy::ProxyBench),
     /// Embedding, vector search, hybrid retrieval and insert throughput at N memories.
     Retrieval(retrieval::RetrievalBench),
+    /// The implicit pre-processor's added latency for a user with N memories.
+    Implicit(implicit::ImplicitBench),
 }
 
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
     match command {
         BenchCommand::Proxy(options) => proxy::run(options).await,
         BenchCommand::Retrieval(options) => retrieval::run(options).await,
+        BenchCommand::Implicit(options) => implicit::run(options).await,
     }
 }
 

@@ -38,10 +38,10 @@ pub struct RetrievalBench {
 }
 
 /// A small deterministic PRNG (xorshift64*): reproducible data without a dependency.
-struct Rng(u64);
+pub(crate) struct Rng(pub u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -106,7 +106,7 @@ const WHEN: &[&str] = &[
     "before the wedding",
 ];
 
-fn sentence(rng: &mut Rng) -> String {
+pub(crate) fn sentence(rng: &mut Rng) -> String {
     format!(
         "{} {} {} {}.",
         rng.pick(SUBJECTS),
@@ -239,6 +239,20 @@ pub async fn run(options: RetrievalBench) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Memory `n`: a pool sentence plus a unique note as text, a mix of two pool embeddings as vector.
+pub(crate) fn synthetic_memory(n: usize, pool_texts: &[String], pool_vectors: &[Vec<f32>], model: &str, rng: &mut Rng) -> NewMemory {
+    let (a, b) = (n % pool_texts.len(), (n * 7919 + 13) % pool_texts.len());
+    let mut vector: Vec<f32> = pool_vectors[a].iter().zip(&pool_vectors[b]).map(|(x, y)| x + 0.35 * y).collect();
+    normalize(&mut vector);
+    NewMemory {
+        text: format!("{} (note {n}, tag t{})", pool_texts[a], rng.next() % 100_000),
+        kind: "fact".into(),
+        sources: vec![],
+        created_at_ms: 1_700_000_000_000 + n as i64,
+        embedding: Some(Embedding { model: model.to_owned(), vector }),
+    }
+}
+
 struct Row {
     insert_rate: f64,
     vector: Stats,
@@ -267,27 +281,7 @@ async fn measure(
         let mut batch = Vec::with_capacity(per_user);
         for i in 0..per_user {
             let n = user * per_user + i;
-            let (a, b) = (n % pool_texts.len(), (n * 7919 + 13) % pool_texts.len());
-            let mut vector: Vec<f32> = pool_vectors[a]
-                .iter()
-                .zip(&pool_vectors[b])
-                .map(|(x, y)| x + 0.35 * y)
-                .collect();
-            normalize(&mut vector);
-            batch.push(NewMemory {
-                text: format!(
-                    "{} (note {n}, tag t{})",
-                    pool_texts[a],
-                    rng.next() % 100_000
-                ),
-                kind: "fact".into(),
-                sources: vec![],
-                created_at_ms: 1_700_000_000_000 + n as i64,
-                embedding: Some(Embedding {
-                    model: model.clone(),
-                    vector,
-                }),
-            });
+            batch.push(synthetic_memory(n, pool_texts, pool_vectors, &model, rng));
             if batch.len() == 5000 {
                 memory
                     .insert_embedded(&scope_of(user), std::mem::take(&mut batch), "bench")

@@ -255,6 +255,23 @@ impl MemoryService {
         agent: &str,
         messages: Vec<NewMessage>,
     ) -> MemoryResult<Vec<StoredMessage>> {
+        Ok(self
+            .record_messages_and_embed(scope, conversation, agent, messages, None)
+            .await?
+            .0)
+    }
+
+    /// As [`Self::record_messages`], also embedding `query` in the same model call (the
+    /// pre-processor needs both; one batch is cheaper than two calls, and a query equal to the new
+    /// turn is embedded once).
+    pub async fn record_messages_and_embed(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        agent: &str,
+        messages: Vec<NewMessage>,
+        query: Option<String>,
+    ) -> MemoryResult<(Vec<StoredMessage>, Option<Vec<f32>>)> {
         let (scope_for_append, conversation, agent) =
             (scope.clone(), conversation.to_owned(), agent.to_owned());
         let stored = self
@@ -262,35 +279,50 @@ impl MemoryService {
                 Ok(store.sync_messages(&scope_for_append, &conversation, &agent, &messages)?)
             })
             .await?;
-        let texts: Vec<String> = stored
+        let mut texts: Vec<String> = Vec::new();
+        for text in stored
             .iter()
-            .filter(|m| !m.content.trim().is_empty())
             .map(|m| m.content.clone())
-            .collect();
-        if texts.is_empty() {
-            return Ok(stored);
+            .chain(query.clone())
+            .filter(|t| !t.trim().is_empty())
+        {
+            if !texts.contains(&text) {
+                texts.push(text);
+            }
         }
-        let embeddings = self.embed(texts).await?;
+        if texts.is_empty() {
+            return Ok((stored, None));
+        }
+        let embeddings = self.embed(texts.clone()).await?;
+        let vector_of = |text: &str| {
+            texts
+                .iter()
+                .position(|t| t == text)
+                .map(|i| embeddings[i].clone())
+        };
+        let query_vector = query.as_deref().and_then(vector_of).map(|e| e.vector);
         let rows: Vec<(i64, Embedding)> = stored
             .iter()
-            .filter(|m| !m.content.trim().is_empty())
-            .map(|m| m.id)
-            .zip(embeddings)
+            .filter_map(|m| Some((m.id, vector_of(&m.content)?)))
             .collect();
-        self.blocking(move |store, vectors| {
-            let written = store.set_embeddings(Corpus::Message, &rows)?;
-            if let Some((_, uid, _)) = written.first() {
-                let changes: Vec<(u64, Change)> = written
-                    .iter()
-                    .zip(&rows)
-                    .map(|((id, _, generation), (_, e))| (*generation, Change::Add(*id, &e.vector)))
-                    .collect();
-                vectors.apply(*uid, Corpus::Message, &changes)?;
-            }
-            Ok(())
-        })
-        .await?;
-        Ok(stored)
+        if !rows.is_empty() {
+            self.blocking(move |store, vectors| {
+                let written = store.set_embeddings(Corpus::Message, &rows)?;
+                if let Some((_, uid, _)) = written.first() {
+                    let changes: Vec<(u64, Change)> = written
+                        .iter()
+                        .zip(&rows)
+                        .map(|((id, _, generation), (_, e))| {
+                            (*generation, Change::Add(*id, &e.vector))
+                        })
+                        .collect();
+                    vectors.apply(*uid, Corpus::Message, &changes)?;
+                }
+                Ok(())
+            })
+            .await?;
+        }
+        Ok((stored, query_vector))
     }
 
     /// Hybrid retrieval for one user.
@@ -299,11 +331,24 @@ impl MemoryService {
         scope: &UserScope,
         request: RetrievalRequest,
     ) -> MemoryResult<Vec<Hit>> {
+        self.retrieve_with(scope, request, None).await
+    }
+
+    /// Hybrid retrieval with the query's vector when the caller already has it.
+    pub async fn retrieve_with(
+        &self,
+        scope: &UserScope,
+        request: RetrievalRequest,
+        vector: Option<Vec<f32>>,
+    ) -> MemoryResult<Vec<Hit>> {
         let query = request.query.trim().to_owned();
         if query.is_empty() {
             return Ok(Vec::new());
         }
-        let vector = self.embed(vec![query]).await?.pop().map(|e| e.vector);
+        let vector = match vector {
+            Some(vector) => Some(vector),
+            None => self.embed(vec![query]).await?.pop().map(|e| e.vector),
+        };
         let scope = scope.clone();
         self.blocking(move |store, vectors| {
             Ok(retrieval::retrieve(

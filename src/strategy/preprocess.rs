@@ -135,8 +135,9 @@ async fn with_memory(
 ) -> Result<Rewrite, String> {
     let user = UserScope::from(scope);
     let turns = turns_of(&request.messages, now_ms());
-    memory
-        .record_messages(&user, &scope.conversation, &scope.agent, turns)
+    let query = (mode == Mode::Implicit).then(|| query_of(request)).flatten();
+    let (_, query_vector) = memory
+        .record_messages_and_embed(&user, &scope.conversation, &scope.agent, turns, query.clone())
         .await
         .map_err(|e| e.to_string())?;
     let window = compact::window(&request.messages, config.history_budget_tokens);
@@ -149,12 +150,38 @@ async fn with_memory(
             .map_err(|e| e.to_string())?
             .map(|s| s.text);
     }
-    if mode == Mode::Implicit {
-        retrieve_into(&mut block, memory, config, scope, &user, request, &window).await?;
+    if let Some(query) = query {
+        let found = Found { query, vector: query_vector };
+        retrieve_into(&mut block, memory, config, scope, &user, request, &window, found).await?;
     }
     Ok(build(request, &window, Some(block), config))
 }
 
+/// The retrieval query: the newest user message, which carries the question, and the end of the
+/// assistant turn before it, which often names its subject.
+fn query_of(request: &ChatRequest) -> Option<String> {
+    let newest = request.messages.iter().rposition(|m| m.role == "user")?;
+    let question = inject::strip_blocks(&request.messages[newest].text());
+    let previous = request.messages[..newest]
+        .iter()
+        .rev()
+        .find(|m| m.role == "assistant");
+    Some(match previous {
+        Some(previous) => {
+            let text = previous.text();
+            let tail: Vec<char> = text.chars().rev().take(300).collect();
+            format!("{question}\n{}", tail.into_iter().rev().collect::<String>())
+        }
+        None => question,
+    })
+}
+
+struct Found {
+    query: String,
+    vector: Option<Vec<f32>>,
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn retrieve_into(
     block: &mut MemoryBlock,
     memory: &Arc<MemoryService>,
@@ -163,19 +190,9 @@ async fn retrieve_into(
     user: &UserScope,
     request: &ChatRequest,
     window: &Window,
+    found: Found,
 ) -> Result<(), String> {
-    // The newest user message carries the question; the turn before it often its subject.
-    let newest = request.messages.iter().rposition(|m| m.role == "user");
-    let Some(newest) = newest else { return Ok(()) };
-    let mut query = inject::strip_blocks(&request.messages[newest].text());
-    if let Some(previous) = request.messages[..newest]
-        .iter()
-        .rev()
-        .find(|m| m.role == "assistant")
-    {
-        let context: String = previous.text().chars().take(300).collect();
-        query = format!("{query}\n{context}");
-    }
+    let query = found.query;
     let mut corpora = vec![Corpus::Memory];
     if config.past_turns {
         corpora.push(Corpus::Message);
@@ -194,7 +211,7 @@ async fn retrieve_into(
         ..RetrievalRequest::default()
     };
     let hits = memory
-        .retrieve(user, retrieval)
+        .retrieve_with(user, retrieval, found.vector)
         .await
         .map_err(|e| e.to_string())?;
     let mut budget = config.memory_budget_tokens;

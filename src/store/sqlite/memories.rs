@@ -1,6 +1,9 @@
 //! Facts (`memories`) with their audit log, plus the search-side queries shared by all corpora:
 //! keyword search, documents by id, embeddings for index rebuilds.
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
 
 use super::{
@@ -248,12 +251,42 @@ const ROWS_PER_TERM: i64 = 1_000;
 /// Upper bound on rows one search scores; the rarest words are kept first.
 const ROWS_BUDGET: i64 = 2_500;
 
+/// Recent bounded counts of FTS queries (a word's frequency changes slowly; the pruning decision
+/// only needs it roughly), so a search does not re-probe every word every time.
+#[derive(Default)]
+pub struct CountCache(std::sync::Mutex<HashMap<String, (i64, Instant)>>);
+
+const COUNT_TTL: Duration = Duration::from_secs(30);
+const COUNT_CACHE_ENTRIES: usize = 50_000;
+
+impl CountCache {
+    fn get_or(&self, key: String, count: impl FnOnce() -> StoreResult<i64>) -> StoreResult<i64> {
+        if let Ok(cache) = self.0.lock() {
+            if let Some((value, at)) = cache.get(&key) {
+                if at.elapsed() < COUNT_TTL {
+                    return Ok(*value);
+                }
+            }
+        }
+        let value = count()?;
+        if let Ok(mut cache) = self.0.lock() {
+            if cache.len() >= COUNT_CACHE_ENTRIES {
+                cache.clear();
+            }
+            cache.insert(key, (value, Instant::now()));
+        }
+        Ok(value)
+    }
+}
+
 /// How many rows match an FTS query, counting at most `cap + 1` (cheap: no scoring).
-fn bounded_count(connection: &Connection, fts: &str, query: &str, cap: i64) -> StoreResult<i64> {
-    let mut statement = connection.prepare_cached(&format!(
-        "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT ?2)"
-    ))?;
-    Ok(statement.query_row(params![query, cap + 1], |row| row.get(0))?)
+fn bounded_count(connection: &Connection, cache: &CountCache, fts: &str, query: &str, cap: i64) -> StoreResult<i64> {
+    cache.get_or(format!("{fts}\u{0}{query}"), || {
+        let mut statement = connection.prepare_cached(&format!(
+            "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT ?2)"
+        ))?;
+        Ok(statement.query_row(params![query, cap + 1], |row| row.get(0))?)
+    })
 }
 
 fn quoted_any(words: &[String]) -> String {
@@ -269,13 +302,14 @@ fn quoted_any(words: &[String]) -> String {
 /// scope tag when the user is small (the join on `uid` keeps only their rows in any case).
 fn keyword_query(
     connection: &Connection,
+    cache: &CountCache,
     fts: &str,
     uid: i64,
     words: &[String],
 ) -> StoreResult<Option<String>> {
     let mut counted = Vec::with_capacity(words.len());
     for word in words {
-        let rows = bounded_count(connection, fts, &format!("text:\"{word}\""), ROWS_PER_TERM)?;
+        let rows = bounded_count(connection, cache, fts, &format!("text:\"{word}\""), ROWS_PER_TERM)?;
         if rows > 0 && rows <= ROWS_PER_TERM {
             counted.push((rows, word));
         }
@@ -295,7 +329,7 @@ fn keyword_query(
     }
     let any = format!("text:({})", quoted_any(&kept));
     let scope = format!("scope:u{uid}");
-    if bounded_count(connection, fts, &scope, ROWS_PER_TERM)? <= ROWS_PER_TERM {
+    if bounded_count(connection, cache, fts, &scope, ROWS_PER_TERM)? <= ROWS_PER_TERM {
         return Ok(Some(format!("{scope} AND {any}")));
     }
     Ok(Some(any))
@@ -303,6 +337,7 @@ fn keyword_query(
 
 pub fn keyword_search(
     connection: &Connection,
+    cache: &CountCache,
     scope: &UserScope,
     corpus: Corpus,
     query: &str,
@@ -316,7 +351,7 @@ pub fn keyword_search(
         return Ok(Vec::new());
     }
     let (table, _, fts) = corpus_tables(corpus);
-    let Some(matching) = keyword_query(connection, fts, uid, &words)? else {
+    let Some(matching) = keyword_query(connection, cache, fts, uid, &words)? else {
         return Ok(Vec::new());
     };
     let live = live_condition(corpus);

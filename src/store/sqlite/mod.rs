@@ -25,6 +25,7 @@ pub struct SqliteStore {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
+    term_counts: memories::CountCache,
 }
 
 fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
@@ -59,6 +60,7 @@ impl SqliteStore {
             writer: Mutex::new(writer),
             readers,
             next_reader: AtomicUsize::new(0),
+            term_counts: memories::CountCache::default(),
         })
     }
 
@@ -368,7 +370,7 @@ impl super::Store for SqliteStore {
         query: &str,
         limit: usize,
     ) -> StoreResult<Vec<(i64, f64)>> {
-        self.read(|c| memories::keyword_search(c, scope, corpus, query, limit))
+        self.read(|c| memories::keyword_search(c, &self.term_counts, scope, corpus, query, limit))
     }
 
     fn documents(
