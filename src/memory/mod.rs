@@ -261,9 +261,9 @@ impl MemoryService {
             .0)
     }
 
-    /// As [`Self::record_messages`], also embedding `query` in the same model call (the
-    /// pre-processor needs both; one batch is cheaper than two calls, and a query equal to the new
-    /// turn is embedded once).
+    /// As [`Self::record_messages`], also embedding `query`: the pre-processor's query is the
+    /// newest user turn, usually the only new text, so it is embedded once, before the write, and
+    /// stored with the turn in the same transaction.
     pub async fn record_messages_and_embed(
         &self,
         scope: &UserScope,
@@ -272,40 +272,54 @@ impl MemoryService {
         messages: Vec<NewMessage>,
         query: Option<String>,
     ) -> MemoryResult<(Vec<StoredMessage>, Option<Vec<f32>>)> {
-        let (scope_for_append, conversation, agent) =
+        let query = query.filter(|q| !q.trim().is_empty());
+        let known: Vec<(String, Embedding)> = match &query {
+            Some(query) => self
+                .embed(vec![query.clone()])
+                .await?
+                .into_iter()
+                .map(|e| (query.clone(), e))
+                .collect(),
+            None => Vec::new(),
+        };
+        let query_vector = known.first().map(|(_, e)| e.vector.clone());
+        let (scope_for_sync, conversation, agent) =
             (scope.clone(), conversation.to_owned(), agent.to_owned());
         let stored = self
-            .blocking(move |store, _| {
-                Ok(store.sync_messages(&scope_for_append, &conversation, &agent, &messages)?)
+            .blocking(move |store, vectors| {
+                let (stored, embedded) = store.sync_messages_embedded(
+                    &scope_for_sync,
+                    &conversation,
+                    &agent,
+                    &messages,
+                    &known,
+                )?;
+                if let Some((_, uid, _)) = embedded.first() {
+                    let changes: Vec<(u64, Change)> = embedded
+                        .iter()
+                        .filter_map(|(id, _, generation)| {
+                            let message = stored.iter().find(|m| m.id == *id)?;
+                            let (_, e) = known.iter().find(|(t, _)| *t == message.content)?;
+                            Some((*generation, Change::Add(*id, &e.vector)))
+                        })
+                        .collect();
+                    vectors.apply(*uid, Corpus::Message, &changes)?;
+                }
+                let missing: Vec<StoredMessage> = stored
+                    .iter()
+                    .filter(|m| !m.content.trim().is_empty())
+                    .filter(|m| !embedded.iter().any(|(id, _, _)| *id == m.id))
+                    .cloned()
+                    .collect();
+                Ok((stored, missing))
             })
             .await?;
-        let mut texts: Vec<String> = Vec::new();
-        for text in stored
-            .iter()
-            .map(|m| m.content.clone())
-            .chain(query.clone())
-            .filter(|t| !t.trim().is_empty())
-        {
-            if !texts.contains(&text) {
-                texts.push(text);
-            }
-        }
-        if texts.is_empty() {
-            return Ok((stored, None));
-        }
-        let embeddings = self.embed(texts.clone()).await?;
-        let vector_of = |text: &str| {
-            texts
-                .iter()
-                .position(|t| t == text)
-                .map(|i| embeddings[i].clone())
-        };
-        let query_vector = query.as_deref().and_then(vector_of).map(|e| e.vector);
-        let rows: Vec<(i64, Embedding)> = stored
-            .iter()
-            .filter_map(|m| Some((m.id, vector_of(&m.content)?)))
-            .collect();
-        if !rows.is_empty() {
+        let (stored, missing) = stored;
+        if !missing.is_empty() {
+            let embeddings = self
+                .embed(missing.iter().map(|m| m.content.clone()).collect())
+                .await?;
+            let rows: Vec<(i64, Embedding)> = missing.iter().map(|m| m.id).zip(embeddings).collect();
             self.blocking(move |store, vectors| {
                 let written = store.set_embeddings(Corpus::Message, &rows)?;
                 if let Some((_, uid, _)) = written.first() {

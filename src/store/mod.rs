@@ -305,7 +305,20 @@ pub trait Store: Send + Sync + 'static {
         conversation: &str,
         agent: &str,
         turns: &[NewMessage],
-    ) -> StoreResult<Vec<StoredMessage>>;
+    ) -> StoreResult<Vec<StoredMessage>> {
+        Ok(self.sync_messages_embedded(scope, conversation, agent, turns, &[])?.0)
+    }
+    /// As `sync_messages`, giving the new turns whose text is in `known` that embedding in the
+    /// same transaction; also returns `(id, uid, generation)` of each turn so embedded.
+    #[allow(clippy::type_complexity)]
+    fn sync_messages_embedded(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        agent: &str,
+        turns: &[NewMessage],
+        known: &[(String, Embedding)],
+    ) -> StoreResult<(Vec<StoredMessage>, Vec<(i64, i64, u64)>)>;
     fn list_conversations(&self, scope: &UserScope) -> StoreResult<Vec<Conversation>>;
     /// Newest log position the fact extractor has read (-1: none).
     fn extraction_progress(&self, scope: &UserScope, conversation: &str) -> StoreResult<i64>;

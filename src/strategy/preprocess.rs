@@ -136,8 +136,11 @@ async fn with_memory(
     let user = UserScope::from(scope);
     let turns = turns_of(&request.messages, now_ms());
     let query = (mode == Mode::Implicit).then(|| query_of(request)).flatten();
+    // The vector is the question's (the newest user turn, stored with it); keywords also get the
+    // end of the previous assistant turn.
+    let question = query.as_ref().map(|(question, _)| question.clone());
     let (_, query_vector) = memory
-        .record_messages_and_embed(&user, &scope.conversation, &scope.agent, turns, query.clone())
+        .record_messages_and_embed(&user, &scope.conversation, &scope.agent, turns, question)
         .await
         .map_err(|e| e.to_string())?;
     let window = compact::window(&request.messages, config.history_budget_tokens);
@@ -150,8 +153,8 @@ async fn with_memory(
             .map_err(|e| e.to_string())?
             .map(|s| s.text);
     }
-    if let Some(query) = query {
-        let found = Found { query, vector: query_vector };
+    if let Some((_, keywords)) = query {
+        let found = Found { query: keywords, vector: query_vector };
         retrieve_into(&mut block, memory, config, scope, &user, request, &window, found).await?;
     }
     Ok(build(request, &window, Some(block), config))
@@ -159,21 +162,23 @@ async fn with_memory(
 
 /// The retrieval query: the newest user message, which carries the question, and the end of the
 /// assistant turn before it, which often names its subject.
-fn query_of(request: &ChatRequest) -> Option<String> {
+/// Returns `(question, question + context)`.
+fn query_of(request: &ChatRequest) -> Option<(String, String)> {
     let newest = request.messages.iter().rposition(|m| m.role == "user")?;
     let question = inject::strip_blocks(&request.messages[newest].text());
     let previous = request.messages[..newest]
         .iter()
         .rev()
         .find(|m| m.role == "assistant");
-    Some(match previous {
+    let keywords = match previous {
         Some(previous) => {
             let text = previous.text();
             let tail: Vec<char> = text.chars().rev().take(300).collect();
             format!("{question}\n{}", tail.into_iter().rev().collect::<String>())
         }
-        None => question,
-    })
+        None => question.clone(),
+    };
+    Some((question, keywords))
 }
 
 struct Found {

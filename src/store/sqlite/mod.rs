@@ -242,14 +242,26 @@ impl super::Store for SqliteStore {
         self.write(|tx| recall::append(tx, scope, conversation, agent, messages))
     }
 
-    fn sync_messages(
+    fn sync_messages_embedded(
         &self,
         scope: &UserScope,
         conversation: &str,
         agent: &str,
         turns: &[super::NewMessage],
-    ) -> StoreResult<Vec<super::StoredMessage>> {
-        self.write(|tx| recall::sync(tx, scope, conversation, agent, turns))
+        known: &[(String, super::Embedding)],
+    ) -> StoreResult<(Vec<super::StoredMessage>, Vec<(i64, i64, u64)>)> {
+        self.write(|tx| {
+            let stored = recall::sync(tx, scope, conversation, agent, turns)?;
+            let mut embedded = Vec::new();
+            for message in &stored {
+                if let Some((_, embedding)) = known.iter().find(|(text, _)| *text == message.content) {
+                    let (uid, generation) =
+                        memories::set_embedding(tx, Corpus::Message, message.id, embedding)?;
+                    embedded.push((message.id, uid, generation));
+                }
+            }
+            Ok((stored, embedded))
+        })
     }
 
     fn extraction_progress(&self, scope: &UserScope, conversation: &str) -> StoreResult<i64> {
