@@ -247,9 +247,9 @@ pub fn query_words(text: &str) -> Vec<String> {
 /// BM25 costs about a microsecond per matching row, so a keyword search bounds the rows it
 /// scores: words matching more rows than this (across all users) are skipped. Such words carry
 /// almost no information (FTS5's IDF is computed over the whole table) and would dominate the cost.
-const ROWS_PER_TERM: i64 = 1_000;
+const ROWS_PER_TERM: i64 = 500;
 /// Upper bound on rows one search scores; the rarest words are kept first.
-const ROWS_BUDGET: i64 = 2_500;
+const ROWS_BUDGET: i64 = 1_500;
 
 /// Recent bounded counts of FTS queries (a word's frequency changes slowly; the pruning decision
 /// only needs it roughly), so a search does not re-probe every word every time.
