@@ -43,12 +43,30 @@ enum Command {
     },
     /// Re-embed everything without a vector of the configured model (after changing it).
     Reindex(ConfigArgs),
+    /// The post-processing job queue.
+    Jobs {
+        #[command(subcommand)]
+        command: JobsCommand,
+    },
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
     /// Quality evaluations that print figures (LoCoMo retrieval recall@k).
     #[command(subcommand)]
     Eval(crate::eval::EvalCommand),
+}
+
+#[derive(Subcommand)]
+enum JobsCommand {
+    /// List jobs (JSON, one per line), optionally of one state: queued, running, done, failed.
+    List {
+        #[command(flatten)]
+        config: ConfigArgs,
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
 }
 
 #[derive(Args)]
@@ -131,6 +149,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Memories { config, command } => {
             let config = load(&config, &Overrides::default())?;
             runtime()?.block_on(crate::commands::memories(&config, command))
+        }
+        Command::Jobs {
+            command:
+                JobsCommand::List {
+                    config,
+                    state,
+                    limit,
+                },
+        } => {
+            let config = load(&config, &Overrides::default())?;
+            runtime()?.block_on(crate::commands::jobs(&config, state, limit))
         }
         Command::Reindex(args) => {
             let config = load(&args, &Overrides::default())?;

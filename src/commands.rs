@@ -177,3 +177,16 @@ pub async fn reindex(config: &Config) -> anyhow::Result<()> {
     println!("re-embedded {count} rows with {model}");
     Ok(())
 }
+
+/// `memproxy jobs list`: the post-processing queue (failed jobs show their last error).
+pub async fn jobs(config: &Config, state: Option<String>, limit: usize) -> anyhow::Result<()> {
+    let memory = crate::server::open_memory(config).await?;
+    let page = Page { limit, offset: 0 };
+    let jobs = memory
+        .blocking(move |store, _| Ok(store.list_jobs(state.as_deref(), page)?))
+        .await?;
+    for job in jobs {
+        print_json(&job)?;
+    }
+    Ok(())
+}

@@ -16,6 +16,8 @@ pub const USER_HEADER: &str = "x-memproxy-user";
 pub const AGENT_HEADER: &str = "x-memproxy-agent";
 pub const CONVERSATION_HEADER: &str = "x-memproxy-conversation";
 pub const MODE_HEADER: &str = "x-memproxy-mode";
+/// `false`: use memory for this request but remember nothing of it (private chats, evaluations).
+pub const RECORD_HEADER: &str = "x-memproxy-record";
 pub const DEFAULT_ID: &str = "default";
 const MAX_ID_LEN: usize = 256;
 
@@ -25,6 +27,8 @@ pub struct Scope {
     pub user: String,
     pub agent: String,
     pub conversation: String,
+    /// Whether this exchange may be stored and learned from.
+    pub record: bool,
 }
 
 impl Scope {
@@ -45,11 +49,22 @@ impl Scope {
             Some(conversation) => conversation,
             None => conversation_fingerprint(request),
         };
+        let record = match header_id(headers, RECORD_HEADER)?.as_deref() {
+            None | Some("true" | "1" | "on") => true,
+            Some("false" | "0" | "off") => false,
+            Some(other) => {
+                return Err(ProxyError::invalid(
+                    format!("Header '{RECORD_HEADER}' must be true or false, not '{other}'."),
+                    Some(RECORD_HEADER),
+                ))
+            }
+        };
         Ok(Scope {
             tenant: tenant.to_owned(),
             user,
             agent,
             conversation,
+            record,
         })
     }
 }

@@ -46,7 +46,8 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
     config.upstream.url = mock.base_url();
     config.upstream.api_key = None;
     config.embedding.model_dir = Some(options.model_data_dir.join("models/all-MiniLM-L6-v2"));
-    config.embedding.onnxruntime = Some(options.model_data_dir.join("lib/libonnxruntime.so.1.24.4"));
+    config.embedding.onnxruntime =
+        Some(options.model_data_dir.join("lib/libonnxruntime.so.1.24.4"));
     config.memory.extraction_debounce = Duration::from_secs(3600);
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let server = crate::server::start_on(listener, config, Arc::new(LogExchanges)).await?;
@@ -59,9 +60,17 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
     let scope = UserScope::new("default", "bench-user");
     let mut batch = Vec::new();
     for n in 0..options.memories {
-        batch.push(synthetic_memory(n, &pool_texts, &pool_vectors, &model, &mut rng));
+        batch.push(synthetic_memory(
+            n,
+            &pool_texts,
+            &pool_vectors,
+            &model,
+            &mut rng,
+        ));
         if batch.len() == 5000 || n + 1 == options.memories {
-            memory.insert_embedded(&scope, std::mem::take(&mut batch), "bench").await?;
+            memory
+                .insert_embedded(&scope, std::mem::take(&mut batch), "bench")
+                .await?;
         }
     }
     memory.flush().await?;
@@ -71,17 +80,27 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
         format!("{}/v1/chat/completions", server.url()),
         format!("{}/chat/completions", mock.base_url()),
     );
-    let (mut preprocess, mut through, mut direct, mut injected) = (Vec::new(), Vec::new(), Vec::new(), 0);
+    let (mut preprocess, mut through, mut direct, mut injected) =
+        (Vec::new(), Vec::new(), Vec::new(), 0);
     for i in 0..options.requests + 10 {
         let source = &pool_texts[(rng.next() % pool_texts.len() as u64) as usize];
         let words: Vec<&str> = source.split_whitespace().collect();
-        let question = format!("What do you remember about this: {}?", words[..words.len().min(5)].join(" "));
+        let question = format!(
+            "What do you remember about this: {}?",
+            words[..words.len().min(5)].join(" ")
+        );
         let body = json!({"model": "mock-model", "messages": [
             {"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": question},
         ]});
         let started = Instant::now();
-        client.post(&direct_url).json(&body).send().await?.bytes().await?;
+        client
+            .post(&direct_url)
+            .json(&body)
+            .send()
+            .await?
+            .bytes()
+            .await?;
         let direct_time = started.elapsed();
         let started = Instant::now();
         let response = client
@@ -92,10 +111,21 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
             .send()
             .await?;
         let header = |name: &str| {
-            response.headers().get(name).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0)
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
         };
-        let (overhead_ms, memories) = (header("x-memproxy-overhead-ms"), header("x-memproxy-memories"));
-        anyhow::ensure!(response.headers().get("x-memproxy-degraded").is_none(), "a request was degraded");
+        let (overhead_ms, memories) = (
+            header("x-memproxy-overhead-ms"),
+            header("x-memproxy-memories"),
+        );
+        anyhow::ensure!(
+            response.headers().get("x-memproxy-degraded").is_none(),
+            "a request was degraded"
+        );
         response.bytes().await?;
         if i >= 10 {
             // The first requests warm caches and are not counted.
@@ -108,11 +138,29 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
     for samples in [&mut preprocess, &mut through, &mut direct] {
         samples.sort_unstable();
     }
-    println!("memproxy bench implicit: {} memories for the user, {} requests, local all-MiniLM-L6-v2", options.memories, options.requests);
-    println!("pre-processor (store turn, embed, retrieve, inject): p50 {:.2} ms  p99 {:.2} ms", quantile_ms(&preprocess, 0.5), quantile_ms(&preprocess, 0.99));
-    println!("end to end, direct to the upstream:                 p50 {:.2} ms  p99 {:.2} ms", quantile_ms(&direct, 0.5), quantile_ms(&direct, 0.99));
-    println!("end to end, through memproxy (implicit):            p50 {:.2} ms  p99 {:.2} ms", quantile_ms(&through, 0.5), quantile_ms(&through, 0.99));
-    println!("memories injected per request: {:.1} on average", injected as f64 / options.requests.max(1) as f64);
+    println!(
+        "memproxy bench implicit: {} memories for the user, {} requests, local all-MiniLM-L6-v2",
+        options.memories, options.requests
+    );
+    println!(
+        "pre-processor (store turn, embed, retrieve, inject): p50 {:.2} ms  p99 {:.2} ms",
+        quantile_ms(&preprocess, 0.5),
+        quantile_ms(&preprocess, 0.99)
+    );
+    println!(
+        "end to end, direct to the upstream:                 p50 {:.2} ms  p99 {:.2} ms",
+        quantile_ms(&direct, 0.5),
+        quantile_ms(&direct, 0.99)
+    );
+    println!(
+        "end to end, through memproxy (implicit):            p50 {:.2} ms  p99 {:.2} ms",
+        quantile_ms(&through, 0.5),
+        quantile_ms(&through, 0.99)
+    );
+    println!(
+        "memories injected per request: {:.1} on average",
+        injected as f64 / options.requests.max(1) as f64
+    );
     server.shutdown().await;
     Ok(())
 }

@@ -240,16 +240,33 @@ pub async fn run(options: RetrievalBench) -> anyhow::Result<()> {
 }
 
 /// Memory `n`: a pool sentence plus a unique note as text, a mix of two pool embeddings as vector.
-pub(crate) fn synthetic_memory(n: usize, pool_texts: &[String], pool_vectors: &[Vec<f32>], model: &str, rng: &mut Rng) -> NewMemory {
+pub(crate) fn synthetic_memory(
+    n: usize,
+    pool_texts: &[String],
+    pool_vectors: &[Vec<f32>],
+    model: &str,
+    rng: &mut Rng,
+) -> NewMemory {
     let (a, b) = (n % pool_texts.len(), (n * 7919 + 13) % pool_texts.len());
-    let mut vector: Vec<f32> = pool_vectors[a].iter().zip(&pool_vectors[b]).map(|(x, y)| x + 0.35 * y).collect();
+    let mut vector: Vec<f32> = pool_vectors[a]
+        .iter()
+        .zip(&pool_vectors[b])
+        .map(|(x, y)| x + 0.35 * y)
+        .collect();
     normalize(&mut vector);
     NewMemory {
-        text: format!("{} (note {n}, tag t{})", pool_texts[a], rng.next() % 100_000),
+        text: format!(
+            "{} (note {n}, tag t{})",
+            pool_texts[a],
+            rng.next() % 100_000
+        ),
         kind: "fact".into(),
         sources: vec![],
         created_at_ms: 1_700_000_000_000 + n as i64,
-        embedding: Some(Embedding { model: model.to_owned(), vector }),
+        embedding: Some(Embedding {
+            model: model.to_owned(),
+            vector,
+        }),
     }
 }
 

@@ -319,7 +319,8 @@ impl MemoryService {
             let embeddings = self
                 .embed(missing.iter().map(|m| m.content.clone()).collect())
                 .await?;
-            let rows: Vec<(i64, Embedding)> = missing.iter().map(|m| m.id).zip(embeddings).collect();
+            let rows: Vec<(i64, Embedding)> =
+                missing.iter().map(|m| m.id).zip(embeddings).collect();
             self.blocking(move |store, vectors| {
                 let written = store.set_embeddings(Corpus::Message, &rows)?;
                 if let Some((_, uid, _)) = written.first() {

@@ -179,7 +179,7 @@ fn reply_message(exchange: &Exchange) -> Option<ChatMessage> {
 #[async_trait]
 impl ExchangeHook for PostProcessor {
     async fn on_exchange(&self, exchange: Exchange) {
-        if !matches!(exchange.mode, Mode::Summary | Mode::Implicit) {
+        if !matches!(exchange.mode, Mode::Summary | Mode::Implicit) || !exchange.scope.record {
             return;
         }
         if matches!(exchange.outcome, Outcome::UpstreamFailed { .. }) && exchange.replies.is_empty()

@@ -143,7 +143,7 @@ async fn handle(
         MODE_RESPONSE_HEADER,
         HeaderValue::from_static(mode.as_str()),
     );
-    rewrite_headers(&mut relayed, &rewrite);
+    rewrite_headers(&mut relayed, mode, &rewrite);
     let is_event_stream = upstream
         .headers()
         .get(header::CONTENT_TYPE)
@@ -204,7 +204,10 @@ async fn handle(
 }
 
 /// What the strategy did, for clients and comparisons (design §2).
-fn rewrite_headers(headers: &mut HeaderMap, rewrite: &crate::strategy::Rewrite) {
+fn rewrite_headers(headers: &mut HeaderMap, mode: Mode, rewrite: &crate::strategy::Rewrite) {
+    if mode == Mode::Passthrough {
+        return;
+    }
     let mut put = |name: &'static str, value: String| {
         if let Ok(value) = HeaderValue::from_str(&value) {
             headers.insert(HeaderName::from_static(name), value);

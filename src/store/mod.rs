@@ -306,7 +306,9 @@ pub trait Store: Send + Sync + 'static {
         agent: &str,
         turns: &[NewMessage],
     ) -> StoreResult<Vec<StoredMessage>> {
-        Ok(self.sync_messages_embedded(scope, conversation, agent, turns, &[])?.0)
+        Ok(self
+            .sync_messages_embedded(scope, conversation, agent, turns, &[])?
+            .0)
     }
     /// As `sync_messages`, giving the new turns whose text is in `known` that embedding in the
     /// same transaction; also returns `(id, uid, generation)` of each turn so embedded.

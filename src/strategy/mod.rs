@@ -64,7 +64,7 @@ pub struct MemoryLlmConfig {
 impl Default for MemoryConfig {
     fn default() -> Self {
         MemoryConfig {
-            history_budget_tokens: 3000,
+            history_budget_tokens: 2000,
             memory_budget_tokens: 800,
             inject: Placement::System,
             preprocess_timeout: Duration::from_secs(2),

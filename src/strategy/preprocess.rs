@@ -14,7 +14,7 @@ use crate::mode::Mode;
 use crate::openai::{ChatMessage, ChatRequest};
 use crate::store::{now_ms, Corpus, NewMessage, UserScope};
 
-/// What the pre-processor did to one request.
+/// What the pre-processor did to one request (all zero for `passthrough`, which does nothing).
 #[derive(Debug, Default)]
 pub struct Rewrite {
     /// The request to send upstream; `None`: the client's own, unchanged.
@@ -56,12 +56,13 @@ pub async fn prepare(
     request: &ChatRequest,
 ) -> Rewrite {
     let started = Instant::now();
+    if matches!(mode, Mode::Passthrough | Mode::Explicit) {
+        // Nothing to rewrite, and no tokenizing on the plain proxy's hot path.
+        return Rewrite::default();
+    }
     let tokens_before = compact::total_tokens(&request.messages);
     let mut rewrite = match mode {
-        Mode::Passthrough | Mode::Explicit => Rewrite {
-            tokens_after: tokens_before,
-            ..Rewrite::default()
-        },
+        Mode::Passthrough | Mode::Explicit => Rewrite::default(),
         Mode::Window => {
             let window = compact::window(&request.messages, config.history_budget_tokens);
             build(request, &window, None, config)
@@ -135,14 +136,21 @@ async fn with_memory(
 ) -> Result<Rewrite, String> {
     let user = UserScope::from(scope);
     let turns = turns_of(&request.messages, now_ms());
-    let query = (mode == Mode::Implicit).then(|| query_of(request)).flatten();
+    let query = (mode == Mode::Implicit)
+        .then(|| query_of(request))
+        .flatten();
     // The vector is the question's (the newest user turn, stored with it); keywords also get the
     // end of the previous assistant turn.
     let question = query.as_ref().map(|(question, _)| question.clone());
-    let (_, query_vector) = memory
-        .record_messages_and_embed(&user, &scope.conversation, &scope.agent, turns, question)
-        .await
-        .map_err(|e| e.to_string())?;
+    let query_vector = if scope.record {
+        memory
+            .record_messages_and_embed(&user, &scope.conversation, &scope.agent, turns, question)
+            .await
+            .map_err(|e| e.to_string())?
+            .1
+    } else {
+        None // retrieval embeds the query itself; nothing is stored
+    };
     let window = compact::window(&request.messages, config.history_budget_tokens);
     let mut block = MemoryBlock::default();
     if !window.dropped.is_empty() {
@@ -154,8 +162,14 @@ async fn with_memory(
             .map(|s| s.text);
     }
     if let Some((_, keywords)) = query {
-        let found = Found { query: keywords, vector: query_vector };
-        retrieve_into(&mut block, memory, config, scope, &user, request, &window, found).await?;
+        let found = Found {
+            query: keywords,
+            vector: query_vector,
+        };
+        retrieve_into(
+            &mut block, memory, config, scope, &user, request, &window, found,
+        )
+        .await?;
     }
     Ok(build(request, &window, Some(block), config))
 }
@@ -224,7 +238,20 @@ async fn retrieve_into(
         let in_context = hit.corpus == Corpus::Message
             && hit.conversation.as_deref() == Some(scope.conversation.as_str())
             && in_window.iter().any(|text| *text == hit.text.trim());
-        if in_context || hit.text.trim().is_empty() || block.count() >= config.max_memories {
+        // A fact extracted word for word from a turn, or the same turn twice: one is enough.
+        let repeated = block
+            .facts
+            .iter()
+            .any(|(_, text)| text.trim() == hit.text.trim())
+            || block
+                .turns
+                .iter()
+                .any(|(_, _, text)| text.trim() == hit.text.trim());
+        if in_context
+            || repeated
+            || hit.text.trim().is_empty()
+            || block.count() >= config.max_memories
+        {
             continue;
         }
         if hit.tokens > budget {

@@ -556,3 +556,63 @@ async fn queued_jobs_survive_a_restart() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_unrecorded_request_uses_memory_but_leaves_none() {
+    let h = fast_harness().await;
+    implicit(
+        &h,
+        "ivy",
+        json!([{"role": "user", "content": "My favourite tea is oolong."}]),
+    )
+    .await;
+    eventually("the fact is extracted", || async {
+        memories(&h, "ivy")
+            .await
+            .iter()
+            .any(|m| m.contains("oolong"))
+    })
+    .await;
+    let response = h
+        .client
+        .post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-user", "ivy")
+        .header("x-memproxy-record", "false")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "Which tea do I like? I secretly also love matcha."}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    assert!(last_prompt(&h).contains("oolong"), "memory is still used");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        memories(&h, "ivy")
+            .await
+            .iter()
+            .all(|m| !m.contains("matcha")),
+        "nothing of it was learned"
+    );
+    let conversations: Value = h
+        .client
+        .get(h.url("/memproxy/v1/users/ivy/conversations"))
+        .send()
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        conversations["data"].as_array().map(Vec::len),
+        Some(1),
+        "the unrecorded chat was not stored"
+    );
+    let bad = h
+        .client
+        .post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-record", "maybe")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(bad.status(), 400);
+}

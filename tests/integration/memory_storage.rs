@@ -595,3 +595,29 @@ fn resent_windowed_edited_and_regenerated_histories_keep_the_log_straight() {
         .expect("list");
     assert_eq!(all.len(), 8, "nothing was deleted: {all:?}");
 }
+
+#[test]
+fn a_new_memory_is_found_by_keyword_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = SqliteStore::open(&dir.path().join("memproxy.db")).expect("open");
+    // A search before the word exists must not hide the row added right after it.
+    assert!(store
+        .keyword_search(&alice(), Corpus::Memory, "zeppelin ride", 10)
+        .expect("search")
+        .is_empty());
+    let memory = NewMemory {
+        text: "Alice took a zeppelin ride.".into(),
+        kind: "fact".into(),
+        sources: vec![],
+        created_at_ms: 1,
+        embedding: None,
+    };
+    store.insert_memory(&alice(), &memory, "t").expect("insert");
+    assert_eq!(
+        store
+            .keyword_search(&alice(), Corpus::Memory, "zeppelin ride", 10)
+            .expect("search")
+            .len(),
+        1
+    );
+}

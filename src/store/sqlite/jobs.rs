@@ -29,6 +29,8 @@ fn job_row(row: &Row) -> rusqlite::Result<Job> {
     })
 }
 
+const MAX_POSTPONE_MS: i64 = 60_000;
+
 pub fn enqueue(tx: &Transaction, job: &NewJob) -> StoreResult<i64> {
     let uid = match &job.scope {
         Some(scope) => Some(ensure_uid(tx, scope)?),
@@ -44,10 +46,19 @@ pub fn enqueue(tx: &Transaction, job: &NewJob) -> StoreResult<i64> {
             )
             .optional()?;
         if let Some(id) = pending {
-            // Debounce: one pending job per key, started after the latest request for it.
+            // Debounce: one pending job per key, started after the latest request for it, but
+            // never postponed more than MAX_POSTPONE past its creation (a busy conversation must
+            // still be processed).
             tx.execute(
-                "UPDATE jobs SET payload = ?1, run_after = MAX(run_after, ?2), updated_at = ?3 WHERE id = ?4",
-                params![job.payload.to_string(), job.run_after_ms, now, id],
+                "UPDATE jobs SET payload = ?1, updated_at = ?3,
+                     run_after = MIN(MAX(run_after, ?2), created_at + ?5) WHERE id = ?4",
+                params![
+                    job.payload.to_string(),
+                    job.run_after_ms,
+                    now,
+                    id,
+                    MAX_POSTPONE_MS
+                ],
             )?;
             return Ok(id);
         }

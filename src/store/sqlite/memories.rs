@@ -251,42 +251,52 @@ const ROWS_PER_TERM: i64 = 500;
 /// Upper bound on rows one search scores; the rarest words are kept first.
 const ROWS_BUDGET: i64 = 1_500;
 
-/// Recent bounded counts of FTS queries (a word's frequency changes slowly; the pruning decision
-/// only needs it roughly), so a search does not re-probe every word every time.
+/// FTS queries recently found to match more rows than the cap. Only those are remembered: a word
+/// that is common stays common (skipping it is the point), while a rare word's count must be fresh
+/// (a memory added a moment ago has to be findable by its words at once).
 #[derive(Default)]
-pub struct CountCache(std::sync::Mutex<HashMap<String, (i64, Instant)>>);
+pub struct CommonTerms(std::sync::Mutex<HashMap<String, Instant>>);
 
-const COUNT_TTL: Duration = Duration::from_secs(30);
-const COUNT_CACHE_ENTRIES: usize = 50_000;
+const COMMON_TTL: Duration = Duration::from_secs(60);
+const COMMON_ENTRIES: usize = 50_000;
 
-impl CountCache {
-    fn get_or(&self, key: String, count: impl FnOnce() -> StoreResult<i64>) -> StoreResult<i64> {
-        if let Ok(cache) = self.0.lock() {
-            if let Some((value, at)) = cache.get(&key) {
-                if at.elapsed() < COUNT_TTL {
-                    return Ok(*value);
-                }
+impl CommonTerms {
+    fn known(&self, key: &str) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|common| common.get(key).is_some_and(|at| at.elapsed() < COMMON_TTL))
+    }
+
+    fn remember(&self, key: String) {
+        if let Ok(mut common) = self.0.lock() {
+            if common.len() >= COMMON_ENTRIES {
+                common.clear();
             }
+            common.insert(key, Instant::now());
         }
-        let value = count()?;
-        if let Ok(mut cache) = self.0.lock() {
-            if cache.len() >= COUNT_CACHE_ENTRIES {
-                cache.clear();
-            }
-            cache.insert(key, (value, Instant::now()));
-        }
-        Ok(value)
     }
 }
 
 /// How many rows match an FTS query, counting at most `cap + 1` (cheap: no scoring).
-fn bounded_count(connection: &Connection, cache: &CountCache, fts: &str, query: &str, cap: i64) -> StoreResult<i64> {
-    cache.get_or(format!("{fts}\u{0}{query}"), || {
-        let mut statement = connection.prepare_cached(&format!(
-            "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT ?2)"
-        ))?;
-        Ok(statement.query_row(params![query, cap + 1], |row| row.get(0))?)
-    })
+fn bounded_count(
+    connection: &Connection,
+    common: &CommonTerms,
+    fts: &str,
+    query: &str,
+    cap: i64,
+) -> StoreResult<i64> {
+    let key = format!("{fts}\u{0}{query}");
+    if common.known(&key) {
+        return Ok(cap + 1);
+    }
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT ?2)"
+    ))?;
+    let rows: i64 = statement.query_row(params![query, cap + 1], |row| row.get(0))?;
+    if rows > cap {
+        common.remember(key);
+    }
+    Ok(rows)
 }
 
 fn quoted_any(words: &[String]) -> String {
@@ -302,14 +312,20 @@ fn quoted_any(words: &[String]) -> String {
 /// scope tag when the user is small (the join on `uid` keeps only their rows in any case).
 fn keyword_query(
     connection: &Connection,
-    cache: &CountCache,
+    cache: &CommonTerms,
     fts: &str,
     uid: i64,
     words: &[String],
 ) -> StoreResult<Option<String>> {
     let mut counted = Vec::with_capacity(words.len());
     for word in words {
-        let rows = bounded_count(connection, cache, fts, &format!("text:\"{word}\""), ROWS_PER_TERM)?;
+        let rows = bounded_count(
+            connection,
+            cache,
+            fts,
+            &format!("text:\"{word}\""),
+            ROWS_PER_TERM,
+        )?;
         if rows > 0 && rows <= ROWS_PER_TERM {
             counted.push((rows, word));
         }
@@ -337,7 +353,7 @@ fn keyword_query(
 
 pub fn keyword_search(
     connection: &Connection,
-    cache: &CountCache,
+    cache: &CommonTerms,
     scope: &UserScope,
     corpus: Corpus,
     query: &str,

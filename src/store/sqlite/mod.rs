@@ -25,7 +25,7 @@ pub struct SqliteStore {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
-    term_counts: memories::CountCache,
+    common_terms: memories::CommonTerms,
 }
 
 fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
@@ -60,7 +60,7 @@ impl SqliteStore {
             writer: Mutex::new(writer),
             readers,
             next_reader: AtomicUsize::new(0),
-            term_counts: memories::CountCache::default(),
+            common_terms: memories::CommonTerms::default(),
         })
     }
 
@@ -254,7 +254,9 @@ impl super::Store for SqliteStore {
             let stored = recall::sync(tx, scope, conversation, agent, turns)?;
             let mut embedded = Vec::new();
             for message in &stored {
-                if let Some((_, embedding)) = known.iter().find(|(text, _)| *text == message.content) {
+                if let Some((_, embedding)) =
+                    known.iter().find(|(text, _)| *text == message.content)
+                {
                     let (uid, generation) =
                         memories::set_embedding(tx, Corpus::Message, message.id, embedding)?;
                     embedded.push((message.id, uid, generation));
@@ -382,7 +384,7 @@ impl super::Store for SqliteStore {
         query: &str,
         limit: usize,
     ) -> StoreResult<Vec<(i64, f64)>> {
-        self.read(|c| memories::keyword_search(c, &self.term_counts, scope, corpus, query, limit))
+        self.read(|c| memories::keyword_search(c, &self.common_terms, scope, corpus, query, limit))
     }
 
     fn documents(
