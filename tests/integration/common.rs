@@ -207,3 +207,15 @@ pub fn local_embedder() -> memproxy::embed::SharedEmbedder {
 pub fn memory_in(dir: &std::path::Path) -> memproxy::memory::MemoryService {
     memproxy::memory::MemoryService::open(dir, local_embedder()).expect("memory opens")
 }
+
+/// GET a path of the proxy and parse the JSON answer.
+pub async fn get_json(h: &Harness, path: &str) -> Value {
+    h.client
+        .get(h.url(path))
+        .send()
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json")
+}

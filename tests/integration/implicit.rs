@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
-use crate::common::{harness_with, restart, Harness};
+use crate::common::{get_json, harness_with, restart, Harness};
 
 async fn implicit(h: &Harness, user: &str, messages: Value) -> reqwest::Response {
     h.client
@@ -36,15 +36,7 @@ where
 }
 
 async fn memories(h: &Harness, user: &str) -> Vec<String> {
-    let list: Value = h
-        .client
-        .get(h.url(&format!("/memproxy/v1/users/{user}/memories")))
-        .send()
-        .await
-        .expect("answer")
-        .json()
-        .await
-        .expect("json");
+    let list = get_json(h, &format!("/memproxy/v1/users/{user}/memories")).await;
     list["data"]
         .as_array()
         .into_iter()
@@ -154,45 +146,25 @@ async fn resent_history_is_stored_once() {
     ]);
     implicit(&h, "carol", history.clone()).await;
     implicit(&h, "carol", history).await; // a retry of the same request
-    let conversations: Value = h
-        .client
-        .get(h.url("/memproxy/v1/users/carol/conversations"))
-        .send()
-        .await
-        .expect("answer")
-        .json()
-        .await
-        .expect("json");
+    let conversations = get_json(&h, "/memproxy/v1/users/carol/conversations").await;
     let id = conversations["data"][0]["id"]
         .as_str()
         .expect("conversation")
         .to_owned();
     eventually("both replies stored", || async {
-        let messages: Value = h
-            .client
-            .get(h.url(&format!(
-                "/memproxy/v1/users/carol/conversations/{id}/messages"
-            )))
-            .send()
-            .await
-            .expect("answer")
-            .json()
-            .await
-            .expect("json");
+        let messages = get_json(
+            &h,
+            &format!("/memproxy/v1/users/carol/conversations/{id}/messages"),
+        )
+        .await;
         messages["data"].as_array().map(Vec::len) == Some(4)
     })
     .await;
-    let messages: Value = h
-        .client
-        .get(h.url(&format!(
-            "/memproxy/v1/users/carol/conversations/{id}/messages"
-        )))
-        .send()
-        .await
-        .expect("answer")
-        .json()
-        .await
-        .expect("json");
+    let messages = get_json(
+        &h,
+        &format!("/memproxy/v1/users/carol/conversations/{id}/messages"),
+    )
+    .await;
     let contents: Vec<&str> = messages["data"]
         .as_array()
         .expect("list")
@@ -246,15 +218,7 @@ async fn update_and_invalidate_change_what_is_injected() {
         memories(&h, "dana").await == ["Dana moved to Berlin."]
     })
     .await;
-    let all: Value = h
-        .client
-        .get(h.url("/memproxy/v1/users/dana/memories?include_invalid=true"))
-        .send()
-        .await
-        .expect("answer")
-        .json()
-        .await
-        .expect("json");
+    let all = get_json(&h, "/memproxy/v1/users/dana/memories?include_invalid=true").await;
     assert_eq!(
         all["data"].as_array().map(Vec::len),
         Some(2),
@@ -304,15 +268,7 @@ async fn update_and_invalidate_change_what_is_injected() {
         !seen.contains("Dana lives in Paris."),
         "an invalidated memory was injected: {seen}"
     );
-    let events: Value = h
-        .client
-        .get(h.url("/memproxy/v1/users/dana/events"))
-        .send()
-        .await
-        .expect("answer")
-        .json()
-        .await
-        .expect("json");
+    let events = get_json(&h, "/memproxy/v1/users/dana/events").await;
     assert!(
         events["data"]
             .as_array()
@@ -342,15 +298,7 @@ async fn a_malformed_memory_llm_answer_fails_the_job_visibly_and_changes_nothing
     .await;
     assert_eq!(response.status(), 200, "the chat answer is unaffected");
     eventually("the job is marked failed", || async {
-        let jobs: Value = h
-            .client
-            .get(h.url("/memproxy/v1/jobs?state=failed"))
-            .send()
-            .await
-            .expect("answer")
-            .json()
-            .await
-            .expect("json");
+        let jobs = get_json(&h, "/memproxy/v1/jobs?state=failed").await;
         jobs["data"].as_array().is_some_and(|j| {
             j.len() == 1
                 && j[0]["last_error"]
@@ -504,15 +452,7 @@ async fn a_disconnect_mid_stream_still_stores_what_was_generated() {
     }
     drop(body);
     eventually("the partial reply is stored", || async {
-        let messages: Value = h
-            .client
-            .get(h.url("/memproxy/v1/users/gus/conversations/story/messages"))
-            .send()
-            .await
-            .expect("answer")
-            .json()
-            .await
-            .expect("json");
+        let messages = get_json(&h, "/memproxy/v1/users/gus/conversations/story/messages").await;
         messages["data"].as_array().is_some_and(|m| {
             m.len() == 2
                 && m[1]["content"]
@@ -534,15 +474,7 @@ async fn queued_jobs_survive_a_restart() {
     .await;
     // Give the hook time to store the reply and queue the (debounced) job, then stop at once.
     eventually("the job is queued", || async {
-        let jobs: Value = h
-            .client
-            .get(h.url("/memproxy/v1/jobs?state=queued"))
-            .send()
-            .await
-            .expect("answer")
-            .json()
-            .await
-            .expect("json");
+        let jobs = get_json(&h, "/memproxy/v1/jobs?state=queued").await;
         jobs["data"].as_array().is_some_and(|j| !j.is_empty())
     })
     .await;
@@ -592,15 +524,7 @@ async fn an_unrecorded_request_uses_memory_but_leaves_none() {
             .all(|m| !m.contains("matcha")),
         "nothing of it was learned"
     );
-    let conversations: Value = h
-        .client
-        .get(h.url("/memproxy/v1/users/ivy/conversations"))
-        .send()
-        .await
-        .expect("answer")
-        .json()
-        .await
-        .expect("json");
+    let conversations = get_json(&h, "/memproxy/v1/users/ivy/conversations").await;
     assert_eq!(
         conversations["data"].as_array().map(Vec::len),
         Some(1),
