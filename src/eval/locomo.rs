@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde::Deserialize;
+
+use super::{Question, Turn};
 use serde_json::{json, Value};
 
 use crate::bench::quantile_ms;
@@ -47,23 +49,6 @@ struct Sample {
     sample_id: String,
     conversation: serde_json::Map<String, Value>,
     qa: Vec<Question>,
-}
-
-#[derive(Deserialize)]
-struct Question {
-    question: String,
-    #[serde(default)]
-    evidence: Vec<String>,
-    category: u8,
-}
-
-#[derive(Deserialize)]
-struct Turn {
-    speaker: String,
-    dia_id: String,
-    text: String,
-    #[serde(default)]
-    blip_caption: Option<String>,
 }
 
 const CATEGORIES: [(u8, &str); 4] = [
@@ -175,10 +160,7 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
                 .iter()
                 .enumerate()
                 .map(|(position, turn)| {
-                    let mut content = format!("{}: {}", turn.speaker, turn.text);
-                    if let Some(caption) = &turn.blip_caption {
-                        content.push_str(&format!(" [shares a photo of {caption}]"));
-                    }
+                    let content = format!("{}: {}", turn.speaker, turn.content());
                     NewMessage {
                         position: position as i64,
                         role: if turn.speaker == speaker_a {

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use serde::Deserialize;
+
+use super::{Question, Turn};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
@@ -44,32 +45,6 @@ pub struct StrategiesEval {
     /// Also write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
-}
-
-#[derive(Deserialize)]
-struct Turn {
-    speaker: String,
-    dia_id: String,
-    text: String,
-    #[serde(default)]
-    blip_caption: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct Question {
-    question: String,
-    #[serde(default)]
-    evidence: Vec<String>,
-    category: u8,
-}
-
-impl Turn {
-    fn content(&self) -> String {
-        match &self.blip_caption {
-            Some(caption) => format!("{} [shares a photo of {caption}]", self.text),
-            None => self.text.clone(),
-        }
-    }
 }
 
 const SYSTEM: &str = "You are a friendly companion chatting with the user.";
