@@ -110,14 +110,7 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
             .json(&body)
             .send()
             .await?;
-        let header = |name: &str| {
-            response
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(0.0)
-        };
+        let header = |name: &str| super::header_number(&response, name);
         let (overhead_ms, memories) = (
             header("x-memproxy-overhead-ms"),
             header("x-memproxy-memories"),

@@ -42,3 +42,13 @@ pub fn rss_mib() -> f64 {
         })
         .map_or(0.0, |kib| kib / 1024.0)
 }
+
+/// A numeric memproxy answer header (`x-memproxy-*`), 0 when absent.
+pub fn header_number(response: &reqwest::Response, name: &str) -> f64 {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0)
+}

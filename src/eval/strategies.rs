@@ -163,14 +163,7 @@ pub async fn run(options: StrategiesEval) -> anyhow::Result<()> {
                 .json(&json!({"model": "mock-model", "messages": history}))
                 .send()
                 .await?;
-            let header = |name: &str| {
-                response
-                    .headers()
-                    .get(name)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<usize>().ok())
-                    .unwrap_or(0)
-            };
+            let header = |name: &str| crate::bench::header_number(&response, name) as usize;
             // Passthrough sends the history as is (and does not tokenize it, so count here).
             let sent = match mode {
                 Mode::Passthrough => {

@@ -288,15 +288,7 @@ pub trait Store: Send + Sync + 'static {
     /// Removes the user and everything they own; returns whether they existed.
     fn delete_user(&self, scope: &UserScope) -> StoreResult<bool>;
 
-    // Recall log.
-    /// Stores turns at the positions they carry (imports); returns the ones not stored before.
-    fn append_messages(
-        &self,
-        scope: &UserScope,
-        conversation: &str,
-        agent: &str,
-        messages: &[NewMessage],
-    ) -> StoreResult<Vec<StoredMessage>>;
+    // Recall log (imports keep their positions through `import_user`).
     /// Stores a chat app's view of a conversation, aligned with the log by content (positions are
     /// assigned here; edits and regenerations supersede the replaced turns). Returns new turns.
     fn sync_messages(

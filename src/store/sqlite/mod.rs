@@ -232,16 +232,6 @@ impl super::Store for SqliteStore {
         })
     }
 
-    fn append_messages(
-        &self,
-        scope: &UserScope,
-        conversation: &str,
-        agent: &str,
-        messages: &[super::NewMessage],
-    ) -> StoreResult<Vec<super::StoredMessage>> {
-        self.write(|tx| recall::append(tx, scope, conversation, agent, messages))
-    }
-
     fn sync_messages_embedded(
         &self,
         scope: &UserScope,
