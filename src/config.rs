@@ -75,6 +75,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub embedding: crate::embed::EmbeddingConfig,
     pub memory: crate::strategy::MemoryConfig,
+    pub explicit: crate::agent::ExplicitConfig,
     pub log: LogConfig,
 }
 
@@ -146,6 +147,7 @@ impl Default for Config {
             auth: AuthConfig::default(),
             embedding: crate::embed::EmbeddingConfig::default(),
             memory: crate::strategy::MemoryConfig::default(),
+            explicit: crate::agent::ExplicitConfig::default(),
             log: LogConfig::default(),
         }
     }
@@ -306,6 +308,9 @@ impl Config {
         {
             return Err(invalid("auth.admin_key", "must not be empty"));
         }
+        self.explicit
+            .validate()
+            .map_err(|message| invalid("explicit", message))?;
         if self.embedding.threads == 0 {
             return Err(invalid("embedding.threads", "must be at least 1"));
         }

@@ -53,6 +53,31 @@ pub fn ymd_weekday(ms: i64) -> String {
     format!("{} ({})", ymd(ms), DAYS[day.rem_euclid(7) as usize])
 }
 
+/// `YYYY-MM-DD HH:MM:SS UTC` of a millisecond timestamp (times shown to an agent).
+pub fn timestamp(ms: i64) -> String {
+    let seconds = ms.div_euclid(1000).rem_euclid(86_400);
+    format!(
+        "{} {:02}:{:02}:{:02} UTC",
+        ymd(ms),
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
+}
+
+/// Milliseconds at the start (UTC) of a `YYYY-MM-DD` date (anything after the date is ignored).
+pub fn parse_ymd(text: &str) -> Option<i64> {
+    let date = text.trim().get(..10)?;
+    let mut parts = date.split('-');
+    let year: i64 = parts.next()?.parse().ok()?;
+    let month: i64 = parts.next()?.parse().ok()?;
+    let day: i64 = parts.next()?.parse().ok()?;
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
+        return None;
+    }
+    Some(days_from_civil(year, month, day) * 86_400_000)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -65,5 +90,10 @@ mod tests {
         }
         assert_eq!(ymd(1_683_554_160_000), "2023-05-08");
         assert_eq!(ymd_weekday(0), "1970-01-01 (Thursday)");
+        assert_eq!(timestamp(1_683_554_160_000), "2023-05-08 13:56:00 UTC");
+        assert_eq!(parse_ymd("2023-05-08"), Some(1_683_504_000_000));
+        assert_eq!(parse_ymd("2023-05-08T10:00"), Some(1_683_504_000_000));
+        assert_eq!(parse_ymd("2023-13-08"), None);
+        assert_eq!(parse_ymd("May 8"), None);
     }
 }

@@ -11,8 +11,6 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::mode::Mode;
-
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
     #[error("{message}")]
@@ -27,8 +25,8 @@ pub enum ProxyError {
     Unauthorized,
     #[error("Unknown route: {method} {path}")]
     NotFound { method: String, path: String },
-    #[error("Mode '{0}' is not implemented yet; use 'passthrough'.")]
-    ModeNotImplemented(Mode),
+    #[error("{0}")]
+    ContextLengthExceeded(String),
     #[error("The upstream LLM at {url} is unreachable: {reason}")]
     UpstreamUnreachable { url: String, reason: String },
     #[error("The upstream LLM did not answer within {}.", humantime::format_duration(*.0))]
@@ -75,10 +73,10 @@ impl ProxyError {
                 "invalid_request_error",
                 "unknown_route",
             ),
-            ModeNotImplemented(_) => (
-                StatusCode::NOT_IMPLEMENTED,
+            ContextLengthExceeded(_) => (
+                StatusCode::BAD_REQUEST,
                 "invalid_request_error",
-                "mode_not_implemented",
+                "context_length_exceeded",
             ),
             UpstreamUnreachable { .. } => (
                 StatusCode::BAD_GATEWAY,
@@ -113,7 +111,7 @@ impl ProxyError {
     fn param(&self) -> Option<&str> {
         match self {
             ProxyError::InvalidRequest { param, .. } => param.as_deref(),
-            ProxyError::ModeNotImplemented(_) => Some("mode"),
+            ProxyError::ContextLengthExceeded(_) => Some("messages"),
             _ => None,
         }
     }

@@ -46,6 +46,17 @@ impl Scope {
         };
         let agent = header_id(headers, AGENT_HEADER)?.unwrap_or_else(|| DEFAULT_ID.to_owned());
         let conversation = match header_id(headers, CONVERSATION_HEADER)? {
+            Some(conversation)
+                if conversation.starts_with(crate::store::AGENT_CONVERSATION_PREFIX) =>
+            {
+                return Err(ProxyError::invalid(
+                    format!(
+                        "Header '{CONVERSATION_HEADER}' may not start with '{}' (reserved for agents' own logs).",
+                        crate::store::AGENT_CONVERSATION_PREFIX
+                    ),
+                    Some(CONVERSATION_HEADER),
+                ))
+            }
             Some(conversation) => conversation,
             None => conversation_fingerprint(request),
         };

@@ -4,6 +4,7 @@
 //! upstream and manages memory on the way (see `../shared/design.md`). This crate is both the
 //! `memproxy` binary and a library, so tests and benchmarks drive the real server in-process.
 
+pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod commands;

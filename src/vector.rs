@@ -163,6 +163,18 @@ impl VectorIndexes {
         query: &[f32],
         k: usize,
     ) -> StoreResult<Vec<(i64, f32)>> {
+        self.search_among(uid, corpus, query, k, None)
+    }
+
+    /// As [`Self::search`], only among `allowed` ids (one agent's rows within the user's index).
+    pub fn search_among(
+        &self,
+        uid: i64,
+        corpus: Corpus,
+        query: &[f32],
+        k: usize,
+        allowed: Option<&std::collections::HashSet<i64>>,
+    ) -> StoreResult<Vec<(i64, f32)>> {
         if query.len() != self.dimensions || k == 0 {
             return Ok(Vec::new());
         }
@@ -174,7 +186,12 @@ impl VectorIndexes {
         if index.size() == 0 {
             return Ok(Vec::new());
         }
-        let matches = index.search(query, k).map_err(index_error)?;
+        let matches = match allowed {
+            Some(allowed) => index
+                .filtered_search(query, k, |key| allowed.contains(&(key as i64)))
+                .map_err(index_error)?,
+            None => index.search(query, k).map_err(index_error)?,
+        };
         Ok(matches
             .keys
             .iter()

@@ -4,6 +4,7 @@
 //! update the index with the generation SQLite returned) and moves all blocking work (SQLite,
 //! ONNX, HNSW) off the async runtime. Strategies, the management API and the CLI all use it.
 
+mod agent;
 pub mod retrieval;
 pub mod transfer;
 

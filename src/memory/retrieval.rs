@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::embed::cosine;
-use crate::store::{Corpus, Document, Store, StoreResult, UserScope};
+use crate::store::{Corpus, Document, Store, StoreResult, UserScope, Within};
 use crate::vector::VectorIndexes;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -41,6 +41,8 @@ pub struct RetrievalRequest {
     /// Reciprocal rank fusion constant: a rank r scores weight / (k + r + 1). Smaller k lets the
     /// top of each list count more against items that are merely present in both.
     pub rrf_k: f64,
+    /// Only this agent's passages or this conversation's messages.
+    pub within: Option<Within>,
 }
 
 impl Default for RetrievalRequest {
@@ -59,6 +61,7 @@ impl Default for RetrievalRequest {
             vector_weight: 1.0,
             keyword_weight: 1.0,
             rrf_k: 5.0,
+            within: None,
         }
     }
 }
@@ -104,9 +107,21 @@ pub fn retrieve(
     let mut hits = Vec::new();
     for &corpus in &request.corpora {
         let mut ranks: HashMap<i64, Ranks> = HashMap::new();
+        let allowed: Option<std::collections::HashSet<i64>> = match &request.within {
+            Some(within) => Some(
+                store
+                    .ids_within(scope, corpus, within)?
+                    .into_iter()
+                    .collect(),
+            ),
+            None => None,
+        };
+        if allowed.as_ref().is_some_and(|ids| ids.is_empty()) {
+            continue;
+        }
         if let Some(vector) = query_vector.filter(|_| request.vector) {
             for (rank, (id, _)) in vectors
-                .search(uid, corpus, vector, request.candidates)?
+                .search_among(uid, corpus, vector, request.candidates, allowed.as_ref())?
                 .into_iter()
                 .enumerate()
             {
@@ -114,7 +129,13 @@ pub fn retrieve(
             }
         }
         let keyword_hits = if request.keyword {
-            store.keyword_search(scope, corpus, &request.query, request.candidates)?
+            store.keyword_search(
+                scope,
+                corpus,
+                &request.query,
+                request.candidates,
+                request.within.as_ref(),
+            )?
         } else {
             Vec::new()
         };

@@ -33,6 +33,20 @@ use prompts::Prompts;
 pub const EXTRACT: &str = "extract";
 pub const SUMMARIZE: &str = "summarize";
 
+/// The memory LLM of a config (`memory.llm`, defaulting to the upstream).
+pub fn memory_llm(config: &crate::config::Config) -> Result<MemoryLlm, llm::LlmError> {
+    let llm_config = &config.memory.llm;
+    MemoryLlm::new(
+        llm_config.url.as_deref().unwrap_or(&config.upstream.url),
+        llm_config.model.clone(),
+        llm_config
+            .api_key
+            .clone()
+            .or_else(|| config.upstream.api_key.clone()),
+        config.upstream.first_byte_timeout,
+    )
+}
+
 pub struct PostProcessor {
     memory: Arc<MemoryService>,
     config: MemoryConfig,
@@ -48,20 +62,10 @@ impl PostProcessor {
         config: &crate::config::Config,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<PostProcessor> {
-        let llm_config = &config.memory.llm;
-        let llm = MemoryLlm::new(
-            llm_config.url.as_deref().unwrap_or(&config.upstream.url),
-            llm_config.model.clone(),
-            llm_config
-                .api_key
-                .clone()
-                .or_else(|| config.upstream.api_key.clone()),
-            config.upstream.first_byte_timeout,
-        )?;
         Ok(PostProcessor {
             memory,
             config: config.memory.clone(),
-            llm,
+            llm: memory_llm(config)?,
             prompts: Prompts::load(config.memory.prompts_dir.as_deref())?,
             metrics,
             wake: Notify::new(),

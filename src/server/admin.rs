@@ -64,11 +64,11 @@ pub async fn authorize(
     Ok(next.run(request).await)
 }
 
-fn scope(tenant: &AdminTenant, user: &str) -> UserScope {
+pub(super) fn scope(tenant: &AdminTenant, user: &str) -> UserScope {
     UserScope::new(&tenant.0, user)
 }
 
-fn list(data: impl serde::Serialize) -> Json<Value> {
+pub(super) fn list(data: impl serde::Serialize) -> Json<Value> {
     Json(json!({"object": "list", "data": data}))
 }
 

@@ -69,7 +69,7 @@ async fn handle(
     let mode = resolve_mode(&headers, route_mode, state.config.mode)?;
     let scope = Scope::identify(&context.tenant, &headers, &request)?;
     if mode == Mode::Explicit {
-        return Err(ProxyError::ModeNotImplemented(mode));
+        return super::explicit::handle(state, context, headers, request, scope, started).await;
     }
     let rewrite =
         crate::strategy::prepare(&state.memory, &state.config.memory, mode, &scope, &request).await;

@@ -5,9 +5,11 @@
 //! background tasks that post-process finished exchanges.
 
 mod admin;
+mod agents_api;
 mod auth;
 mod chat;
 mod exchange;
+mod explicit;
 mod extract;
 mod ops;
 mod relay;
@@ -38,11 +40,13 @@ pub use auth::RequestContext;
 /// Everything handlers share, built once at start-up.
 pub struct AppState {
     pub config: Config,
-    pub upstream: Upstream,
+    pub upstream: Arc<Upstream>,
     pub metrics: Arc<Metrics>,
     /// Post-processing hooks, each handed every finished exchange.
     pub hooks: Vec<SharedHook>,
     pub memory: Arc<MemoryService>,
+    /// Explicit-mode agents (they share the memory layer).
+    pub agents: Arc<crate::agent::Agents>,
     /// Background work (post-processing); drained on shutdown.
     pub tasks: TaskTracker,
     /// SHA-256 of each proxy key → tenant. Empty: auth off.
@@ -59,10 +63,11 @@ impl AppState {
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<SharedState> {
         Ok(Arc::new(AppState {
-            upstream: Upstream::new(&config.upstream)?,
+            upstream: Arc::new(Upstream::new(&config.upstream)?),
             metrics,
             tenant_keys: config.tenant_keys()?,
             hooks,
+            agents: Arc::new(crate::agent::Agents::new(Arc::clone(&memory), &config)?),
             memory,
             tasks: TaskTracker::new(),
             config,

@@ -8,7 +8,7 @@ use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use super::{admin, auth, chat, ops, relay, SharedState};
+use super::{admin, agents_api, auth, chat, ops, relay, SharedState};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -41,8 +41,34 @@ pub fn router(state: SharedState) -> Router {
         )
         .route(
             &format!("{user}/agents/{{agent}}/blocks/{{label}}"),
-            put(admin::put_block),
+            put(admin::put_block).delete(agents_api::delete_block),
         )
+        .route(&format!("{user}/agents"), get(agents_api::list_agents))
+        .route(
+            &format!("{user}/agents/{{agent}}"),
+            get(agents_api::show_agent).delete(agents_api::reset_agent),
+        )
+        .route(
+            &format!("{user}/agents/{{agent}}/messages"),
+            get(agents_api::agent_messages),
+        )
+        .route(
+            &format!("{user}/agents/{{agent}}/archival"),
+            get(agents_api::archival).post(agents_api::add_passage),
+        )
+        .route(
+            &format!("{user}/agents/{{agent}}/archival/{{id}}"),
+            axum::routing::delete(agents_api::delete_passage),
+        )
+        .route(
+            &format!("{user}/agents/{{agent}}/summary"),
+            get(agents_api::summary).put(agents_api::put_summary),
+        )
+        .route(
+            &format!("{user}/agents/{{agent}}/steps"),
+            get(agents_api::user_steps),
+        )
+        .route("/memproxy/v1/agents/{agent}/steps", get(agents_api::steps))
         .route(&format!("{user}/conversations"), get(admin::conversations))
         .route(
             &format!("{user}/conversations/{{conversation}}/messages"),

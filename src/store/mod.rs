@@ -6,7 +6,13 @@
 //! memory without naming whose it is. Callers on the async runtime go through
 //! [`crate::memory::MemoryService`], which runs these calls on the blocking pool.
 
+pub mod agent;
 pub mod sqlite;
+
+pub use agent::{
+    agent_conversation, AgentCounts, AgentMessage, AgentRecord, StepRecord, Within,
+    AGENT_CONVERSATION_PREFIX,
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -106,6 +112,9 @@ pub struct StoredMessage {
     pub token_count: i64,
     /// Replaced by an edit or regeneration (kept, not searched).
     pub superseded: bool,
+    /// What search sees when it differs from `content` (an agent's wrapped messages).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search_text: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -366,7 +375,74 @@ pub trait Store: Send + Sync + 'static {
         created_at_ms: i64,
         embedding: Option<&Embedding>,
     ) -> StoreResult<(i64, u64)>;
-    fn list_passages(&self, scope: &UserScope, page: Page) -> StoreResult<Vec<Passage>>;
+    /// Archival passages of one agent (all agents: `None`), oldest first.
+    fn list_passages(
+        &self,
+        scope: &UserScope,
+        agent: Option<&str>,
+        page: Page,
+    ) -> StoreResult<Vec<Passage>>;
+    /// Deletes one of an agent's passages; returns the new vector generation.
+    fn delete_passage(&self, scope: &UserScope, agent: &str, id: i64) -> StoreResult<u64>;
+    fn delete_core_block(&self, scope: &UserScope, agent: &str, label: &str) -> StoreResult<bool>;
+    /// The agent, created with `blocks` (and its log) on first use.
+    fn ensure_agent(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        blocks: &[CoreBlock],
+    ) -> StoreResult<AgentRecord>;
+    fn list_agents(&self, scope: &UserScope) -> StoreResult<Vec<AgentRecord>>;
+    fn set_agent_state(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        system_message: Option<&str>,
+        pressure_alerted: bool,
+    ) -> StoreResult<()>;
+    /// Forgets an agent: blocks, passages, log, summary, steps. Returns whether it existed.
+    fn reset_agent(&self, scope: &UserScope, agent: &str) -> StoreResult<bool>;
+    /// Appends to the agent's log (one transaction), each message with its optional embedding.
+    /// Returns the stored messages and `(uid, generation)` when vectors were written.
+    #[allow(clippy::type_complexity)]
+    fn append_agent_messages(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        messages: &[(AgentMessage, Option<Embedding>)],
+    ) -> StoreResult<(Vec<StoredMessage>, Option<(i64, u64)>)>;
+    /// The summary of evicted messages and the messages still in context, oldest first.
+    fn agent_context(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+    ) -> StoreResult<(Option<Summary>, Vec<StoredMessage>)>;
+    fn agent_counts(&self, scope: &UserScope, agent: &str) -> StoreResult<AgentCounts>;
+    /// Searchable messages of a conversation created in `[from_ms, to_ms)`, oldest first, with
+    /// the total count.
+    fn messages_between(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        from_ms: i64,
+        to_ms: i64,
+        page: Page,
+    ) -> StoreResult<(usize, Vec<StoredMessage>)>;
+    /// Appends a turn's steps and keeps only the newest `keep_turns` turns of the agent.
+    fn record_steps(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        steps: &[StepRecord],
+        keep_turns: usize,
+    ) -> StoreResult<()>;
+    /// Steps of the newest `turns` turns, oldest first.
+    fn agent_steps(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        turns: usize,
+    ) -> StoreResult<Vec<StepRecord>>;
     fn summary(&self, scope: &UserScope, conversation: &str) -> StoreResult<Option<Summary>>;
     fn put_summary(&self, scope: &UserScope, summary: &Summary) -> StoreResult<()>;
 
@@ -378,7 +454,15 @@ pub trait Store: Send + Sync + 'static {
         corpus: Corpus,
         query: &str,
         limit: usize,
+        within: Option<&Within>,
     ) -> StoreResult<Vec<(i64, f64)>>;
+    /// Ids of the searchable rows inside `within` (for filtering vector search).
+    fn ids_within(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        within: &Within,
+    ) -> StoreResult<Vec<i64>>;
     /// Live rows by id, with their embeddings; ids of other users or deleted rows are skipped.
     fn documents(
         &self,

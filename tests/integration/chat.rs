@@ -134,11 +134,8 @@ async fn picks_the_mode_from_header_route_or_config() {
         .send()
         .await
         .expect("answer");
-    assert_eq!(response.status(), 501);
-    assert_openai_error(
-        &response.json().await.expect("json"),
-        "mode_not_implemented",
-    );
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-memproxy-mode"], "explicit");
 
     let response = h
         .client

@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod chat;
 mod errors;
+mod explicit;
 mod implicit;
 mod lifecycle;
 mod memory;

@@ -492,7 +492,7 @@ fn keyword_search_of_a_big_user_keeps_the_informative_words() {
         .expect("insert");
 
     let hits = store
-        .keyword_search(&alice(), Corpus::Memory, "grocery durian", 10)
+        .keyword_search(&alice(), Corpus::Memory, "grocery durian", 10, None)
         .expect("search");
     assert_eq!(
         hits.len(),
@@ -509,6 +509,7 @@ fn keyword_search_of_a_big_user_keeps_the_informative_words() {
             Corpus::Memory,
             "wants durian",
             10,
+            None,
         )
         .expect("search");
     assert_eq!(
@@ -602,7 +603,7 @@ fn a_new_memory_is_found_by_keyword_at_once() {
     let store = SqliteStore::open(&dir.path().join("memproxy.db")).expect("open");
     // A search before the word exists must not hide the row added right after it.
     assert!(store
-        .keyword_search(&alice(), Corpus::Memory, "zeppelin ride", 10)
+        .keyword_search(&alice(), Corpus::Memory, "zeppelin ride", 10, None)
         .expect("search")
         .is_empty());
     let memory = NewMemory {
@@ -615,7 +616,7 @@ fn a_new_memory_is_found_by_keyword_at_once() {
     store.insert_memory(&alice(), &memory, "t").expect("insert");
     assert_eq!(
         store
-            .keyword_search(&alice(), Corpus::Memory, "zeppelin ride", 10)
+            .keyword_search(&alice(), Corpus::Memory, "zeppelin ride", 10, None)
             .expect("search")
             .len(),
         1

@@ -70,7 +70,44 @@ pub fn put_block(
             now_ms()
         ],
     )?;
+    super::agent_log::invalidate_system(tx, uid, agent)?;
     Ok(())
+}
+
+pub fn delete_block(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    label: &str,
+) -> StoreResult<bool> {
+    let Some(uid) = find_uid(tx, scope)? else {
+        return Ok(false);
+    };
+    let deleted = tx.execute(
+        "DELETE FROM core_blocks WHERE uid = ?1 AND agent = ?2 AND label = ?3",
+        params![uid, agent, label],
+    )?;
+    if deleted > 0 {
+        super::agent_log::invalidate_system(tx, uid, agent)?;
+    }
+    Ok(deleted > 0)
+}
+
+pub fn delete_passage(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    id: i64,
+) -> StoreResult<u64> {
+    let uid = find_uid(tx, scope)?.ok_or_else(|| StoreError::NotFound(format!("passage {id}")))?;
+    let deleted = tx.execute(
+        "DELETE FROM archival_passages WHERE uid = ?1 AND agent = ?2 AND id = ?3",
+        params![uid, agent, id],
+    )?;
+    if deleted == 0 {
+        return Err(StoreError::NotFound(format!("passage {id}")));
+    }
+    bump_generation(tx, uid, Corpus::Passage)
 }
 
 pub fn insert_passage(
@@ -101,24 +138,29 @@ pub fn insert_passage(
 pub fn passages(
     connection: &Connection,
     scope: &UserScope,
+    agent: Option<&str>,
     page: Page,
 ) -> StoreResult<Vec<Passage>> {
     let Some(uid) = find_uid(connection, scope)? else {
         return Ok(Vec::new());
     };
     let mut statement = connection.prepare(
-        "SELECT id, agent, text, created_at FROM archival_passages WHERE uid = ?1
+        "SELECT id, agent, text, created_at FROM archival_passages
+         WHERE uid = ?1 AND (?4 IS NULL OR agent = ?4)
          ORDER BY id LIMIT ?2 OFFSET ?3",
     )?;
     let rows = statement
-        .query_map(params![uid, page.limit as i64, page.offset as i64], |row| {
-            Ok(Passage {
-                id: row.get(0)?,
-                agent: row.get(1)?,
-                text: row.get(2)?,
-                created_at_ms: row.get(3)?,
-            })
-        })?
+        .query_map(
+            params![uid, page.limit as i64, page.offset as i64, agent],
+            |row| {
+                Ok(Passage {
+                    id: row.get(0)?,
+                    agent: row.get(1)?,
+                    text: row.get(2)?,
+                    created_at_ms: row.get(3)?,
+                })
+            },
+        )?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }

@@ -8,11 +8,11 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transact
 
 use super::{
     bump_generation, corpus_tables, ensure_uid, find_uid, from_blob, live_condition, require_uid,
-    to_blob,
+    to_blob, within_condition,
 };
 use crate::store::{
     content_hash, now_ms, Corpus, Document, Embedding, Inserted, Memory, MemoryEvent, NewMemory,
-    Page, Source, StoreError, StoreResult, UserScope,
+    Page, Source, StoreError, StoreResult, UserScope, Within,
 };
 
 fn log_event(
@@ -358,6 +358,7 @@ pub fn keyword_search(
     corpus: Corpus,
     query: &str,
     limit: usize,
+    within: Option<&Within>,
 ) -> StoreResult<Vec<(i64, f64)>> {
     let Some(uid) = find_uid(connection, scope)? else {
         return Ok(Vec::new());
@@ -371,19 +372,50 @@ pub fn keyword_search(
         return Ok(Vec::new());
     };
     let live = live_condition(corpus);
+    let (inside, key) = match within {
+        Some(within) => within_condition(corpus, within, "?4")?,
+        None => ("TRUE".to_owned(), String::new()),
+    };
     // Column weights: the text counts, the scope tag (same for all the user's rows) does not.
     let sql = format!(
         "SELECT f.rowid, -bm25({fts}, 1.0, 0.0) AS score FROM {fts} f JOIN {table} t ON t.id = f.rowid
-         WHERE {fts} MATCH ?1 AND t.uid = ?2 AND {live}
+         WHERE {fts} MATCH ?1 AND t.uid = ?2 AND {live} AND {inside}
          ORDER BY bm25({fts}, 1.0, 0.0) LIMIT ?3"
     );
     let mut statement = connection.prepare_cached(&sql)?;
-    let rows = statement
-        .query_map(params![matching, uid, limit as i64], |row| {
-            Ok((row.get(0)?, row.get(1)?))
-        })?
-        .collect::<Result<Vec<_>, _>>()?;
+    let map = |row: &rusqlite::Row| Ok((row.get(0)?, row.get(1)?));
+    let rows = if within.is_some() {
+        statement
+            .query_map(params![matching, uid, limit as i64, key], map)?
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        statement
+            .query_map(params![matching, uid, limit as i64], map)?
+            .collect::<Result<Vec<_>, _>>()?
+    };
     Ok(rows)
+}
+
+/// Ids of the searchable rows of one agent or conversation.
+pub fn ids_within(
+    connection: &Connection,
+    scope: &UserScope,
+    corpus: Corpus,
+    within: &Within,
+) -> StoreResult<Vec<i64>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let (table, _, _) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    let (inside, key) = within_condition(corpus, within, "?2")?;
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT t.id FROM {table} t WHERE t.uid = ?1 AND {live} AND {inside}"
+    ))?;
+    let ids = statement
+        .query_map(params![uid, key], |row| row.get(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ids)
 }
 
 pub fn documents(
@@ -409,7 +441,7 @@ pub fn documents(
         _ => ("NULL", "NULL"),
     };
     let sql = format!(
-        "SELECT t.id, t.{text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding
+        "SELECT t.id, {text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding
          FROM {table} t WHERE t.uid = ? AND {live} AND t.id IN ({placeholders})"
     );
     let mut statement = connection.prepare(&sql)?;
@@ -465,9 +497,9 @@ pub fn rows_to_embed(
     let (table, text, _) = corpus_tables(corpus);
     let live = live_condition(corpus);
     let mut statement = connection.prepare(&format!(
-        "SELECT t.id, t.uid, t.{text} FROM {table} t
+        "SELECT t.id, t.uid, {text} FROM {table} t
          WHERE (t.embedding_model IS NULL OR t.embedding_model != ?1) AND {live}
-           AND length(trim(t.{text})) > 0 ORDER BY t.id LIMIT ?2"
+           AND length(trim({text})) > 0 ORDER BY t.id LIMIT ?2"
     ))?;
     let rows = statement
         .query_map(params![model, limit as i64], |row| {

@@ -5,6 +5,7 @@
 //! leaves nothing half-written. Schema changes are migrations recorded in `schema_migrations`.
 
 mod agent;
+mod agent_log;
 mod jobs;
 mod memories;
 mod recall;
@@ -17,7 +18,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::{Corpus, StoreError, StoreResult, UserScope};
+use super::{Corpus, StoreError, StoreResult, UserScope, Within};
 
 const READERS: usize = 4;
 
@@ -179,12 +180,41 @@ fn from_blob(blob: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// Table, text column and FTS table of each corpus.
+/// Table, text expression (on the table aliased `t`) and FTS table of each corpus.
 fn corpus_tables(corpus: Corpus) -> (&'static str, &'static str, &'static str) {
     match corpus {
-        Corpus::Memory => ("memories", "text", "memories_fts"),
-        Corpus::Message => ("messages", "content", "messages_fts"),
-        Corpus::Passage => ("archival_passages", "text", "passages_fts"),
+        Corpus::Memory => ("memories", "t.text", "memories_fts"),
+        Corpus::Message => (
+            "messages",
+            "COALESCE(t.search_text, t.content)",
+            "messages_fts",
+        ),
+        Corpus::Passage => ("archival_passages", "t.text", "passages_fts"),
+    }
+}
+
+/// The SQL condition (on the table aliased `t`, user id in `?1`/`?2` already bound as `t.uid`)
+/// restricting a corpus to one agent or conversation, and the key to bind at `placeholder`.
+fn within_condition(
+    corpus: Corpus,
+    within: &Within,
+    placeholder: &str,
+) -> StoreResult<(String, String)> {
+    match (corpus, within) {
+        (Corpus::Passage, Within::Agent(agent)) => {
+            Ok((format!("t.agent = {placeholder}"), agent.clone()))
+        }
+        (Corpus::Message, Within::Conversation(conversation)) => Ok((
+            format!(
+                "t.conversation_id = (SELECT c.id FROM conversations c
+                 WHERE c.uid = t.uid AND c.external_id = {placeholder})"
+            ),
+            conversation.clone(),
+        )),
+        (corpus, within) => Err(StoreError::Invalid(format!(
+            "cannot restrict {} search to {within:?}",
+            corpus.as_str()
+        ))),
     }
 }
 
@@ -350,9 +380,99 @@ impl super::Store for SqliteStore {
     fn list_passages(
         &self,
         scope: &UserScope,
+        agent: Option<&str>,
         page: super::Page,
     ) -> StoreResult<Vec<super::Passage>> {
-        self.read(|c| agent::passages(c, scope, page))
+        self.read(|c| agent::passages(c, scope, agent, page))
+    }
+
+    fn delete_passage(&self, scope: &UserScope, agent: &str, id: i64) -> StoreResult<u64> {
+        self.write(|tx| agent::delete_passage(tx, scope, agent, id))
+    }
+
+    fn delete_core_block(&self, scope: &UserScope, agent: &str, label: &str) -> StoreResult<bool> {
+        self.write(|tx| agent::delete_block(tx, scope, agent, label))
+    }
+
+    fn ensure_agent(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        blocks: &[super::CoreBlock],
+    ) -> StoreResult<super::AgentRecord> {
+        if let Some(found) = self.read(|c| agent_log::find(c, scope, agent))? {
+            return Ok(found);
+        }
+        self.write(|tx| agent_log::ensure(tx, scope, agent, blocks))
+    }
+
+    fn list_agents(&self, scope: &UserScope) -> StoreResult<Vec<super::AgentRecord>> {
+        self.read(|c| agent_log::list(c, scope))
+    }
+
+    fn set_agent_state(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        system_message: Option<&str>,
+        pressure_alerted: bool,
+    ) -> StoreResult<()> {
+        self.write(|tx| agent_log::set_state(tx, scope, agent, system_message, pressure_alerted))
+    }
+
+    fn reset_agent(&self, scope: &UserScope, agent: &str) -> StoreResult<bool> {
+        self.write(|tx| agent_log::reset(tx, scope, agent))
+    }
+
+    fn append_agent_messages(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        messages: &[(super::AgentMessage, Option<super::Embedding>)],
+    ) -> StoreResult<(Vec<super::StoredMessage>, Option<(i64, u64)>)> {
+        self.write(|tx| agent_log::append(tx, scope, agent, messages))
+    }
+
+    fn agent_context(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+    ) -> StoreResult<(Option<super::Summary>, Vec<super::StoredMessage>)> {
+        self.read(|c| agent_log::context(c, scope, agent))
+    }
+
+    fn agent_counts(&self, scope: &UserScope, agent: &str) -> StoreResult<super::AgentCounts> {
+        self.read(|c| agent_log::counts(c, scope, agent))
+    }
+
+    fn messages_between(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        from_ms: i64,
+        to_ms: i64,
+        page: super::Page,
+    ) -> StoreResult<(usize, Vec<super::StoredMessage>)> {
+        self.read(|c| agent_log::between(c, scope, conversation, from_ms, to_ms, page))
+    }
+
+    fn record_steps(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        steps: &[super::StepRecord],
+        keep_turns: usize,
+    ) -> StoreResult<()> {
+        self.write(|tx| agent_log::record_steps(tx, scope, agent, steps, keep_turns))
+    }
+
+    fn agent_steps(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        turns: usize,
+    ) -> StoreResult<Vec<super::StepRecord>> {
+        self.read(|c| agent_log::steps(c, scope, agent, turns))
     }
 
     fn summary(
@@ -373,8 +493,20 @@ impl super::Store for SqliteStore {
         corpus: Corpus,
         query: &str,
         limit: usize,
+        within: Option<&Within>,
     ) -> StoreResult<Vec<(i64, f64)>> {
-        self.read(|c| memories::keyword_search(c, &self.common_terms, scope, corpus, query, limit))
+        self.read(|c| {
+            memories::keyword_search(c, &self.common_terms, scope, corpus, query, limit, within)
+        })
+    }
+
+    fn ids_within(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        within: &Within,
+    ) -> StoreResult<Vec<i64>> {
+        self.read(|c| memories::ids_within(c, scope, corpus, within))
     }
 
     fn documents(

@@ -7,10 +7,10 @@ use crate::store::{
     content_hash, now_ms, Conversation, NewMessage, Page, StoreResult, StoredMessage, UserScope,
 };
 
-const MESSAGE_COLUMNS: &str = "m.id, c.external_id, m.position, m.role, m.content, m.name, \
-     m.tool_calls, m.tool_call_id, m.created_at, m.token_count, m.superseded";
+pub(super) const MESSAGE_COLUMNS: &str = "m.id, c.external_id, m.position, m.role, m.content, \
+     m.name, m.tool_calls, m.tool_call_id, m.created_at, m.token_count, m.superseded, m.search_text";
 
-fn message_row(row: &Row) -> rusqlite::Result<StoredMessage> {
+pub(super) fn message_row(row: &Row) -> rusqlite::Result<StoredMessage> {
     Ok(StoredMessage {
         id: row.get(0)?,
         conversation: row.get(1)?,
@@ -23,6 +23,7 @@ fn message_row(row: &Row) -> rusqlite::Result<StoredMessage> {
         created_at_ms: row.get(8)?,
         token_count: row.get(9)?,
         superseded: row.get(10)?,
+        search_text: row.get(11)?,
     })
 }
 
@@ -35,7 +36,7 @@ fn turn_hash(message: &NewMessage) -> String {
     ))
 }
 
-fn conversation_id(
+pub(super) fn conversation_id(
     tx: &Transaction,
     uid: i64,
     conversation: &str,
@@ -194,6 +195,7 @@ fn insert_at<'a>(
                 created_at_ms: message.created_at_ms,
                 token_count: tokens,
                 superseded: false,
+                search_text: None,
             });
         }
     }

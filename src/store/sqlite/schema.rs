@@ -166,4 +166,44 @@ CREATE TRIGGER passages_fts_delete AFTER DELETE ON archival_passages BEGIN
     DELETE FROM passages_fts WHERE rowid = old.id;
 END;
 "#,
+    // 2: explicit-mode agents (one row per user and agent, with the compiled system message kept
+    // for prompt caching), the step trace of their turns, and a separate search text for turns
+    // whose wire form is not what should be searched (an agent's JSON-wrapped user messages).
+    r#"
+CREATE TABLE agents (
+    id               INTEGER PRIMARY KEY,
+    uid              INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name             TEXT NOT NULL,
+    system_message   TEXT,
+    pressure_alerted INTEGER NOT NULL DEFAULT 0,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    UNIQUE (uid, name)
+);
+
+CREATE TABLE agent_steps (
+    id                INTEGER PRIMARY KEY,
+    uid               INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent             TEXT NOT NULL,
+    turn              TEXT NOT NULL,
+    step              INTEGER NOT NULL,
+    tool              TEXT NOT NULL,
+    arguments         TEXT NOT NULL,
+    status            TEXT NOT NULL,
+    result            TEXT NOT NULL,
+    heartbeat         INTEGER NOT NULL,
+    prompt_tokens     INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    latency_ms        REAL NOT NULL,
+    created_at        INTEGER NOT NULL
+);
+CREATE INDEX agent_steps_by_agent ON agent_steps(uid, agent, id);
+
+ALTER TABLE messages ADD COLUMN search_text TEXT;
+DROP TRIGGER messages_fts_insert;
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, text, scope)
+    VALUES (new.id, COALESCE(new.search_text, new.content), 'u' || new.uid);
+END;
+"#,
 ];

@@ -1,0 +1,85 @@
+//! Configuration of explicit mode (`[explicit]`): loop limits, the context window per model,
+//! the memory-pressure thresholds and the agent's starting core memory.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExplicitConfig {
+    /// Upstream calls one turn may make before it ends with whatever was said.
+    pub max_steps: usize,
+    /// Send `tool_choice: "required"` (and a named choice when only `send_message` is offered).
+    /// Turn off for upstreams that reject `tool_choice`.
+    pub require_tool_choice: bool,
+    /// Context window assumed for models not listed in `context_windows`, in tokens.
+    pub context_window_tokens: usize,
+    /// Context window per model name.
+    pub context_windows: BTreeMap<String, usize>,
+    /// Share of the window at which the agent is told to save what matters (once).
+    pub pressure_alert_ratio: f64,
+    /// Share of the window past which the oldest messages are evicted and summarised.
+    pub evict_ratio: f64,
+    /// Share of the window eviction brings the prompt down to.
+    pub evict_target_ratio: f64,
+    /// Results per page of the search tools.
+    pub page_size: usize,
+    /// Turns of step trace kept per agent.
+    pub trace_turns: usize,
+    /// Starting core memory blocks of a new agent.
+    pub persona: String,
+    pub human: String,
+    /// Character limit of each core memory block.
+    pub block_char_limit: usize,
+}
+
+impl Default for ExplicitConfig {
+    fn default() -> Self {
+        ExplicitConfig {
+            max_steps: 8,
+            require_tool_choice: true,
+            context_window_tokens: 8192,
+            context_windows: BTreeMap::new(),
+            pressure_alert_ratio: 0.75,
+            evict_ratio: 0.9,
+            evict_target_ratio: 0.7,
+            page_size: 5,
+            trace_turns: 50,
+            persona: "I am a helpful assistant with a long-term memory. I keep notes about the \
+                      person I talk with and use them to be more useful over time."
+                .to_owned(),
+            human: "Nothing is known about the user yet.".to_owned(),
+            block_char_limit: 2000,
+        }
+    }
+}
+
+impl ExplicitConfig {
+    pub fn context_window(&self, model: &str) -> usize {
+        self.context_windows
+            .get(model)
+            .copied()
+            .unwrap_or(self.context_window_tokens)
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        let ratios = [
+            self.evict_target_ratio,
+            self.pressure_alert_ratio,
+            self.evict_ratio,
+        ];
+        if !ratios.windows(2).all(|pair| pair[0] < pair[1]) || ratios[2] > 1.0 || ratios[0] <= 0.0 {
+            return Err(
+                "explicit: need 0 < evict_target_ratio < pressure_alert_ratio < evict_ratio <= 1"
+                    .to_owned(),
+            );
+        }
+        if self.max_steps == 0 || self.page_size == 0 || self.block_char_limit == 0 {
+            return Err(
+                "explicit: max_steps, page_size and block_char_limit must be > 0".to_owned(),
+            );
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,169 @@
+//! The agent's context window (design §3): the system message (instructions, core memory with
+//! sizes, memory metadata), the recursive summary of evicted messages, then the message queue.
+//! Also token accounting and the choice of which messages to evict.
+
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use crate::dates;
+use crate::store::{AgentCounts, CoreBlock, StoredMessage, Summary};
+use crate::tokens;
+
+/// Label of the read-only block holding the chat app's own system prompt.
+pub const CLIENT_BLOCK: &str = "instructions";
+
+const BASE_INSTRUCTIONS: &str = "\
+You are a conversational agent with a long-term memory that you manage yourself with functions.
+
+How you act:
+- Everything you want the user to see goes through send_message. Plain text you write outside a \
+function call is your private thinking; the user never sees it.
+- Each user message arrives as JSON: {\"type\": \"user_message\", \"message\": ..., \"time\": ...}. \
+Messages of type \"heartbeat\" or \"system_alert\" come from the system, not from the user.
+- To keep working after a function (for example to save something and then answer), set \
+request_heartbeat to true. A turn ends when you call send_message.
+
+Your memory:
+- Core memory (below) is always in view. Keep what you learn about the user in the \"human\" block \
+and your own character in the \"persona\" block, with core_memory_append and core_memory_replace. \
+Blocks have a size limit: keep them short and current.
+- Archival memory holds as many passages as you like, out of view: archival_memory_insert to \
+save, archival_memory_search to look things up.
+- Recall memory is the full history of your conversation with the user, including messages that \
+no longer fit in view: conversation_search and conversation_search_date.
+When the user tells you something worth keeping (a name, a preference, a plan, a change), save \
+it before you answer. When asked about the past, search before you answer.";
+
+/// The system message: instructions, memory metadata, core memory blocks.
+pub fn compile_system(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -> String {
+    let hidden = (counts.messages - counts.in_context).max(0);
+    let mut text = format!(
+        "{BASE_INSTRUCTIONS}\n\n### Memory [last modified: {}]\n\
+         {hidden} earlier messages between you and the user are in recall memory (not in view; \
+         use conversation_search).\n\
+         {} passages are in archival memory (use archival_memory_search).\n\n\
+         Core memory:",
+        dates::timestamp(now_ms),
+        counts.passages,
+    );
+    for block in blocks {
+        let size = format!("{}/{}", block.value.chars().count(), block.char_limit);
+        let access = if block.read_only {
+            " read_only=\"true\""
+        } else {
+            ""
+        };
+        text.push_str(&format!(
+            "\n<{label} characters=\"{size}\"{access}>\n{value}\n</{label}>",
+            label = block.label,
+            value = block.value,
+        ));
+    }
+    text
+}
+
+/// The summary message that stands for evicted messages.
+pub fn summary_message(summary: &Summary) -> Value {
+    json!({"role": "user", "content": format!(
+        "[Summary of earlier messages, now out of view but searchable with conversation_search]\n{}",
+        summary.text
+    )})
+}
+
+/// A stored message of the agent's log as it goes upstream.
+pub fn wire_message(message: &StoredMessage) -> Value {
+    let mut wire = json!({"role": message.role, "content": message.content});
+    if let Some(calls) = &message.tool_calls {
+        if let Ok(calls) = serde_json::from_str::<Value>(calls) {
+            wire["tool_calls"] = calls;
+            if message.content.is_empty() {
+                wire["content"] = Value::Null;
+            }
+        }
+    }
+    if let Some(id) = &message.tool_call_id {
+        wire["tool_call_id"] = json!(id);
+    }
+    wire
+}
+
+/// Tokens of a message as built by [`wire_message`].
+pub fn message_tokens(message: &Value) -> usize {
+    let role = message["role"].as_str().unwrap_or_default();
+    let content = message["content"].as_str().unwrap_or_default();
+    let calls = match &message["tool_calls"] {
+        Value::Null => 0,
+        calls => tokens::count(&calls.to_string()),
+    };
+    tokens::count_message(role, content) + calls
+}
+
+/// Tokens the tool schemas add to every request (counted once).
+pub fn tools_tokens() -> usize {
+    static TOKENS: OnceLock<usize> = OnceLock::new();
+    *TOKENS.get_or_init(|| tokens::count(&Value::Array(super::tools::schemas()).to_string()))
+}
+
+/// How many of the oldest `queue` messages to evict so that `total` falls to `target` tokens:
+/// never leaves a tool result without its call, and always keeps the newest message.
+pub fn eviction_count(queue: &[(String, usize)], total: usize, target: usize) -> usize {
+    let mut remaining = total;
+    let mut count = 0;
+    while count + 1 < queue.len() && remaining > target {
+        remaining = remaining.saturating_sub(queue[count].1);
+        count += 1;
+        // The results of an evicted call go with it.
+        while count + 1 < queue.len() && queue[count].0 == "tool" {
+            remaining = remaining.saturating_sub(queue[count].1);
+            count += 1;
+        }
+    }
+    // The cut landed on a tool result (only the newest message left): keep its call too.
+    while count > 0 && queue.get(count).is_some_and(|(role, _)| role == "tool") {
+        count -= 1;
+    }
+    count
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(roles: &[&str]) -> Vec<(String, usize)> {
+        roles.iter().map(|r| (r.to_string(), 10)).collect()
+    }
+
+    #[test]
+    fn eviction_keeps_tool_pairs_and_the_newest_message() {
+        let q = queue(&["user", "assistant", "tool", "tool", "user", "assistant"]);
+        // Evicting 1 would leave a dangling call? No: 'assistant' then its tools go together.
+        assert_eq!(eviction_count(&q, 60, 55), 1);
+        assert_eq!(eviction_count(&q, 60, 45), 4);
+        assert_eq!(eviction_count(&q, 60, 0), 5);
+        let calls = queue(&["user", "assistant", "tool"]);
+        // Only the call/result pair would be left: the result never goes alone.
+        assert_eq!(eviction_count(&calls, 30, 0), 1);
+        assert_eq!(eviction_count(&queue(&["user"]), 10, 0), 0);
+    }
+
+    #[test]
+    fn system_message_shows_blocks_with_sizes() {
+        let blocks = vec![CoreBlock {
+            label: "human".to_owned(),
+            value: "Name: Ada".to_owned(),
+            char_limit: 2000,
+            read_only: false,
+            updated_at_ms: 0,
+        }];
+        let counts = AgentCounts {
+            messages: 10,
+            in_context: 4,
+            passages: 3,
+        };
+        let text = compile_system(&blocks, &counts, 0);
+        assert!(text.contains("<human characters=\"9/2000\">\nName: Ada\n</human>"));
+        assert!(text.contains("6 earlier messages"));
+        assert!(text.contains("3 passages"));
+    }
+}

@@ -1,0 +1,168 @@
+//! Overflow handling (design §3): evict the oldest messages from the agent's context, fold them
+//! into the recursive summary, keep them searchable in recall memory.
+//!
+//! The summarizer gets the material in chunks that fit half the window, so the summary call
+//! itself cannot overflow; if it fails anyway the messages are still evicted (they stay
+//! searchable) and the summary says so, because a turn that cannot fit is worse than a gap.
+
+use super::context;
+use super::turn::{clip, Turn, TurnError};
+use super::Agents;
+use crate::dates;
+use crate::store::{agent_conversation, now_ms, StoredMessage, Summary};
+use crate::tokens;
+
+impl Agents {
+    /// Evicts until the prompt is at most `target` tokens; returns how many messages left.
+    pub(super) async fn evict(
+        &self,
+        turn: &mut Turn,
+        target: usize,
+        step: usize,
+    ) -> Result<usize, TurnError> {
+        // Evict from one stored list: this turn's messages so far are written first.
+        if !turn.buffer.is_empty() {
+            let buffer = std::mem::take(&mut turn.buffer);
+            let stored = self
+                .memory
+                .append_agent_messages(&turn.scope, &turn.agent, buffer)
+                .await?;
+            turn.queue.extend(stored);
+        }
+        let (total, _) = self.measure(turn);
+        let sizes: Vec<(String, usize)> = turn
+            .queue
+            .iter()
+            .map(|m| {
+                (
+                    m.role.clone(),
+                    context::message_tokens(&context::wire_message(m)),
+                )
+            })
+            .collect();
+        let count = context::eviction_count(&sizes, total, target);
+        if count == 0 {
+            return Ok(0);
+        }
+        let evicted: Vec<StoredMessage> = turn.queue.drain(..count).collect();
+        let through = evicted.last().map_or(-1, |m| m.position);
+        let previous = turn
+            .summary
+            .as_ref()
+            .map(|s| s.text.clone())
+            .unwrap_or_default();
+        let started = std::time::Instant::now();
+        let window = self.config.context_window(&turn.model);
+        let (text, status, note) = match self
+            .summarize(&turn.model, &previous, &evicted, window)
+            .await
+        {
+            Ok(text) => (text, "ok", String::new()),
+            Err(error) => {
+                tracing::warn!(%error, agent = %turn.agent, "agent summary failed; evicting without it");
+                let text = format!(
+                    "{previous}\n[{count} earlier messages could not be summarised; search them with conversation_search.]"
+                );
+                (
+                    text.trim().to_owned(),
+                    "failed",
+                    format!(" (summary failed: {error})"),
+                )
+            }
+        };
+        let latency = started.elapsed().as_secs_f64() * 1e3;
+        turn.llm_ms += latency;
+        let summary = Summary {
+            conversation: agent_conversation(&turn.agent),
+            text,
+            through_position: through,
+            updated_at_ms: now_ms(),
+        };
+        let (scope, saved) = (turn.scope.clone(), summary.clone());
+        self.memory
+            .blocking(move |store, _| Ok(store.put_summary(&scope, &saved)?))
+            .await?;
+        turn.summary = Some(summary);
+        // The counts in the system message changed; the alert may be given again later.
+        turn.system = None;
+        turn.alerted = false;
+        let record = turn.step(
+            "(evict)",
+            format!("{{\"target_tokens\":{target}}}"),
+            status,
+            format!("evicted {count} messages (through position {through}) into the summary{note}"),
+        );
+        record.step = step as i64;
+        record.latency_ms = latency;
+        Ok(count)
+    }
+
+    /// Folds `evicted` into `previous`, chunk by chunk, with the memory LLM.
+    async fn summarize(
+        &self,
+        model: &str,
+        previous: &str,
+        evicted: &[StoredMessage],
+        window: usize,
+    ) -> Result<String, String> {
+        let budget = (window / 2).max(256);
+        let mut summary = previous.to_owned();
+        let mut chunk = String::new();
+        let mut chunk_tokens = 0;
+        let lines: Vec<String> = evicted.iter().filter_map(render).collect();
+        for (index, line) in lines.iter().enumerate() {
+            // A single huge message is cut to fit on its own.
+            let line = clip(line, budget * 3);
+            let size = tokens::count(&line);
+            if chunk_tokens + size > budget && !chunk.is_empty() {
+                summary = self.summarize_chunk(model, &summary, &chunk).await?;
+                chunk.clear();
+                chunk_tokens = 0;
+            }
+            chunk.push_str(&line);
+            chunk.push('\n');
+            chunk_tokens += size;
+            if index + 1 == lines.len() {
+                summary = self.summarize_chunk(model, &summary, &chunk).await?;
+            }
+        }
+        Ok(summary)
+    }
+
+    async fn summarize_chunk(
+        &self,
+        model: &str,
+        summary: &str,
+        chunk: &str,
+    ) -> Result<String, String> {
+        let material =
+            format!("Current summary:\n{summary}\n\nMessages leaving the window:\n{chunk}\n");
+        let answer = self
+            .summarizer
+            .complete(model, &self.summary_prompt, &material, false)
+            .await
+            .map_err(|e| e.to_string())?;
+        let answer = answer.trim();
+        if answer.is_empty() {
+            return Err("the summary answer is empty".to_owned());
+        }
+        Ok(answer.to_owned())
+    }
+}
+
+/// One evicted message as summary material: what was said, not the JSON around it.
+fn render(message: &StoredMessage) -> Option<String> {
+    let when = dates::timestamp(message.created_at_ms);
+    let text = match (message.role.as_str(), &message.search_text) {
+        (_, Some(search)) if !search.trim().is_empty() => search.clone(),
+        ("assistant", _) => {
+            let calls = message.tool_calls.as_deref().unwrap_or_default();
+            format!("{} {}", message.content.trim(), clip(calls, 300))
+                .trim()
+                .to_owned()
+        }
+        ("tool", _) => clip(&message.content, 300),
+        _ => return None,
+    };
+    (!text.is_empty()).then(|| format!("[{when}] {}: {text}", message.role))
+}

@@ -1,0 +1,205 @@
+//! Lenient reading of what small models emit as function calls: arguments that are almost JSON,
+//! booleans written as strings, and tool calls written as plain text.
+//!
+//! Repairs are only those with one reading (fences, a missing closing brace, trailing commas,
+//! Python literals); anything else is reported back to the model as a failed call.
+
+use serde_json::{Map, Value};
+
+/// The arguments object of a call; an empty string is an empty object.
+pub fn arguments(text: &str) -> Result<Map<String, Value>, String> {
+    let trimmed = text.trim();
+    if trimmed.is_empty() {
+        return Ok(Map::new());
+    }
+    if let Ok(value) = serde_json::from_str::<Value>(trimmed) {
+        return object(value);
+    }
+    let repaired = repair(trimmed);
+    match serde_json::from_str::<Value>(&repaired) {
+        Ok(value) => object(value),
+        Err(error) => Err(format!(
+            "the arguments are not valid JSON ({error}): {}",
+            trimmed.chars().take(200).collect::<String>()
+        )),
+    }
+}
+
+fn object(value: Value) -> Result<Map<String, Value>, String> {
+    match value {
+        Value::Object(map) => Ok(map),
+        // Some models double-encode: "{\"label\": ...}".
+        Value::String(inner) => match serde_json::from_str::<Value>(&inner) {
+            Ok(Value::Object(map)) => Ok(map),
+            _ => Err("the arguments must be a JSON object".to_owned()),
+        },
+        _ => Err("the arguments must be a JSON object".to_owned()),
+    }
+}
+
+/// Fences and prose around the object, trailing commas, Python literals, missing closers.
+fn repair(text: &str) -> String {
+    let start = text.find('{').unwrap_or(0);
+    let end = text.rfind('}').map_or(text.len(), |i| i + 1);
+    let body = if end > start {
+        &text[start..end]
+    } else {
+        &text[start..]
+    };
+    let mut out = String::with_capacity(body.len() + 4);
+    let mut closers = Vec::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    let chars: Vec<char> = body.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if in_string {
+            out.push(c);
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' => closers.push('}'),
+            '[' => closers.push(']'),
+            '}' | ']' => {
+                closers.pop();
+                // Drop a trailing comma before the closer.
+                let trimmed_len = out.trim_end().len();
+                if out[..trimmed_len].ends_with(',') {
+                    out.truncate(trimmed_len - 1);
+                }
+            }
+            _ => {}
+        }
+        let rest: String = chars[i..chars.len().min(i + 5)].iter().collect();
+        let word = [("True", "true"), ("False", "false"), ("None", "null")]
+            .into_iter()
+            .find(|(python, _)| rest.starts_with(python));
+        if let Some((python, json)) = word {
+            out.push_str(json);
+            i += python.len();
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    if in_string {
+        out.push('"');
+    }
+    while let Some(closer) = closers.pop() {
+        out.push(closer);
+    }
+    out
+}
+
+/// `true`, `"true"`, `"True"`, `"yes"`, `1` all mean yes.
+pub fn truthy(value: Option<&Value>) -> bool {
+    match value {
+        Some(Value::Bool(flag)) => *flag,
+        Some(Value::String(text)) => {
+            matches!(text.trim().to_lowercase().as_str(), "true" | "yes" | "1")
+        }
+        Some(Value::Number(number)) => number.as_f64().is_some_and(|n| n != 0.0),
+        _ => false,
+    }
+}
+
+/// A string argument; numbers and booleans are accepted as their text.
+pub fn text_arg(arguments: &Map<String, Value>, name: &str) -> Option<String> {
+    match arguments.get(name)? {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        Value::Bool(flag) => Some(flag.to_string()),
+        _ => None,
+    }
+}
+
+/// A page number: an integer or a string holding one; absent or null is page 0.
+pub fn page_arg(arguments: &Map<String, Value>) -> Result<usize, String> {
+    match arguments.get("page") {
+        None | Some(Value::Null) => Ok(0),
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .map(|n| n as usize)
+            .ok_or_else(|| "'page' must be a whole number from 0".to_owned()),
+        Some(Value::String(s)) => s
+            .trim()
+            .parse()
+            .map_err(|_| "'page' must be a whole number from 0".to_owned()),
+        Some(_) => Err("'page' must be a whole number from 0".to_owned()),
+    }
+}
+
+/// A tool call written as the message text (`{"name": ..., "arguments": {...}}`), which small
+/// models produce when they do not use the tool-call channel.
+pub fn call_in_text(content: &str) -> Option<(String, String)> {
+    let start = content.find('{')?;
+    let end = content.rfind('}')?;
+    if end <= start {
+        return None;
+    }
+    let value: Value = serde_json::from_str(&content[start..=end]).ok()?;
+    let name = value.get("name")?.as_str()?.to_owned();
+    let arguments = value
+        .get("arguments")
+        .or_else(|| value.get("parameters"))
+        .cloned()
+        .unwrap_or(Value::Object(Map::new()));
+    let arguments = match arguments {
+        Value::String(text) => text,
+        other => other.to_string(),
+    };
+    Some((name, arguments))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn repairs_what_has_one_reading() {
+        let plain = arguments(r#"{"label": "human", "content": "likes tea"}"#).expect("plain");
+        assert_eq!(plain["label"], "human");
+        let fenced = arguments("```json\n{\"label\": \"human\"}\n```").expect("fenced");
+        assert_eq!(fenced["label"], "human");
+        let unclosed = arguments(r#"{"message": "hi", "x": [1, 2"#).expect("unclosed");
+        assert_eq!(unclosed["x"], json!([1, 2]));
+        let commas = arguments(r#"{"a": 1, "b": [1, 2,],}"#).expect("commas");
+        assert_eq!(commas["b"], json!([1, 2]));
+        let python =
+            arguments(r#"{"request_heartbeat": True, "note": "True story"}"#).expect("python");
+        assert_eq!(python["request_heartbeat"], true);
+        assert_eq!(python["note"], "True story");
+        let double = arguments(r#""{\"label\": \"persona\"}""#).expect("double encoded");
+        assert_eq!(double["label"], "persona");
+        assert!(arguments("label = human").is_err());
+        assert!(arguments("[1, 2]").is_err());
+        assert!(arguments("").expect("empty").is_empty());
+    }
+
+    #[test]
+    fn booleans_pages_and_text_calls() {
+        assert!(truthy(Some(&json!(true))));
+        assert!(truthy(Some(&json!("true"))));
+        assert!(truthy(Some(&json!("True"))));
+        assert!(!truthy(Some(&json!("false"))));
+        assert!(!truthy(None));
+        let args = arguments(r#"{"page": "2"}"#).expect("args");
+        assert_eq!(page_arg(&args), Ok(2));
+        assert!(page_arg(&arguments(r#"{"page": -1}"#).expect("args")).is_err());
+        let call = call_in_text(r#"{"name": "send_message", "arguments": {"message": "Hi!"}}"#)
+            .expect("call");
+        assert_eq!(call.0, "send_message");
+        assert_eq!(call.1, r#"{"message":"Hi!"}"#);
+        assert!(call_in_text("Just a normal answer.").is_none());
+    }
+}

@@ -1,0 +1,90 @@
+//! Explicit mode: a MemGPT agent per (tenant, user, agent) running inside the proxy (design §3).
+//!
+//! The client sends ordinary chat completions; [`Agents::run_turn`] feeds the agent the new user
+//! messages, steps it against the upstream with the memory tools until it answers with
+//! `send_message` (or a plain text, or `max_steps`), and returns the reply. All state (core
+//! blocks, log, archival passages, summary, step trace) lives in the memory layer.
+
+mod config;
+pub mod context;
+mod evict;
+pub mod lenient;
+pub mod model;
+pub mod tools;
+mod turn;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+pub use config::ExplicitConfig;
+pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
+pub use turn::{Stop, TurnError, TurnInput, TurnOutcome};
+
+use crate::memory::MemoryService;
+use crate::postprocess::llm::MemoryLlm;
+use crate::store::CoreBlock;
+
+/// Default agent name when the request names none.
+pub const DEFAULT_AGENT: &str = "default";
+
+type AgentKey = (String, String, String);
+
+pub struct Agents {
+    memory: Arc<MemoryService>,
+    config: ExplicitConfig,
+    summarizer: MemoryLlm,
+    summary_prompt: String,
+    /// One turn at a time per agent: two concurrent turns would interleave the message queue.
+    locks: Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl Agents {
+    pub fn new(memory: Arc<MemoryService>, config: &crate::config::Config) -> anyhow::Result<Self> {
+        let summarizer = crate::postprocess::memory_llm(config)?;
+        let prompts =
+            crate::postprocess::prompts::Prompts::load(config.memory.prompts_dir.as_deref())?;
+        Ok(Agents {
+            memory,
+            config: config.explicit.clone(),
+            summarizer,
+            summary_prompt: prompts.summarize,
+            locks: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn config(&self) -> &ExplicitConfig {
+        &self.config
+    }
+
+    pub fn memory(&self) -> &Arc<MemoryService> {
+        &self.memory
+    }
+
+    /// Core memory of a new agent.
+    pub fn default_blocks(&self) -> Vec<CoreBlock> {
+        let limit = self.config.block_char_limit as i64;
+        [
+            ("persona", &self.config.persona),
+            ("human", &self.config.human),
+        ]
+        .into_iter()
+        .map(|(label, value)| CoreBlock {
+            label: label.to_owned(),
+            value: value.chars().take(limit as usize).collect(),
+            char_limit: limit,
+            read_only: false,
+            updated_at_ms: 0,
+        })
+        .collect()
+    }
+
+    fn lock_of(&self, key: &AgentKey) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .locks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Forget locks nobody holds or waits for, so the map stays as small as the active set.
+        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+        Arc::clone(locks.entry(key.clone()).or_default())
+    }
+}

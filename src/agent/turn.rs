@@ -1,0 +1,608 @@
+//! One agent turn: the step loop of design §3 (heartbeats, failed calls, repeated calls,
+//! memory pressure, overflow and retry, `max_steps`), then the turn's messages and trace are
+//! written to the memory layer.
+
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+
+use super::context::{self, CLIENT_BLOCK};
+use super::lenient;
+use super::model::{ChatModel, ModelError};
+use super::tools::{self, ToolOutcome, ToolScope, SEND_MESSAGE};
+use super::Agents;
+use crate::dates;
+use crate::openai::{FunctionCall, ToolCall, Usage};
+use crate::store::{
+    now_ms, AgentMessage, CoreBlock, StepRecord, StoredMessage, Summary, UserScope,
+};
+
+/// What the client asked, reduced to what the agent needs.
+#[derive(Clone, Debug)]
+pub struct TurnInput {
+    pub scope: UserScope,
+    pub agent: String,
+    pub model: String,
+    /// The chat app's own system prompt (a read-only block).
+    pub client_system: Option<String>,
+    /// The new user messages (after the client's last assistant message).
+    pub user_messages: Vec<String>,
+    /// Sampling parameters passed through to every step (temperature, max_tokens, ...).
+    pub params: Map<String, Value>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// The agent called `send_message`.
+    Replied,
+    /// The agent answered in plain text (taken as the reply).
+    PlainText,
+    /// `max_steps` ran out first.
+    MaxSteps,
+}
+
+impl Stop {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stop::Replied => "send_message",
+            Stop::PlainText => "plain_text",
+            Stop::MaxSteps => "max_steps",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct TurnOutcome {
+    pub turn: String,
+    pub reply: String,
+    pub stop: Stop,
+    pub steps: Vec<StepRecord>,
+    /// Summed over the chat model's steps.
+    pub usage: Usage,
+    /// Upstream calls made (steps, retries included).
+    pub model_calls: usize,
+    /// Time spent waiting for LLMs (steps and summaries).
+    pub llm_ms: f64,
+}
+
+/// Why a turn failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TurnError {
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Memory(#[from] crate::memory::MemoryError),
+    /// The system message (instructions + core memory) alone leaves no room.
+    #[error("The agent's system message and tools take {needed} tokens, more than the {window}-token context window of model '{model}' allows; shorten its core memory or raise explicit.context_window_tokens.")]
+    ContextTooSmall {
+        needed: usize,
+        window: usize,
+        model: String,
+    },
+}
+
+/// The mutable state of a turn in progress.
+pub(super) struct Turn {
+    pub id: String,
+    pub scope: UserScope,
+    pub agent: String,
+    pub model: String,
+    pub system: Option<String>,
+    pub alerted: bool,
+    pub summary: Option<Summary>,
+    /// Stored messages still in context.
+    pub queue: Vec<StoredMessage>,
+    /// Messages of this turn not yet stored.
+    pub buffer: Vec<AgentMessage>,
+    pub steps: Vec<StepRecord>,
+    pub llm_ms: f64,
+}
+
+impl Turn {
+    pub fn step(
+        &mut self,
+        tool: &str,
+        arguments: String,
+        status: &str,
+        result: String,
+    ) -> &mut StepRecord {
+        let number = self.steps.last().map_or(1, |s| s.step);
+        self.steps.push(StepRecord {
+            turn: self.id.clone(),
+            step: number,
+            tool: tool.to_owned(),
+            arguments: clip(&arguments, 2000),
+            status: status.to_owned(),
+            result: clip(&result, 2000),
+            heartbeat: false,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            latency_ms: 0.0,
+            created_at_ms: now_ms(),
+        });
+        let last = self.steps.len() - 1;
+        &mut self.steps[last]
+    }
+
+    /// The request's messages: system, summary, stored queue, this turn's messages.
+    pub fn messages(&self) -> Vec<Value> {
+        let mut messages =
+            vec![json!({"role": "system", "content": self.system.clone().unwrap_or_default()})];
+        if let Some(summary) = &self.summary {
+            messages.push(context::summary_message(summary));
+        }
+        messages.extend(self.queue.iter().map(context::wire_message));
+        messages.extend(self.buffer.iter().map(buffered_wire));
+        messages
+    }
+}
+
+fn buffered_wire(message: &AgentMessage) -> Value {
+    let mut wire = json!({"role": message.role, "content": message.content});
+    if let Some(calls) = message
+        .tool_calls
+        .as_deref()
+        .and_then(|c| serde_json::from_str::<Value>(c).ok())
+    {
+        wire["tool_calls"] = calls;
+        if message.content.is_empty() {
+            wire["content"] = Value::Null;
+        }
+    }
+    if let Some(id) = &message.tool_call_id {
+        wire["tool_call_id"] = json!(id);
+    }
+    wire
+}
+
+pub fn clip(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        return text.to_owned();
+    }
+    let mut clipped: String = text.chars().take(limit).collect();
+    clipped.push('…');
+    clipped
+}
+
+fn user_json(kind: &str, field: &str, text: &str, now: i64) -> String {
+    json!({"type": kind, field: text, "time": dates::timestamp(now)}).to_string()
+}
+
+fn system_notice(kind: &str, reason: &str) -> AgentMessage {
+    let now = now_ms();
+    AgentMessage {
+        role: "user".to_owned(),
+        content: user_json(
+            kind,
+            if kind == "heartbeat" {
+                "reason"
+            } else {
+                "message"
+            },
+            reason,
+            now,
+        ),
+        tool_calls: None,
+        tool_call_id: None,
+        search_text: String::new(),
+        created_at_ms: now,
+    }
+}
+
+const SAMPLING_DENYLIST: [&str; 11] = [
+    "model",
+    "messages",
+    "tools",
+    "tool_choice",
+    "functions",
+    "function_call",
+    "parallel_tool_calls",
+    "response_format",
+    "n",
+    "stream",
+    "stream_options",
+];
+
+impl Agents {
+    /// Runs one turn to completion (call it from a task that outlives the client if need be).
+    pub async fn run_turn(
+        &self,
+        model: &dyn ChatModel,
+        input: TurnInput,
+    ) -> Result<TurnOutcome, TurnError> {
+        let key = (
+            input.scope.tenant.clone(),
+            input.scope.user.clone(),
+            input.agent.clone(),
+        );
+        let lock = self.lock_of(&key);
+        let _turn_guard = lock.lock().await;
+        let mut turn = self.open_turn(&input).await?;
+        let result = self.step_loop(model, &input, &mut turn).await;
+        // The trace is kept even for a failed turn; the messages only for a finished one
+        // (a client retrying after an upstream error must not find its message twice).
+        let steps = std::mem::take(&mut turn.steps);
+        let (scope, agent, keep) = (
+            turn.scope.clone(),
+            turn.agent.clone(),
+            self.config.trace_turns,
+        );
+        let trace = steps.clone();
+        self.memory
+            .blocking(move |store, _| Ok(store.record_steps(&scope, &agent, &trace, keep)?))
+            .await?;
+        let (reply, stop, usage, calls) = result?;
+        let buffer = std::mem::take(&mut turn.buffer);
+        self.memory
+            .append_agent_messages(&turn.scope, &turn.agent, buffer)
+            .await?;
+        let (scope, agent, system, alerted) = (
+            turn.scope.clone(),
+            turn.agent.clone(),
+            turn.system.clone(),
+            turn.alerted,
+        );
+        self.memory
+            .blocking(move |store, _| {
+                Ok(store.set_agent_state(&scope, &agent, system.as_deref(), alerted)?)
+            })
+            .await?;
+        for step in &steps {
+            tracing::info!(
+                turn = %step.turn, step = step.step, tool = %step.tool, status = %step.status,
+                prompt_tokens = step.prompt_tokens, completion_tokens = step.completion_tokens,
+                latency_ms = step.latency_ms, "agent step"
+            );
+        }
+        if stop == Stop::MaxSteps {
+            tracing::warn!(turn = %turn.id, max_steps = self.config.max_steps, "agent turn ended at max_steps without send_message");
+        }
+        Ok(TurnOutcome {
+            turn: turn.id,
+            reply,
+            stop,
+            steps,
+            usage,
+            model_calls: calls,
+            llm_ms: turn.llm_ms,
+        })
+    }
+
+    /// Loads (creating on first use) the agent and puts the client's messages in the buffer.
+    async fn open_turn(&self, input: &TurnInput) -> Result<Turn, TurnError> {
+        let (scope, agent) = (input.scope.clone(), input.agent.clone());
+        let defaults = self.default_blocks();
+        let client_system = input.client_system.clone();
+        let limit = self.config.block_char_limit;
+        let (record, summary, queue) = self
+            .memory
+            .blocking(move |store, _| {
+                store.ensure_agent(&scope, &agent, &defaults)?;
+                let existing = store
+                    .core_blocks(&scope, &agent)?
+                    .into_iter()
+                    .find(|b| b.label == CLIENT_BLOCK);
+                match (&client_system, existing) {
+                    (Some(text), Some(block)) if block.value == *text => {}
+                    (Some(text), _) => store.put_core_block(
+                        &scope,
+                        &agent,
+                        &CoreBlock {
+                            label: CLIENT_BLOCK.to_owned(),
+                            value: text.clone(),
+                            char_limit: (text.chars().count().max(limit)) as i64,
+                            read_only: true,
+                            updated_at_ms: 0,
+                        },
+                    )?,
+                    (None, Some(_)) => {
+                        store.delete_core_block(&scope, &agent, CLIENT_BLOCK)?;
+                    }
+                    (None, None) => {}
+                }
+                // Reread: a block change above invalidated the compiled system message.
+                let record = store.ensure_agent(&scope, &agent, &[])?;
+                let (summary, queue) = store.agent_context(&scope, &agent)?;
+                Ok((record, summary, queue))
+            })
+            .await?;
+        let now = now_ms();
+        let buffer = input
+            .user_messages
+            .iter()
+            .map(|text| AgentMessage {
+                role: "user".to_owned(),
+                content: user_json("user_message", "message", text, now),
+                tool_calls: None,
+                tool_call_id: None,
+                search_text: text.clone(),
+                created_at_ms: now,
+            })
+            .collect();
+        Ok(Turn {
+            id: uuid::Uuid::new_v4().to_string(),
+            scope: input.scope.clone(),
+            agent: input.agent.clone(),
+            model: input.model.clone(),
+            system: record.system_message,
+            alerted: record.pressure_alerted,
+            summary,
+            queue,
+            buffer,
+            steps: Vec::new(),
+            llm_ms: 0.0,
+        })
+    }
+
+    async fn step_loop(
+        &self,
+        model: &dyn ChatModel,
+        input: &TurnInput,
+        turn: &mut Turn,
+    ) -> Result<(String, Stop, Usage, usize), TurnError> {
+        let window = self.config.context_window(&input.model);
+        let mut usage = Usage::default();
+        let mut calls_made = 0;
+        let mut force_reply = false;
+        let mut last_call: Option<String> = None;
+        let mut step = 0;
+        let mut retried_overflow = false;
+        let mut thoughts = String::new();
+        while step < self.config.max_steps {
+            step += 1;
+            self.ensure_system(turn).await?;
+            let (total, fixed) = self.measure(turn);
+            if fixed as f64 >= window as f64 * self.config.evict_ratio {
+                return Err(TurnError::ContextTooSmall {
+                    needed: fixed,
+                    window,
+                    model: input.model.clone(),
+                });
+            }
+            if total as f64 > window as f64 * self.config.evict_ratio {
+                let target = (window as f64 * self.config.evict_target_ratio) as usize;
+                self.evict(turn, target, step).await?;
+                self.ensure_system(turn).await?;
+            } else if total as f64 > window as f64 * self.config.pressure_alert_ratio
+                && !turn.alerted
+            {
+                turn.buffer.push(system_notice(
+                    "system_alert",
+                    "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core or archival memory now.",
+                ));
+                turn.alerted = true;
+            }
+            let last_step = step == self.config.max_steps;
+            let only_reply = force_reply || last_step;
+            let body = self.request_body(input, turn, only_reply);
+            let started = Instant::now();
+            let answer = model.complete(body).await;
+            let latency = started.elapsed().as_secs_f64() * 1e3;
+            turn.llm_ms += latency;
+            calls_made += 1;
+            let answer = match answer {
+                Ok(answer) => answer,
+                Err(ModelError::ContextLength(message)) if !retried_overflow => {
+                    // Our count and the upstream's differ (another tokenizer, a smaller window):
+                    // evict relative to what was sent, then retry the same step once.
+                    retried_overflow = true;
+                    let record = turn.step("(context_overflow)", String::new(), "retry", message);
+                    record.step = step as i64;
+                    record.latency_ms = latency;
+                    let (total, _) = self.measure(turn);
+                    let target =
+                        (total.min(window) as f64 * self.config.evict_target_ratio) as usize;
+                    self.evict(turn, target, step).await?;
+                    step -= 1;
+                    continue;
+                }
+                Err(error) => {
+                    let record = turn.step(
+                        "(upstream)",
+                        String::new(),
+                        "upstream_error",
+                        error.to_string(),
+                    );
+                    record.step = step as i64;
+                    record.latency_ms = latency;
+                    return Err(error.into());
+                }
+            };
+            retried_overflow = false;
+            usage.prompt_tokens += answer.usage.prompt_tokens;
+            usage.completion_tokens += answer.usage.completion_tokens;
+            usage.total_tokens += answer.usage.total_tokens;
+            let mut calls = answer.tool_calls.clone();
+            if calls.is_empty() {
+                if let Some((name, arguments)) =
+                    lenient::call_in_text(&answer.content).filter(|(n, _)| tools::is_known(n))
+                {
+                    calls.push(ToolCall {
+                        id: String::new(),
+                        kind: "function".to_owned(),
+                        function: FunctionCall { name, arguments },
+                    });
+                }
+            }
+            if calls.is_empty() {
+                // A plain answer is the reply: small models often skip send_message.
+                let reply = answer.content.trim().to_owned();
+                turn.buffer.push(AgentMessage {
+                    role: "assistant".to_owned(),
+                    content: answer.content.clone(),
+                    tool_calls: None,
+                    tool_call_id: None,
+                    search_text: reply.clone(),
+                    created_at_ms: now_ms(),
+                });
+                let record = turn.step("(text)", String::new(), "reply", reply.clone());
+                fill(record, step, &answer.usage, latency);
+                return Ok((reply, Stop::PlainText, usage, calls_made));
+            }
+            // Our own ids: upstreams send empty or repeating ones, and a result must name its call.
+            for (index, call) in calls.iter_mut().enumerate() {
+                call.id = format!("call_{}_{step}_{index}", &turn.id[..8]);
+                call.kind = "function".to_owned();
+            }
+            if !answer.content.trim().is_empty() {
+                thoughts = answer.content.trim().to_owned();
+            }
+            let assistant_index = turn.buffer.len();
+            turn.buffer.push(AgentMessage {
+                role: "assistant".to_owned(),
+                content: answer.content.clone(),
+                tool_calls: serde_json::to_string(&calls).ok(),
+                tool_call_id: None,
+                search_text: String::new(),
+                created_at_ms: now_ms(),
+            });
+            let mut heartbeat = false;
+            let mut failed = false;
+            let mut reply = None;
+            let scope = ToolScope {
+                memory: &self.memory,
+                scope: &turn.scope,
+                agent: &turn.agent,
+                config: &self.config,
+            };
+            let mut results = Vec::new();
+            for call in &calls {
+                let name = call.function.name.as_str();
+                let (outcome, wants) = match lenient::arguments(&call.function.arguments) {
+                    Ok(arguments) => (
+                        tools::execute(&scope, name, &arguments).await,
+                        tools::wants_heartbeat(&arguments),
+                    ),
+                    Err(problem) => (
+                        ToolOutcome::failed(format!(
+                            "could not read the arguments of {name}: {problem}"
+                        )),
+                        false,
+                    ),
+                };
+                let signature = format!("{name}\u{0}{}", call.function.arguments.trim());
+                if last_call.as_deref() == Some(signature.as_str()) && name != SEND_MESSAGE {
+                    // Small models repeat a call forever once its result is in view (design §3).
+                    force_reply = true;
+                }
+                last_call = Some(signature);
+                heartbeat |= wants;
+                failed |= !outcome.ok;
+                results.push((call.clone(), outcome, wants));
+            }
+            for (index, (call, outcome, wants)) in results.into_iter().enumerate() {
+                if outcome.memory_changed {
+                    turn.system = None;
+                }
+                let now = now_ms();
+                turn.buffer.push(AgentMessage {
+                    role: "tool".to_owned(),
+                    content: outcome.result_json(now),
+                    tool_calls: None,
+                    tool_call_id: Some(call.id.clone()),
+                    search_text: String::new(),
+                    created_at_ms: now,
+                });
+                let status = match (&outcome.reply, outcome.ok) {
+                    (Some(_), _) => "reply",
+                    (None, true) => "ok",
+                    (None, false) => "failed",
+                };
+                let record = turn.step(
+                    &call.function.name,
+                    call.function.arguments.clone(),
+                    status,
+                    outcome.message.clone(),
+                );
+                // One upstream call per step: its tokens and time go on its first call only.
+                let cost = if index == 0 {
+                    answer.usage
+                } else {
+                    Usage::default()
+                };
+                fill(record, step, &cost, if index == 0 { latency } else { 0.0 });
+                record.heartbeat = wants;
+                if let Some(text) = outcome.reply {
+                    reply = Some(text);
+                }
+            }
+            if let Some(text) = reply {
+                turn.buffer[assistant_index].search_text = text.clone();
+                return Ok((text, Stop::Replied, usage, calls_made));
+            }
+            if last_step {
+                break;
+            }
+            let reason = if failed {
+                "[This is an automated system message hidden from the user] Function call failed, returning control."
+            } else if heartbeat {
+                "[This is an automated system message hidden from the user] Function called using request_heartbeat=true, returning control."
+            } else {
+                "[This is an automated system message hidden from the user] The function ran, but the user has not received a reply yet: answer them with send_message."
+            };
+            turn.buffer.push(system_notice("heartbeat", reason));
+        }
+        // Out of steps without send_message: what the agent thought last is all there is.
+        Ok((thoughts, Stop::MaxSteps, usage, calls_made))
+    }
+
+    /// Compiles the system message if memory changed since it was last built.
+    async fn ensure_system(&self, turn: &mut Turn) -> Result<(), TurnError> {
+        if turn.system.is_some() {
+            return Ok(());
+        }
+        let (scope, agent) = (turn.scope.clone(), turn.agent.clone());
+        let (blocks, counts) = self
+            .memory
+            .blocking(move |store, _| {
+                Ok((
+                    store.core_blocks(&scope, &agent)?,
+                    store.agent_counts(&scope, &agent)?,
+                ))
+            })
+            .await?;
+        turn.system = Some(context::compile_system(&blocks, &counts, now_ms()));
+        Ok(())
+    }
+
+    /// `(prompt tokens, tokens of system message + tools alone)`.
+    pub(super) fn measure(&self, turn: &Turn) -> (usize, usize) {
+        let messages = turn.messages();
+        let fixed = context::message_tokens(&messages[0]) + context::tools_tokens();
+        let rest: usize = messages[1..].iter().map(context::message_tokens).sum();
+        (fixed + rest, fixed)
+    }
+
+    fn request_body(&self, input: &TurnInput, turn: &Turn, only_reply: bool) -> Value {
+        let all_tools = tools::schemas();
+        let offered: Vec<Value> = if only_reply {
+            all_tools
+                .into_iter()
+                .filter(|t| t["function"]["name"] == SEND_MESSAGE)
+                .collect()
+        } else {
+            all_tools
+        };
+        let mut body = json!({"model": input.model, "messages": turn.messages(), "tools": offered});
+        if self.config.require_tool_choice {
+            body["tool_choice"] = if only_reply {
+                json!({"type": "function", "function": {"name": SEND_MESSAGE}})
+            } else {
+                json!("required")
+            };
+        }
+        for (key, value) in &input.params {
+            if !SAMPLING_DENYLIST.contains(&key.as_str()) {
+                body[key] = value.clone();
+            }
+        }
+        body
+    }
+}
+
+fn fill(record: &mut StepRecord, step: usize, usage: &Usage, latency: f64) {
+    record.step = step as i64;
+    record.prompt_tokens = usage.prompt_tokens as i64;
+    record.completion_tokens = usage.completion_tokens as i64;
+    record.latency_ms = latency;
+}

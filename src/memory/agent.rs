@@ -1,0 +1,107 @@
+//! The memory layer's side of explicit-mode agents: writes that carry embeddings (the agent's
+//! log, archival passages) and resets, each keeping SQLite and the vector indexes in step.
+
+use super::{check_text, MemoryResult, MemoryService};
+use crate::store::{now_ms, AgentMessage, Corpus, Embedding, StoredMessage, UserScope};
+use crate::vector::Change;
+
+impl MemoryService {
+    /// Appends to an agent's log, embedding the messages that are searchable.
+    pub async fn append_agent_messages(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        messages: Vec<AgentMessage>,
+    ) -> MemoryResult<Vec<StoredMessage>> {
+        let searchable: Vec<String> = messages
+            .iter()
+            .filter(|m| !m.search_text.trim().is_empty())
+            .map(|m| m.search_text.clone())
+            .collect();
+        let mut embeddings = self.embed(searchable).await?.into_iter();
+        let rows: Vec<(AgentMessage, Option<Embedding>)> = messages
+            .into_iter()
+            .map(|message| {
+                let embedding = if message.search_text.trim().is_empty() {
+                    None
+                } else {
+                    embeddings.next()
+                };
+                (message, embedding)
+            })
+            .collect();
+        let (scope, agent) = (scope.clone(), agent.to_owned());
+        self.blocking(move |store, vectors| {
+            let (stored, written) = store.append_agent_messages(&scope, &agent, &rows)?;
+            if let Some((uid, generation)) = written {
+                let changes: Vec<(u64, Change)> = stored
+                    .iter()
+                    .zip(&rows)
+                    .filter_map(|(message, (_, embedding))| {
+                        let embedding = embedding.as_ref()?;
+                        Some((generation, Change::Add(message.id, &embedding.vector)))
+                    })
+                    .collect();
+                vectors.apply(uid, Corpus::Message, &changes)?;
+            }
+            Ok(stored)
+        })
+        .await
+    }
+
+    /// Adds a passage to an agent's archival memory; returns its id.
+    pub async fn insert_passage(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        text: &str,
+    ) -> MemoryResult<i64> {
+        check_text(text)?;
+        let embedding = self.embed(vec![text.to_owned()]).await?.pop();
+        let (scope, agent, text) = (scope.clone(), agent.to_owned(), text.to_owned());
+        self.blocking(move |store, vectors| {
+            let (id, generation) =
+                store.insert_passage(&scope, &agent, &text, now_ms(), embedding.as_ref())?;
+            if let Some(embedding) = &embedding {
+                let uid = store.ensure_user(&scope)?;
+                vectors.apply(
+                    uid,
+                    Corpus::Passage,
+                    &[(generation, Change::Add(id, &embedding.vector))],
+                )?;
+            }
+            Ok(id)
+        })
+        .await
+    }
+
+    pub async fn delete_passage(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        id: i64,
+    ) -> MemoryResult<()> {
+        let (scope, agent) = (scope.clone(), agent.to_owned());
+        self.blocking(move |store, vectors| {
+            let generation = store.delete_passage(&scope, &agent, id)?;
+            let uid = store.ensure_user(&scope)?;
+            vectors.apply(uid, Corpus::Passage, &[(generation, Change::Remove(id))])?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Forgets an agent entirely; returns whether it existed.
+    pub async fn reset_agent(&self, scope: &UserScope, agent: &str) -> MemoryResult<bool> {
+        let (scope, agent) = (scope.clone(), agent.to_owned());
+        self.blocking(move |store, vectors| {
+            let existed = store.reset_agent(&scope, &agent)?;
+            if let Some(uid) = store.find_user(&scope)? {
+                // Rows went away in bulk: let the indexes catch up from the database.
+                vectors.verify(uid)?;
+            }
+            Ok(existed)
+        })
+        .await
+    }
+}

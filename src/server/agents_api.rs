@@ -1,0 +1,318 @@
+//! The management API of explicit-mode agents, under `/memproxy/v1/users/{user}/agents`: inspect
+//! and edit an agent's core blocks, archival memory, message queue and summary, read its step
+//! trace, reset it. Same authorization as the rest of the management API (`admin::authorize`).
+
+use axum::extract::State;
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::ProxyError;
+use crate::identity::DEFAULT_ID;
+use crate::memory::RetrievalRequest;
+use crate::store::{agent_conversation, now_ms, Corpus, Page, Summary, Within};
+
+use super::admin::{list, scope, AdminTenant};
+use super::extract::{ApiPath, ApiQuery, JsonBody};
+use super::SharedState;
+
+fn unknown_agent(user: &str, agent: &str) -> ProxyError {
+    ProxyError::ResourceNotFound(format!("agent '{agent}' of user '{user}'"))
+}
+
+pub async fn list_agents(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(user): ApiPath<String>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let agents = state
+        .memory
+        .blocking(move |store, _| {
+            let mut rows = Vec::new();
+            for agent in store.list_agents(&scope)? {
+                let counts = store.agent_counts(&scope, &agent.name)?;
+                rows.push(json!({
+                    "name": agent.name, "created_at_ms": agent.created_at_ms,
+                    "updated_at_ms": agent.updated_at_ms, "counts": counts,
+                }));
+            }
+            Ok(rows)
+        })
+        .await?;
+    Ok(list(agents))
+}
+
+/// Everything about one agent: blocks, summary, counts, and the system message as compiled.
+pub async fn show_agent(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let name = agent.clone();
+    let found = state
+        .memory
+        .blocking(move |store, _| {
+            let Some(record) = store
+                .list_agents(&scope)?
+                .into_iter()
+                .find(|a| a.name == name)
+            else {
+                return Ok(None);
+            };
+            let blocks = store.core_blocks(&scope, &name)?;
+            let counts = store.agent_counts(&scope, &name)?;
+            let summary = store.summary(&scope, &agent_conversation(&name))?;
+            Ok(Some(json!({
+                "name": record.name, "created_at_ms": record.created_at_ms,
+                "updated_at_ms": record.updated_at_ms, "pressure_alerted": record.pressure_alerted,
+                "system_message": record.system_message, "blocks": blocks, "summary": summary,
+                "counts": counts,
+            })))
+        })
+        .await?;
+    found.map(Json).ok_or_else(|| unknown_agent(&user, &agent))
+}
+
+pub async fn reset_agent(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+) -> Result<Json<Value>, ProxyError> {
+    if !state
+        .memory
+        .reset_agent(&scope(&tenant, &user), &agent)
+        .await?
+    {
+        return Err(unknown_agent(&user, &agent));
+    }
+    Ok(Json(json!({"deleted": true, "agent": agent, "user": user})))
+}
+
+pub async fn delete_block(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent, label)): ApiPath<(String, String, String)>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let (agent_name, block) = (agent.clone(), label.clone());
+    let deleted = state
+        .memory
+        .blocking(move |store, _| Ok(store.delete_core_block(&scope, &agent_name, &block)?))
+        .await?;
+    if !deleted {
+        return Err(ProxyError::ResourceNotFound(format!(
+            "block '{label}' of agent '{agent}'"
+        )));
+    }
+    Ok(Json(json!({"deleted": true, "label": label})))
+}
+
+#[derive(Deserialize)]
+pub struct MessageQuery {
+    /// Only the messages still in the context window.
+    #[serde(default)]
+    in_context: bool,
+    // Not `#[serde(flatten)] Listing`: flattened query numbers arrive as strings and fail.
+    #[serde(default = "default_limit")]
+    limit: usize,
+    #[serde(default)]
+    offset: usize,
+}
+
+fn default_limit() -> usize {
+    100
+}
+
+fn page(limit: usize, offset: usize) -> Page {
+    Page {
+        limit: limit.clamp(1, 1000),
+        offset,
+    }
+}
+
+pub async fn agent_messages(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<MessageQuery>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let page = page(query.limit, query.offset);
+    let rows = state
+        .memory
+        .blocking(move |store, _| {
+            if query.in_context {
+                let (_, queue) = store.agent_context(&scope, &agent)?;
+                return Ok(queue
+                    .into_iter()
+                    .skip(page.offset)
+                    .take(page.limit)
+                    .collect());
+            }
+            Ok(store.list_messages(&scope, &agent_conversation(&agent), page)?)
+        })
+        .await?;
+    Ok(list(rows))
+}
+
+#[derive(Deserialize)]
+pub struct ArchivalQuery {
+    /// Search instead of listing.
+    query: Option<String>,
+    #[serde(default = "default_limit")]
+    limit: usize,
+    #[serde(default)]
+    offset: usize,
+}
+
+pub async fn archival(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<ArchivalQuery>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let page = page(query.limit, query.offset);
+    if let Some(text) = query.query.filter(|q| !q.trim().is_empty()) {
+        let request = RetrievalRequest {
+            query: text,
+            corpora: vec![Corpus::Passage],
+            top_k: page.limit,
+            within: Some(Within::Agent(agent)),
+            ..RetrievalRequest::default()
+        };
+        return Ok(list(state.memory.retrieve(&scope, request).await?));
+    }
+    let rows = state
+        .memory
+        .blocking(move |store, _| Ok(store.list_passages(&scope, Some(&agent), page)?))
+        .await?;
+    Ok(list(rows))
+}
+
+#[derive(Deserialize)]
+pub struct PassageBody {
+    text: String,
+}
+
+pub async fn add_passage(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+    JsonBody(body): JsonBody<PassageBody>,
+) -> Result<Json<Value>, ProxyError> {
+    let id = state
+        .memory
+        .insert_passage(&scope(&tenant, &user), &agent, &body.text)
+        .await?;
+    Ok(Json(json!({"id": id, "agent": agent, "text": body.text})))
+}
+
+pub async fn delete_passage(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent, id)): ApiPath<(String, String, i64)>,
+) -> Result<Json<Value>, ProxyError> {
+    state
+        .memory
+        .delete_passage(&scope(&tenant, &user), &agent, id)
+        .await?;
+    Ok(Json(json!({"deleted": true, "id": id})))
+}
+
+pub async fn summary(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let summary = state
+        .memory
+        .blocking(move |store, _| Ok(store.summary(&scope, &agent_conversation(&agent))?))
+        .await?;
+    Ok(Json(json!(summary)))
+}
+
+#[derive(Deserialize)]
+pub struct SummaryBody {
+    text: String,
+}
+
+/// Rewrites the summary text (which messages it stands for does not change).
+pub async fn put_summary(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+    JsonBody(body): JsonBody<SummaryBody>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let conversation = agent_conversation(&agent);
+    let saved = state
+        .memory
+        .blocking(move |store, _| {
+            if store.find_user(&scope)?.is_none()
+                || !store.list_agents(&scope)?.iter().any(|a| a.name == agent)
+            {
+                return Ok(None);
+            }
+            let through = store
+                .summary(&scope, &conversation)?
+                .map_or(-1, |s| s.through_position);
+            let summary = Summary {
+                conversation,
+                text: body.text,
+                through_position: through,
+                updated_at_ms: now_ms(),
+            };
+            store.put_summary(&scope, &summary)?;
+            Ok(Some(summary))
+        })
+        .await?;
+    saved.map(|s| Json(json!(s))).ok_or_else(|| {
+        ProxyError::ResourceNotFound(format!("an agent of user '{user}' with that name"))
+    })
+}
+
+#[derive(Deserialize)]
+pub struct StepQuery {
+    user: Option<String>,
+    #[serde(default = "default_turns")]
+    turns: usize,
+}
+
+fn default_turns() -> usize {
+    10
+}
+
+/// `GET /memproxy/v1/agents/{agent}/steps?user=…&turns=N`: the newest turns' steps.
+pub async fn steps(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath(agent): ApiPath<String>,
+    ApiQuery(query): ApiQuery<StepQuery>,
+) -> Result<Json<Value>, ProxyError> {
+    let user = query.user.unwrap_or_else(|| DEFAULT_ID.to_owned());
+    let scope = scope(&tenant, &user);
+    let turns = query.turns.clamp(1, 1000);
+    let steps = state
+        .memory
+        .blocking(move |store, _| Ok(store.agent_steps(&scope, &agent, turns)?))
+        .await?;
+    Ok(list(steps))
+}
+
+/// The same, under the user's path.
+pub async fn user_steps(
+    state: State<SharedState>,
+    tenant: Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+    ApiQuery(query): ApiQuery<StepQuery>,
+) -> Result<Json<Value>, ProxyError> {
+    let query = StepQuery {
+        user: Some(user),
+        turns: query.turns,
+    };
+    steps(state, tenant, ApiPath(agent), ApiQuery(query)).await
+}

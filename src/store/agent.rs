@@ -1,0 +1,79 @@
+//! Store types of explicit-mode agents: the agent row, the messages of its loop, its step trace,
+//! and the `Within` filter that keeps one agent's searches inside its own memory.
+
+use serde::{Deserialize, Serialize};
+
+/// Conversation id of an agent's own log (its message queue and recall memory). Client-chosen
+/// conversation ids may not use this prefix.
+pub const AGENT_CONVERSATION_PREFIX: &str = "agent:";
+
+pub fn agent_conversation(agent: &str) -> String {
+    format!("{AGENT_CONVERSATION_PREFIX}{agent}")
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    pub name: String,
+    /// The compiled system message; `None` when memory changed and it must be rebuilt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_message: Option<String>,
+    /// The memory-pressure alert was given since the last eviction.
+    pub pressure_alerted: bool,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+}
+
+/// One message of an agent's loop as it is appended to its log.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AgentMessage {
+    pub role: String,
+    /// Exactly what the model sees (user messages are JSON-wrapped, design §3).
+    pub content: String,
+    /// Tool calls as JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// What `conversation_search` finds this message by; empty: not searchable (heartbeats,
+    /// alerts, tool results).
+    pub search_text: String,
+    pub created_at_ms: i64,
+}
+
+/// Counts the system message reports to the agent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct AgentCounts {
+    /// Every message in the agent's log.
+    pub messages: i64,
+    /// Messages still in the context window (after the summary).
+    pub in_context: i64,
+    pub passages: i64,
+}
+
+/// One step of an agent turn, as traced for operators.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub turn: String,
+    pub step: i64,
+    /// Tool name, or `(text)` for a plain-text answer, `(summarize)` for an eviction.
+    pub tool: String,
+    pub arguments: String,
+    /// `ok`, `failed`, `reply`, `upstream_error`.
+    pub status: String,
+    pub result: String,
+    pub heartbeat: bool,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub latency_ms: f64,
+    pub created_at_ms: i64,
+}
+
+/// Restricts a search to one agent's memory inside a user's.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Within {
+    /// Archival passages of this agent.
+    Agent(String),
+    /// Messages of this conversation.
+    Conversation(String),
+}

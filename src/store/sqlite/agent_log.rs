@@ -1,0 +1,371 @@
+//! Explicit-mode agents in SQLite: the agent row, its log (a conversation `agent:{name}` in the
+//! recall log, so eviction never loses a message), its context (messages after the summary's
+//! `through_position`) and the step trace.
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use super::recall::{conversation_id, message_row, MESSAGE_COLUMNS};
+use super::{bump_generation, ensure_uid, find_uid, to_blob};
+use crate::store::{
+    agent_conversation, content_hash, now_ms, AgentCounts, AgentMessage, AgentRecord, CoreBlock,
+    Corpus, Embedding, Page, StepRecord, StoreResult, StoredMessage, Summary, UserScope,
+};
+
+const AGENT_COLUMNS: &str = "name, system_message, pressure_alerted, created_at, updated_at";
+
+fn agent_row(row: &rusqlite::Row) -> rusqlite::Result<AgentRecord> {
+    Ok(AgentRecord {
+        name: row.get(0)?,
+        system_message: row.get(1)?,
+        pressure_alerted: row.get(2)?,
+        created_at_ms: row.get(3)?,
+        updated_at_ms: row.get(4)?,
+    })
+}
+
+pub fn find(
+    connection: &Connection,
+    scope: &UserScope,
+    agent: &str,
+) -> StoreResult<Option<AgentRecord>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(None);
+    };
+    Ok(connection
+        .query_row(
+            &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE uid = ?1 AND name = ?2"),
+            params![uid, agent],
+            agent_row,
+        )
+        .optional()?)
+}
+
+pub fn ensure(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    blocks: &[CoreBlock],
+) -> StoreResult<AgentRecord> {
+    let uid = ensure_uid(tx, scope)?;
+    let now = now_ms();
+    let created = tx.execute(
+        "INSERT OR IGNORE INTO agents (uid, name, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
+        params![uid, agent, now],
+    )?;
+    if created > 0 {
+        conversation_id(tx, uid, &agent_conversation(agent), agent)?;
+        for block in blocks {
+            super::agent::put_block(tx, scope, agent, block)?;
+        }
+    }
+    Ok(tx.query_row(
+        &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE uid = ?1 AND name = ?2"),
+        params![uid, agent],
+        agent_row,
+    )?)
+}
+
+pub fn list(connection: &Connection, scope: &UserScope) -> StoreResult<Vec<AgentRecord>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let mut statement = connection.prepare(&format!(
+        "SELECT {AGENT_COLUMNS} FROM agents WHERE uid = ?1 ORDER BY name"
+    ))?;
+    let rows = statement
+        .query_map(params![uid], agent_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn set_state(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    system_message: Option<&str>,
+    pressure_alerted: bool,
+) -> StoreResult<()> {
+    let uid = ensure_uid(tx, scope)?;
+    tx.execute(
+        "UPDATE agents SET system_message = ?3, pressure_alerted = ?4, updated_at = ?5
+         WHERE uid = ?1 AND name = ?2",
+        params![uid, agent, system_message, pressure_alerted, now_ms()],
+    )?;
+    Ok(())
+}
+
+/// Marks the compiled system message stale (a block or the archive changed).
+pub fn invalidate_system(tx: &Transaction, uid: i64, agent: &str) -> StoreResult<()> {
+    tx.execute(
+        "UPDATE agents SET system_message = NULL WHERE uid = ?1 AND name = ?2",
+        params![uid, agent],
+    )?;
+    Ok(())
+}
+
+pub fn reset(tx: &Transaction, scope: &UserScope, agent: &str) -> StoreResult<bool> {
+    let Some(uid) = find_uid(tx, scope)? else {
+        return Ok(false);
+    };
+    let mut changed = tx.execute(
+        "DELETE FROM agents WHERE uid = ?1 AND name = ?2",
+        params![uid, agent],
+    )?;
+    changed += tx.execute(
+        "DELETE FROM core_blocks WHERE uid = ?1 AND agent = ?2",
+        params![uid, agent],
+    )?;
+    let passages = tx.execute(
+        "DELETE FROM archival_passages WHERE uid = ?1 AND agent = ?2",
+        params![uid, agent],
+    )?;
+    if passages > 0 {
+        bump_generation(tx, uid, Corpus::Passage)?;
+    }
+    // Messages and the summary go with the conversation (ON DELETE CASCADE).
+    let log = tx.execute(
+        "DELETE FROM conversations WHERE uid = ?1 AND external_id = ?2",
+        params![uid, agent_conversation(agent)],
+    )?;
+    if log > 0 {
+        bump_generation(tx, uid, Corpus::Message)?;
+    }
+    changed += tx.execute(
+        "DELETE FROM agent_steps WHERE uid = ?1 AND agent = ?2",
+        params![uid, agent],
+    )?;
+    Ok(changed + passages + log > 0)
+}
+
+#[allow(clippy::type_complexity)]
+pub fn append(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    messages: &[(AgentMessage, Option<Embedding>)],
+) -> StoreResult<(Vec<StoredMessage>, Option<(i64, u64)>)> {
+    let uid = ensure_uid(tx, scope)?;
+    let conversation = agent_conversation(agent);
+    let conversation_id = conversation_id(tx, uid, &conversation, agent)?;
+    let mut position: i64 = tx.query_row(
+        "SELECT COALESCE(MAX(position), -1) FROM messages WHERE conversation_id = ?1",
+        params![conversation_id],
+        |row| row.get(0),
+    )?;
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO messages (uid, conversation_id, position, role, content, tool_calls,
+             tool_call_id, created_at, token_count, content_hash, search_text, embedding_model,
+             embedding)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    let mut stored = Vec::with_capacity(messages.len());
+    for (message, embedding) in messages {
+        position += 1;
+        let wire = format!(
+            "{}{}",
+            message.content,
+            message.tool_calls.as_deref().unwrap_or_default()
+        );
+        let tokens = crate::tokens::count_message(&message.role, &wire) as i64;
+        insert.execute(params![
+            uid,
+            conversation_id,
+            position,
+            message.role,
+            message.content,
+            message.tool_calls,
+            message.tool_call_id,
+            message.created_at_ms,
+            tokens,
+            content_hash(&format!("{}\u{0}{wire}", message.role)),
+            message.search_text,
+            embedding.as_ref().map(|e| e.model.as_str()),
+            embedding.as_ref().map(|e| to_blob(&e.vector)),
+        ])?;
+        stored.push(StoredMessage {
+            id: tx.last_insert_rowid(),
+            conversation: conversation.clone(),
+            position,
+            role: message.role.clone(),
+            content: message.content.clone(),
+            name: None,
+            tool_calls: message.tool_calls.clone(),
+            tool_call_id: message.tool_call_id.clone(),
+            created_at_ms: message.created_at_ms,
+            token_count: tokens,
+            superseded: false,
+            search_text: Some(message.search_text.clone()),
+        });
+    }
+    let vectors = if messages.iter().any(|(_, e)| e.is_some()) {
+        Some((uid, bump_generation(tx, uid, Corpus::Message)?))
+    } else {
+        None
+    };
+    Ok((stored, vectors))
+}
+
+pub fn context(
+    connection: &Connection,
+    scope: &UserScope,
+    agent: &str,
+) -> StoreResult<(Option<Summary>, Vec<StoredMessage>)> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok((None, Vec::new()));
+    };
+    let conversation = agent_conversation(agent);
+    let summary = super::agent::summary(connection, scope, &conversation)?;
+    let after = summary.as_ref().map_or(-1, |s| s.through_position);
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN conversations c ON c.id = m.conversation_id
+         WHERE m.uid = ?1 AND c.external_id = ?2 AND m.position > ?3 ORDER BY m.position"
+    ))?;
+    let messages = statement
+        .query_map(params![uid, conversation, after], message_row)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((summary, messages))
+}
+
+pub fn counts(connection: &Connection, scope: &UserScope, agent: &str) -> StoreResult<AgentCounts> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(AgentCounts::default());
+    };
+    let conversation = agent_conversation(agent);
+    let after =
+        super::agent::summary(connection, scope, &conversation)?.map_or(-1, |s| s.through_position);
+    let (messages, in_context): (i64, i64) = connection.query_row(
+        "SELECT COUNT(*), COALESCE(SUM(m.position > ?3), 0) FROM messages m
+         JOIN conversations c ON c.id = m.conversation_id
+         WHERE m.uid = ?1 AND c.external_id = ?2",
+        params![uid, conversation, after],
+        |row| Ok((row.get(0)?, row.get(1)?)),
+    )?;
+    let passages = connection.query_row(
+        "SELECT COUNT(*) FROM archival_passages WHERE uid = ?1 AND agent = ?2",
+        params![uid, agent],
+        |row| row.get(0),
+    )?;
+    Ok(AgentCounts {
+        messages,
+        in_context,
+        passages,
+    })
+}
+
+pub fn between(
+    connection: &Connection,
+    scope: &UserScope,
+    conversation: &str,
+    from_ms: i64,
+    to_ms: i64,
+    page: Page,
+) -> StoreResult<(usize, Vec<StoredMessage>)> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok((0, Vec::new()));
+    };
+    let filter = "m.uid = ?1 AND c.external_id = ?2 AND m.created_at >= ?3 AND m.created_at < ?4
+         AND m.superseded = 0 AND length(trim(COALESCE(m.search_text, m.content))) > 0";
+    let total: i64 = connection.query_row(
+        &format!(
+            "SELECT COUNT(*) FROM messages m JOIN conversations c ON c.id = m.conversation_id
+             WHERE {filter}"
+        ),
+        params![uid, conversation, from_ms, to_ms],
+        |row| row.get(0),
+    )?;
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN conversations c ON c.id = m.conversation_id
+         WHERE {filter} ORDER BY m.created_at, m.position LIMIT ?5 OFFSET ?6"
+    ))?;
+    let rows = statement
+        .query_map(
+            params![
+                uid,
+                conversation,
+                from_ms,
+                to_ms,
+                page.limit as i64,
+                page.offset as i64
+            ],
+            message_row,
+        )?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((total as usize, rows))
+}
+
+pub fn record_steps(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    steps: &[StepRecord],
+    keep_turns: usize,
+) -> StoreResult<()> {
+    let uid = ensure_uid(tx, scope)?;
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO agent_steps (uid, agent, turn, step, tool, arguments, status, result,
+             heartbeat, prompt_tokens, completion_tokens, latency_ms, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    for step in steps {
+        insert.execute(params![
+            uid,
+            agent,
+            step.turn,
+            step.step,
+            step.tool,
+            step.arguments,
+            step.status,
+            step.result,
+            step.heartbeat,
+            step.prompt_tokens,
+            step.completion_tokens,
+            step.latency_ms,
+            step.created_at_ms
+        ])?;
+    }
+    // Keep the newest turns only: the trace is for looking at, not an archive.
+    tx.execute(
+        "DELETE FROM agent_steps WHERE uid = ?1 AND agent = ?2 AND turn NOT IN (
+             SELECT turn FROM agent_steps WHERE uid = ?1 AND agent = ?2
+             GROUP BY turn ORDER BY MAX(id) DESC LIMIT ?3)",
+        params![uid, agent, keep_turns as i64],
+    )?;
+    Ok(())
+}
+
+pub fn steps(
+    connection: &Connection,
+    scope: &UserScope,
+    agent: &str,
+    turns: usize,
+) -> StoreResult<Vec<StepRecord>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let mut statement = connection.prepare_cached(
+        "SELECT turn, step, tool, arguments, status, result, heartbeat, prompt_tokens,
+             completion_tokens, latency_ms, created_at
+         FROM agent_steps WHERE uid = ?1 AND agent = ?2 AND turn IN (
+             SELECT turn FROM agent_steps WHERE uid = ?1 AND agent = ?2
+             GROUP BY turn ORDER BY MAX(id) DESC LIMIT ?3)
+         ORDER BY id",
+    )?;
+    let rows = statement
+        .query_map(params![uid, agent, turns as i64], |row| {
+            Ok(StepRecord {
+                turn: row.get(0)?,
+                step: row.get(1)?,
+                tool: row.get(2)?,
+                arguments: row.get(3)?,
+                status: row.get(4)?,
+                result: row.get(5)?,
+                heartbeat: row.get(6)?,
+                prompt_tokens: row.get(7)?,
+                completion_tokens: row.get(8)?,
+                latency_ms: row.get(9)?,
+                created_at_ms: row.get(10)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}

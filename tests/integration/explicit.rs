@@ -1,0 +1,589 @@
+//! Explicit mode, the loop: the scripted upstream plays the agent's model (tool calls, wrong ones
+//! included) and records every request, so the tests read exactly what the model was shown.
+
+use memproxy::mock::Reply;
+use serde_json::{json, Value};
+
+use crate::common::{get_json, harness_with, restart, sse_data, streamed_content, Harness};
+
+pub fn call(name: &str, arguments: Value) -> Reply {
+    Reply::ToolCalls(vec![(name.to_owned(), arguments.to_string())])
+}
+
+pub fn send(message: &str) -> Reply {
+    call("send_message", json!({"message": message}))
+}
+
+/// One client request in explicit mode for `user`/`agent`.
+pub async fn ask(h: &Harness, user: &str, agent: &str, messages: Value) -> reqwest::Response {
+    h.client
+        .post(h.url("/explicit/v1/chat/completions"))
+        .header("x-memproxy-user", user)
+        .header("x-memproxy-agent", agent)
+        .json(&json!({"model": "mock-model", "messages": messages}))
+        .send()
+        .await
+        .expect("answer")
+}
+
+pub async fn say(h: &Harness, user: &str, text: &str) -> Value {
+    let response = ask(
+        h,
+        user,
+        "default",
+        json!([{"role": "user", "content": text}]),
+    )
+    .await;
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+    response.json().await.expect("json")
+}
+
+pub fn reply_of(body: &Value) -> &str {
+    body["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// The chat model's requests (memory LLM calls excluded).
+pub fn model_requests(h: &Harness) -> Vec<Value> {
+    h.mock.chat_requests(None)
+}
+
+pub fn system_of(request: &Value) -> String {
+    request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Tool results of a request, in order.
+pub fn tool_results(request: &Value) -> Vec<Value> {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| serde_json::from_str(m["content"].as_str()?).ok())
+        .collect()
+}
+
+/// `{"type": ...}` payloads of user-role messages in a request.
+pub fn user_payloads(request: &Value) -> Vec<Value> {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| serde_json::from_str(m["content"].as_str()?).ok())
+        .collect()
+}
+
+pub async fn steps(h: &Harness, user: &str, agent: &str) -> Vec<Value> {
+    let body = get_json(
+        h,
+        &format!("/memproxy/v1/agents/{agent}/steps?user={user}&turns=1"),
+    )
+    .await;
+    body["data"].as_array().cloned().unwrap_or_default()
+}
+
+fn statuses(steps: &[Value]) -> Vec<String> {
+    steps
+        .iter()
+        .map(|s| {
+            format!(
+                "{}:{}",
+                s["tool"].as_str().unwrap_or(""),
+                s["status"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn remembers_with_core_memory_append_then_heartbeat_then_send_message() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(call(
+        "core_memory_append",
+        json!({"label": "human", "content": "Name: Ada. Loves sailing.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Nice to meet you, Ada!"));
+    let response = ask(
+        &h,
+        "ada",
+        "default",
+        json!([
+            {"role": "system", "content": "You are Sailor Bot."},
+            {"role": "user", "content": "Remember this: my name is Ada and I love sailing."}
+        ]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-memproxy-mode"], "explicit");
+    assert_eq!(response.headers()["x-memproxy-steps"], "2");
+    assert_eq!(response.headers()["x-memproxy-stop"], "send_message");
+    assert!(response.headers().contains_key("x-memproxy-overhead-ms"));
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(reply_of(&body), "Nice to meet you, Ada!");
+
+    let requests = model_requests(&h);
+    assert_eq!(requests.len(), 2);
+    let first = &requests[0];
+    assert_eq!(first["tool_choice"], "required");
+    let tools: Vec<&str> = first["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    for name in [
+        "send_message",
+        "core_memory_append",
+        "core_memory_replace",
+        "archival_memory_insert",
+        "archival_memory_search",
+        "conversation_search",
+        "conversation_search_date",
+    ] {
+        assert!(tools.contains(&name), "{name} offered");
+    }
+    // The client's system prompt is a read-only block; the user message is wrapped.
+    assert!(system_of(first)
+        .contains("<instructions characters=\"19/2000\" read_only=\"true\">\nYou are Sailor Bot."));
+    let wrapped = user_payloads(first);
+    assert_eq!(wrapped[0]["type"], "user_message");
+    assert_eq!(
+        wrapped[0]["message"],
+        "Remember this: my name is Ada and I love sailing."
+    );
+    // Step 2 sees the edit in its system message, the tool result and the heartbeat.
+    let second = &requests[1];
+    assert!(
+        system_of(second).contains("Name: Ada. Loves sailing."),
+        "{}",
+        system_of(second)
+    );
+    assert_eq!(tool_results(second)[0]["status"], "OK");
+    assert!(user_payloads(second)
+        .iter()
+        .any(|p| p["type"] == "heartbeat"));
+    // Pairing: the tool result names the call before it.
+    let messages = second["messages"].as_array().expect("messages");
+    let call_id = messages
+        .iter()
+        .find_map(|m| m["tool_calls"][0]["id"].as_str())
+        .expect("call id");
+    assert!(messages
+        .iter()
+        .any(|m| m["role"] == "tool" && m["tool_call_id"] == call_id));
+
+    // Next turn: the client resends its whole history; the agent only gets the new message,
+    // and its system message still holds the fact.
+    h.mock.push(send("You are Ada."));
+    let response = ask(
+        &h,
+        "ada",
+        "default",
+        json!([
+            {"role": "system", "content": "You are Sailor Bot."},
+            {"role": "user", "content": "Remember this: my name is Ada and I love sailing."},
+            {"role": "assistant", "content": "Nice to meet you, Ada!"},
+            {"role": "user", "content": "What is my name?"}
+        ]),
+    )
+    .await;
+    assert_eq!(
+        reply_of(&response.json().await.expect("json")),
+        "You are Ada."
+    );
+    let third = model_requests(&h).pop().expect("request");
+    assert!(system_of(&third).contains("Name: Ada. Loves sailing."));
+    let texts: Vec<Value> = user_payloads(&third)
+        .into_iter()
+        .filter(|p| p["type"] == "user_message")
+        .collect();
+    assert_eq!(texts.len(), 2, "each client message once: {texts:?}");
+    assert_eq!(texts[1]["message"], "What is my name?");
+
+    // And after a restart.
+    let h = restart(h).await;
+    h.mock.push(send("Still Ada."));
+    say(&h, "ada", "And now?").await;
+    let after = model_requests(&h).pop().expect("request");
+    assert!(system_of(&after).contains("Name: Ada. Loves sailing."));
+    assert!(
+        after.to_string().contains("What is my name?"),
+        "the queue survived too"
+    );
+}
+
+#[tokio::test]
+async fn core_memory_replace_exact_succeeds_and_inexact_fails_precisely() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(call(
+        "core_memory_replace",
+        json!({
+        "label": "human", "old_content": "Nothing is known about the user yet.",
+        "new_content": "Name: Bo. Lives in Oslo.", "request_heartbeat": true}),
+    ));
+    h.mock.push(call(
+        "core_memory_replace",
+        json!({
+        "label": "human", "old_content": "lives in oslo", "new_content": "Lives in Bergen.",
+        "request_heartbeat": true}),
+    ));
+    h.mock.push(call(
+        "core_memory_replace",
+        json!({
+        "label": "human", "old_content": "  Lives in Oslo. ", "new_content": "Lives in Bergen.",
+        "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Updated."));
+    say(&h, "bo", "I moved from Oslo to Bergen.").await;
+    let requests = model_requests(&h);
+    let failed = &tool_results(&requests[2])[1];
+    assert_eq!(failed["status"], "Failed");
+    let message = failed["message"].as_str().expect("message");
+    assert!(
+        message.contains("'lives in oslo' is not in block 'human'"),
+        "{message}"
+    );
+    assert!(
+        message.contains("Name: Bo. Lives in Oslo."),
+        "shows the block: {message}"
+    );
+    // Surrounding whitespace is forgiven (one reading); the block ends as intended.
+    let blocks = get_json(&h, "/memproxy/v1/users/bo/agents/default/blocks").await;
+    let human = blocks["data"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .find(|b| b["label"] == "human")
+        .expect("human")
+        .clone();
+    assert_eq!(human["value"], "Name: Bo. Lives in Bergen.");
+    assert_eq!(
+        statuses(&steps(&h, "bo", "default").await),
+        [
+            "core_memory_replace:ok",
+            "core_memory_replace:failed",
+            "core_memory_replace:ok",
+            "send_message:reply"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_block_over_its_limit_fails_cleanly_and_stays_unchanged() {
+    let h = harness_with(|c| c.explicit.block_char_limit = 60).await;
+    h.mock.push(call(
+        "core_memory_append",
+        json!({
+        "label": "human", "content": "x".repeat(80), "request_heartbeat": true}),
+    ));
+    h.mock
+        .push(send("That is too long to keep in core memory."));
+    say(&h, "cy", "Remember my 80-character password hint.").await;
+    let result = &tool_results(&model_requests(&h)[1])[0];
+    assert_eq!(result["status"], "Failed");
+    let message = result["message"].as_str().expect("message");
+    assert!(message.contains("over its limit of 60"), "{message}");
+    assert!(
+        message.contains("archival_memory_insert"),
+        "suggests archival memory: {message}"
+    );
+    let blocks = get_json(&h, "/memproxy/v1/users/cy/agents/default/blocks").await;
+    assert!(!blocks.to_string().contains("xxxx"));
+}
+
+#[tokio::test]
+async fn wrong_calls_plain_text_and_missing_heartbeats_are_handled() {
+    let h = harness_with(|_| {}).await;
+    h.mock
+        .push(call("fly_to_moon", json!({"request_heartbeat": true})));
+    h.mock.push(Reply::ToolCalls(vec![(
+        "core_memory_append".to_owned(),
+        "label = human".to_owned(),
+    )]));
+    // Lenient: a trailing comma and a string "true".
+    h.mock.push(Reply::ToolCalls(vec![(
+        "core_memory_append".to_owned(),
+        r#"{"label": "human", "content": "Likes green tea.", "request_heartbeat": "true",}"#
+            .to_owned(),
+    )]));
+    // No heartbeat and no reply yet: the agent is asked to answer.
+    h.mock.push(call(
+        "core_memory_append",
+        json!({"label": "human", "content": "Dislikes coffee."}),
+    ));
+    h.mock
+        .push(Reply::Text("Green tea it is, no coffee.".to_owned()));
+    let response = ask(
+        &h,
+        "di",
+        "default",
+        json!([{"role": "user", "content": "I like green tea, not coffee."}]),
+    )
+    .await;
+    assert_eq!(response.headers()["x-memproxy-stop"], "plain_text");
+    assert_eq!(response.headers()["x-memproxy-steps"], "5");
+    assert_eq!(
+        reply_of(&response.json().await.expect("json")),
+        "Green tea it is, no coffee."
+    );
+
+    let requests = model_requests(&h);
+    let unknown = &tool_results(&requests[1])[0];
+    assert_eq!(unknown["status"], "Failed");
+    assert!(unknown["message"]
+        .as_str()
+        .expect("m")
+        .contains("there is no function 'fly_to_moon'"));
+    let heartbeat = user_payloads(&requests[1])
+        .into_iter()
+        .find(|p| p["type"] == "heartbeat")
+        .expect("heartbeat");
+    assert!(heartbeat["reason"]
+        .as_str()
+        .expect("reason")
+        .contains("failed"));
+    let bad_json = &tool_results(&requests[2])[1];
+    assert_eq!(bad_json["status"], "Failed");
+    assert!(bad_json["message"]
+        .as_str()
+        .expect("m")
+        .contains("not valid JSON"));
+    assert_eq!(tool_results(&requests[3])[2]["status"], "OK");
+    let nudge = user_payloads(&requests[4])
+        .into_iter()
+        .filter(|p| p["type"] == "heartbeat")
+        .last()
+        .expect("nudge");
+    assert!(
+        nudge["reason"]
+            .as_str()
+            .expect("reason")
+            .contains("send_message"),
+        "{nudge}"
+    );
+    let blocks = get_json(&h, "/memproxy/v1/users/di/agents/default/blocks")
+        .await
+        .to_string();
+    assert!(blocks.contains("Likes green tea.") && blocks.contains("Dislikes coffee."));
+    assert_eq!(
+        statuses(&steps(&h, "di", "default").await),
+        [
+            "fly_to_moon:failed",
+            "core_memory_append:failed",
+            "core_memory_append:ok",
+            "core_memory_append:ok",
+            "(text):reply"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_tool_call_written_as_text_is_executed() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(Reply::Text(
+        r#"{"name": "send_message", "arguments": {"message": "Hello from text."}}"#.to_owned(),
+    ));
+    let body = say(&h, "ed", "hi").await;
+    assert_eq!(reply_of(&body), "Hello from text.");
+}
+
+#[tokio::test]
+async fn max_steps_ends_the_turn_and_the_last_step_offers_only_send_message() {
+    let h = harness_with(|c| c.explicit.max_steps = 3).await;
+    for n in 0..5 {
+        h.mock.push(call(
+            "core_memory_append",
+            json!({
+            "label": "human", "content": format!("note {n}"), "request_heartbeat": true}),
+        ));
+    }
+    let response = ask(
+        &h,
+        "fa",
+        "default",
+        json!([{"role": "user", "content": "Take notes."}]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-memproxy-steps"], "3");
+    assert_eq!(response.headers()["x-memproxy-stop"], "max_steps");
+    let requests = model_requests(&h);
+    assert_eq!(requests.len(), 3, "exactly max_steps upstream calls");
+    let last = &requests[2];
+    assert_eq!(last["tools"].as_array().expect("tools").len(), 1);
+    assert_eq!(last["tool_choice"]["function"]["name"], "send_message");
+    assert_eq!(requests[1]["tool_choice"], "required");
+}
+
+#[tokio::test]
+async fn a_repeated_identical_call_gets_only_send_message_next() {
+    let h = harness_with(|_| {}).await;
+    let search = || {
+        call(
+            "archival_memory_search",
+            json!({"query": "boats", "request_heartbeat": true}),
+        )
+    };
+    h.mock.push(search());
+    h.mock.push(search());
+    h.mock.push(send("I found nothing about boats."));
+    let body = say(&h, "gu", "What do you know about boats?").await;
+    assert_eq!(reply_of(&body), "I found nothing about boats.");
+    let requests = model_requests(&h);
+    assert_eq!(requests[1]["tools"].as_array().expect("tools").len(), 7);
+    assert_eq!(requests[2]["tools"].as_array().expect("tools").len(), 1);
+    assert_eq!(
+        requests[2]["tool_choice"]["function"]["name"],
+        "send_message"
+    );
+}
+
+#[tokio::test]
+async fn streamed_and_whole_answers_carry_the_same_reply_and_usage() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(call(
+        "archival_memory_insert",
+        json!({"content": "Likes kites.", "request_heartbeat": true}),
+    ));
+    h.mock
+        .push(send("Kites are great, and now I know you like them."));
+    let whole = say(&h, "ha", "I like kites.").await;
+
+    h.mock.push(call(
+        "archival_memory_insert",
+        json!({"content": "Likes kites.", "request_heartbeat": true}),
+    ));
+    h.mock
+        .push(send("Kites are great, and now I know you like them."));
+    let response = h.client.post(h.url("/explicit/v1/chat/completions"))
+        .header("x-memproxy-user", "hb")
+        .json(&json!({"model": "mock-model", "stream": true, "stream_options": {"include_usage": true},
+                      "messages": [{"role": "user", "content": "I like kites."}]}))
+        .send().await.expect("answer");
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .expect("ct")
+        .starts_with("text/event-stream"));
+    let data = sse_data(response).await;
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = data
+        .iter()
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    assert_eq!(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+    let finish = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["finish_reason"].as_str())
+        .collect::<Vec<_>>();
+    assert_eq!(finish, ["stop"]);
+    assert_eq!(streamed_content(&data), reply_of(&whole));
+    let usage = chunks.last().expect("usage chunk")["usage"].clone();
+    assert_eq!(usage, whole["usage"], "same steps, same summed usage");
+    // Usage is the sum over both steps (the mock bills 8 completion tokens per tool call).
+    assert_eq!(whole["usage"]["completion_tokens"], 16);
+
+    // Without include_usage: no usage chunk.
+    h.mock.push(send("Short."));
+    let response = h.client.post(h.url("/explicit/v1/chat/completions"))
+        .header("x-memproxy-user", "hc")
+        .json(&json!({"model": "mock-model", "stream": true, "messages": [{"role": "user", "content": "hi"}]}))
+        .send().await.expect("answer");
+    let data = sse_data(response).await;
+    assert!(data.iter().all(|d| !d.contains("\"usage\"")), "{data:?}");
+    assert_eq!(streamed_content(&data), "Short.");
+}
+
+#[tokio::test]
+async fn an_upstream_failure_mid_turn_is_relayed_and_the_retry_is_clean() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(call(
+        "core_memory_append",
+        json!({"label": "human", "content": "Has a cat.", "request_heartbeat": true}),
+    ));
+    h.mock.push(Reply::Error {
+        status: 503,
+        message: "The model is overloaded.".to_owned(),
+        headers: vec![],
+    });
+    let response = ask(
+        &h,
+        "io",
+        "default",
+        json!([{"role": "user", "content": "I have a cat."}]),
+    )
+    .await;
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["message"], "The model is overloaded.");
+    let log = get_json(&h, "/memproxy/v1/users/io/agents/default/messages").await;
+    assert_eq!(
+        log["data"].as_array().expect("log").len(),
+        0,
+        "a failed turn leaves no half turn"
+    );
+    assert!(statuses(&steps(&h, "io", "default").await)
+        .contains(&"(upstream):upstream_error".to_owned()));
+
+    h.mock.push(send("A cat, lovely."));
+    say(&h, "io", "I have a cat.").await;
+    let last = model_requests(&h).pop().expect("request");
+    let said: Vec<Value> = user_payloads(&last)
+        .into_iter()
+        .filter(|p| p["type"] == "user_message")
+        .collect();
+    assert_eq!(said.len(), 1, "the retried message is in the queue once");
+    assert!(
+        system_of(&last).contains("Has a cat."),
+        "the completed edit stayed"
+    );
+}
+
+#[tokio::test]
+async fn bad_input_gets_openai_errors() {
+    let h = harness_with(|_| {}).await;
+    let response = ask(
+        &h,
+        "ju",
+        "default",
+        json!([
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}
+        ]),
+    )
+    .await;
+    assert_eq!(response.status(), 400);
+    crate::common::assert_openai_error(&response.json().await.expect("json"), "invalid_request");
+
+    let response = h
+        .client
+        .post(h.url("/v1/chat/completions"))
+        .header("x-memproxy-mode", "explicit")
+        .header("x-memproxy-conversation", "agent:default")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 400);
+
+    let tiny = harness_with(|c| c.explicit.context_window_tokens = 600).await;
+    let response = ask(
+        &tiny,
+        "ju",
+        "default",
+        json!([{"role": "user", "content": "hi"}]),
+    )
+    .await;
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    crate::common::assert_openai_error(&body, "context_length_exceeded");
+    assert!(body["error"]["message"]
+        .as_str()
+        .expect("m")
+        .contains("600-token context window"));
+}
