@@ -357,8 +357,8 @@ async fn wrong_calls_plain_text_and_missing_heartbeats_are_handled() {
     assert_eq!(tool_results(&requests[3])[2]["status"], "OK");
     let nudge = user_payloads(&requests[4])
         .into_iter()
-        .filter(|p| p["type"] == "heartbeat")
-        .last()
+        .rev()
+        .find(|p| p["type"] == "heartbeat")
         .expect("nudge");
     assert!(
         nudge["reason"]

@@ -8,6 +8,7 @@ mod auth;
 mod chat;
 mod errors;
 mod explicit;
+mod explicit_memory;
 mod implicit;
 mod lifecycle;
 mod memory;
