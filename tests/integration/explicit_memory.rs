@@ -5,7 +5,7 @@
 use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
-use crate::common::{get_json, harness_with, Harness};
+use crate::common::{get_json, harness_with};
 use crate::explicit::{
     ask, call, model_requests, reply_of, say, send, steps, system_of, tool_results, user_payloads,
 };
