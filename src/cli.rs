@@ -1,4 +1,5 @@
-//! The command line: `serve`, `check-config`, `mock-upstream`, `bench proxy`.
+//! The command line: `serve`, `check-config`, `mock-upstream`, `memories`, `agents`, `reindex`,
+//! `jobs`, `bench`, `eval`.
 //!
 //! Parsing and dispatch only; each command's work lives in its own module.
 
@@ -40,6 +41,13 @@ enum Command {
         config: ConfigArgs,
         #[command(subcommand)]
         command: crate::commands::MemoriesCommand,
+    },
+    /// Explicit-mode agents: list, show, edit blocks, archival memory, queue, summary, steps, reset.
+    Agents {
+        #[command(flatten)]
+        config: ConfigArgs,
+        #[command(subcommand)]
+        command: crate::agent_commands::AgentsCommand,
     },
     /// Re-embed everything without a vector of the configured model (after changing it).
     Reindex(ConfigArgs),
@@ -149,6 +157,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Memories { config, command } => {
             let config = load(&config, &Overrides::default())?;
             runtime()?.block_on(crate::commands::memories(&config, command))
+        }
+        Command::Agents { config, command } => {
+            let config = load(&config, &Overrides::default())?;
+            runtime()?.block_on(crate::agent_commands::agents(&config, command))
         }
         Command::Jobs {
             command:

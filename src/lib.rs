@@ -5,6 +5,7 @@
 //! `memproxy` binary and a library, so tests and benchmarks drive the real server in-process.
 
 pub mod agent;
+pub mod agent_commands;
 pub mod bench;
 pub mod cli;
 pub mod commands;

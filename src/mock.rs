@@ -458,22 +458,23 @@ struct Completion {
 
 impl Completion {
     fn new(body: &Value, n: usize) -> Completion {
+        // Counted as a real upstream would bill it: every message's text and tool calls, plus
+        // the tool schemas (cl100k, so memproxy's own estimates line up in tests).
+        let text_tokens = |value: &Value| match value {
+            Value::Null => 0,
+            Value::String(text) => crate::tokens::count(text),
+            other => crate::tokens::count(&other.to_string()),
+        };
         let prompt_tokens = body["messages"]
             .as_array()
             .map(|messages| {
                 messages
                     .iter()
-                    .map(|m| {
-                        m["content"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .split_whitespace()
-                            .count()
-                            + 4
-                    })
-                    .sum()
+                    .map(|m| text_tokens(&m["content"]) + text_tokens(&m["tool_calls"]) + 4)
+                    .sum::<usize>()
             })
-            .unwrap_or(0);
+            .unwrap_or(0)
+            + text_tokens(&body["tools"]);
         Completion {
             id: format!("chatcmpl-mock-{n}"),
             model: body["model"].as_str().unwrap_or("mock-model").to_owned(),

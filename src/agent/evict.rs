@@ -6,7 +6,8 @@
 //! searchable) and the summary says so, because a turn that cannot fit is worse than a gap.
 
 use super::context;
-use super::turn::{clip, Turn, TurnError};
+use super::state::{clip, Turn};
+use super::turn::TurnError;
 use super::Agents;
 use crate::dates;
 use crate::store::{agent_conversation, now_ms, StoredMessage, Summary};

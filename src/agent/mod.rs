@@ -10,6 +10,7 @@ pub mod context;
 mod evict;
 pub mod lenient;
 pub mod model;
+mod state;
 pub mod tools;
 mod turn;
 
@@ -36,6 +37,8 @@ pub struct Agents {
     summary_prompt: String,
     /// One turn at a time per agent: two concurrent turns would interleave the message queue.
     locks: Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per model: upstream prompt tokens / our estimate, learned from reported usage.
+    token_scales: Mutex<HashMap<String, f64>>,
 }
 
 impl Agents {
@@ -49,6 +52,7 @@ impl Agents {
             summarizer,
             summary_prompt: prompts.summarize,
             locks: Mutex::new(HashMap::new()),
+            token_scales: Mutex::new(HashMap::new()),
         })
     }
 
@@ -76,6 +80,29 @@ impl Agents {
             updated_at_ms: 0,
         })
         .collect()
+    }
+
+    fn token_scale(&self, model: &str) -> f64 {
+        let scales = self
+            .token_scales
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        scales.get(model).copied().unwrap_or(1.0)
+    }
+
+    /// Learns the upstream's tokens-per-our-token from a reported prompt size.
+    fn calibrate(&self, model: &str, estimated: usize, reported: usize) {
+        if estimated < 100 || reported == 0 {
+            return;
+        }
+        let observed = (reported as f64 / estimated as f64).clamp(0.5, 3.0);
+        let mut scales = self
+            .token_scales
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let scale = scales.entry(model.to_owned()).or_insert(observed);
+        // Smoothed: one odd count (a cached prompt reported as 0, a template quirk) moves it little.
+        *scale = 0.7 * *scale + 0.3 * observed;
     }
 
     fn lock_of(&self, key: &AgentKey) -> Arc<tokio::sync::Mutex<()>> {

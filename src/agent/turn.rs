@@ -9,13 +9,11 @@ use serde_json::{json, Map, Value};
 use super::context::{self, CLIENT_BLOCK};
 use super::lenient;
 use super::model::{ChatModel, ModelError};
+use super::state::{raw_measure, system_notice, user_json, Turn};
 use super::tools::{self, ToolOutcome, ToolScope, SEND_MESSAGE};
 use super::Agents;
-use crate::dates;
 use crate::openai::{FunctionCall, ToolCall, Usage};
-use crate::store::{
-    now_ms, AgentMessage, CoreBlock, StepRecord, StoredMessage, Summary, UserScope,
-};
+use crate::store::{now_ms, AgentMessage, CoreBlock, StepRecord, UserScope};
 
 /// What the client asked, reduced to what the agent needs.
 #[derive(Clone, Debug)]
@@ -79,114 +77,6 @@ pub enum TurnError {
         window: usize,
         model: String,
     },
-}
-
-/// The mutable state of a turn in progress.
-pub(super) struct Turn {
-    pub id: String,
-    pub scope: UserScope,
-    pub agent: String,
-    pub model: String,
-    pub system: Option<String>,
-    pub alerted: bool,
-    pub summary: Option<Summary>,
-    /// Stored messages still in context.
-    pub queue: Vec<StoredMessage>,
-    /// Messages of this turn not yet stored.
-    pub buffer: Vec<AgentMessage>,
-    pub steps: Vec<StepRecord>,
-    pub llm_ms: f64,
-}
-
-impl Turn {
-    pub fn step(
-        &mut self,
-        tool: &str,
-        arguments: String,
-        status: &str,
-        result: String,
-    ) -> &mut StepRecord {
-        let number = self.steps.last().map_or(1, |s| s.step);
-        self.steps.push(StepRecord {
-            turn: self.id.clone(),
-            step: number,
-            tool: tool.to_owned(),
-            arguments: clip(&arguments, 2000),
-            status: status.to_owned(),
-            result: clip(&result, 2000),
-            heartbeat: false,
-            prompt_tokens: 0,
-            completion_tokens: 0,
-            latency_ms: 0.0,
-            created_at_ms: now_ms(),
-        });
-        let last = self.steps.len() - 1;
-        &mut self.steps[last]
-    }
-
-    /// The request's messages: system, summary, stored queue, this turn's messages.
-    pub fn messages(&self) -> Vec<Value> {
-        let mut messages =
-            vec![json!({"role": "system", "content": self.system.clone().unwrap_or_default()})];
-        if let Some(summary) = &self.summary {
-            messages.push(context::summary_message(summary));
-        }
-        messages.extend(self.queue.iter().map(context::wire_message));
-        messages.extend(self.buffer.iter().map(buffered_wire));
-        messages
-    }
-}
-
-fn buffered_wire(message: &AgentMessage) -> Value {
-    let mut wire = json!({"role": message.role, "content": message.content});
-    if let Some(calls) = message
-        .tool_calls
-        .as_deref()
-        .and_then(|c| serde_json::from_str::<Value>(c).ok())
-    {
-        wire["tool_calls"] = calls;
-        if message.content.is_empty() {
-            wire["content"] = Value::Null;
-        }
-    }
-    if let Some(id) = &message.tool_call_id {
-        wire["tool_call_id"] = json!(id);
-    }
-    wire
-}
-
-pub fn clip(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        return text.to_owned();
-    }
-    let mut clipped: String = text.chars().take(limit).collect();
-    clipped.push('…');
-    clipped
-}
-
-fn user_json(kind: &str, field: &str, text: &str, now: i64) -> String {
-    json!({"type": kind, field: text, "time": dates::timestamp(now)}).to_string()
-}
-
-fn system_notice(kind: &str, reason: &str) -> AgentMessage {
-    let now = now_ms();
-    AgentMessage {
-        role: "user".to_owned(),
-        content: user_json(
-            kind,
-            if kind == "heartbeat" {
-                "reason"
-            } else {
-                "message"
-            },
-            reason,
-            now,
-        ),
-        tool_calls: None,
-        tool_call_id: None,
-        search_text: String::new(),
-        created_at_ms: now,
-    }
 }
 
 const SAMPLING_DENYLIST: [&str; 11] = [
@@ -366,7 +256,9 @@ impl Agents {
             } else if total as f64 > window as f64 * self.config.pressure_alert_ratio
                 && !turn.alerted
             {
-                turn.buffer.push(system_notice(
+                // Before this turn's user message, so the newest message is still the user's
+                // (small models answer the last message they see).
+                turn.buffer.insert(0, system_notice(
                     "system_alert",
                     "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core or archival memory now.",
                 ));
@@ -375,6 +267,7 @@ impl Agents {
             let last_step = step == self.config.max_steps;
             let only_reply = force_reply || last_step;
             let body = self.request_body(input, turn, only_reply);
+            let estimated = raw_measure(turn).0;
             let started = Instant::now();
             let answer = model.complete(body).await;
             let latency = started.elapsed().as_secs_f64() * 1e3;
@@ -409,6 +302,7 @@ impl Agents {
                 }
             };
             retried_overflow = false;
+            self.calibrate(&turn.model, estimated, answer.usage.prompt_tokens as usize);
             usage.prompt_tokens += answer.usage.prompt_tokens;
             usage.completion_tokens += answer.usage.completion_tokens;
             usage.total_tokens += answer.usage.total_tokens;
@@ -423,6 +317,21 @@ impl Agents {
                         function: FunctionCall { name, arguments },
                     });
                 }
+            }
+            if calls.is_empty() && answer.content.trim().is_empty() {
+                // Nothing at all is not an answer: ask once more, offering only send_message.
+                let record = turn.step(
+                    "(empty)",
+                    String::new(),
+                    "failed",
+                    "the model answered nothing".to_owned(),
+                );
+                fill(record, step, &answer.usage, latency);
+                force_reply = true;
+                if !last_step {
+                    turn.buffer.push(system_notice("heartbeat", "[This is an automated system message hidden from the user] Your last answer was empty. Answer the user now with send_message."));
+                }
+                continue;
             }
             if calls.is_empty() {
                 // A plain answer is the reply: small models often skip send_message.
@@ -566,11 +475,15 @@ impl Agents {
     }
 
     /// `(prompt tokens, tokens of system message + tools alone)`.
+    /// Scaled by how the upstream's own counts compared with ours so far (its tokenizer and
+    /// chat template differ from cl100k; a small model's template adds ~25%).
     pub(super) fn measure(&self, turn: &Turn) -> (usize, usize) {
-        let messages = turn.messages();
-        let fixed = context::message_tokens(&messages[0]) + context::tools_tokens();
-        let rest: usize = messages[1..].iter().map(context::message_tokens).sum();
-        (fixed + rest, fixed)
+        let (total, fixed) = raw_measure(turn);
+        let scale = self.token_scale(&turn.model);
+        (
+            (total as f64 * scale).ceil() as usize,
+            (fixed as f64 * scale).ceil() as usize,
+        )
     }
 
     fn request_body(&self, input: &TurnInput, turn: &Turn, only_reply: bool) -> Value {

@@ -484,10 +484,19 @@ async fn streamed_and_whole_answers_carry_the_same_reply_and_usage() {
         .collect::<Vec<_>>();
     assert_eq!(finish, ["stop"]);
     assert_eq!(streamed_content(&data), reply_of(&whole));
+    // Usage is summed over the turn's steps, streamed or not.
     let usage = chunks.last().expect("usage chunk")["usage"].clone();
-    assert_eq!(usage, whole["usage"], "same steps, same summed usage");
-    // Usage is the sum over both steps (the mock bills 8 completion tokens per tool call).
-    assert_eq!(whole["usage"]["completion_tokens"], 16);
+    for (user, usage) in [("hb", usage), ("ha", whole["usage"].clone())] {
+        let trace = steps(&h, user, "default").await;
+        let prompt: i64 = trace
+            .iter()
+            .filter_map(|s| s["prompt_tokens"].as_i64())
+            .sum();
+        assert!(prompt > 0);
+        assert_eq!(usage["prompt_tokens"], prompt, "{user}");
+        // The mock bills 8 completion tokens per tool call: two steps.
+        assert_eq!(usage["completion_tokens"], 16, "{user}");
+    }
 
     // Without include_usage: no usage chunk.
     h.mock.push(send("Short."));

@@ -1,0 +1,124 @@
+//! The state of one agent turn in progress (what is in context, what this turn added, the
+//! trace so far) and the small builders of the messages the loop sends.
+
+use serde_json::{json, Value};
+
+use super::context;
+use crate::dates;
+use crate::store::{now_ms, AgentMessage, StepRecord, StoredMessage, Summary, UserScope};
+
+/// The mutable state of a turn in progress.
+pub(super) struct Turn {
+    pub id: String,
+    pub scope: UserScope,
+    pub agent: String,
+    pub model: String,
+    pub system: Option<String>,
+    pub alerted: bool,
+    pub summary: Option<Summary>,
+    /// Stored messages still in context.
+    pub queue: Vec<StoredMessage>,
+    /// Messages of this turn not yet stored.
+    pub buffer: Vec<AgentMessage>,
+    pub steps: Vec<StepRecord>,
+    pub llm_ms: f64,
+}
+
+impl Turn {
+    pub fn step(
+        &mut self,
+        tool: &str,
+        arguments: String,
+        status: &str,
+        result: String,
+    ) -> &mut StepRecord {
+        let number = self.steps.last().map_or(1, |s| s.step);
+        self.steps.push(StepRecord {
+            turn: self.id.clone(),
+            step: number,
+            tool: tool.to_owned(),
+            arguments: clip(&arguments, 2000),
+            status: status.to_owned(),
+            result: clip(&result, 2000),
+            heartbeat: false,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            latency_ms: 0.0,
+            created_at_ms: now_ms(),
+        });
+        let last = self.steps.len() - 1;
+        &mut self.steps[last]
+    }
+
+    /// The request's messages: system, summary, stored queue, this turn's messages.
+    pub fn messages(&self) -> Vec<Value> {
+        let mut messages =
+            vec![json!({"role": "system", "content": self.system.clone().unwrap_or_default()})];
+        if let Some(summary) = &self.summary {
+            messages.push(context::summary_message(summary));
+        }
+        messages.extend(self.queue.iter().map(context::wire_message));
+        messages.extend(self.buffer.iter().map(buffered_wire));
+        messages
+    }
+}
+
+fn buffered_wire(message: &AgentMessage) -> Value {
+    let mut wire = json!({"role": message.role, "content": message.content});
+    if let Some(calls) = message
+        .tool_calls
+        .as_deref()
+        .and_then(|c| serde_json::from_str::<Value>(c).ok())
+    {
+        wire["tool_calls"] = calls;
+        if message.content.is_empty() {
+            wire["content"] = Value::Null;
+        }
+    }
+    if let Some(id) = &message.tool_call_id {
+        wire["tool_call_id"] = json!(id);
+    }
+    wire
+}
+
+pub fn clip(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        return text.to_owned();
+    }
+    let mut clipped: String = text.chars().take(limit).collect();
+    clipped.push('…');
+    clipped
+}
+
+pub fn user_json(kind: &str, field: &str, text: &str, now: i64) -> String {
+    json!({"type": kind, field: text, "time": dates::timestamp(now)}).to_string()
+}
+
+pub fn system_notice(kind: &str, reason: &str) -> AgentMessage {
+    let now = now_ms();
+    AgentMessage {
+        role: "user".to_owned(),
+        content: user_json(
+            kind,
+            if kind == "heartbeat" {
+                "reason"
+            } else {
+                "message"
+            },
+            reason,
+            now,
+        ),
+        tool_calls: None,
+        tool_call_id: None,
+        search_text: String::new(),
+        created_at_ms: now,
+    }
+}
+
+/// `(prompt tokens, tokens of system message + tools alone)` as counted with cl100k.
+pub fn raw_measure(turn: &Turn) -> (usize, usize) {
+    let messages = turn.messages();
+    let fixed = context::message_tokens(&messages[0]) + context::tools_tokens();
+    let rest: usize = messages[1..].iter().map(context::message_tokens).sum();
+    (fixed + rest, fixed)
+}
