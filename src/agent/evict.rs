@@ -41,11 +41,13 @@ impl Agents {
                 )
             })
             .collect();
-        let count = context::eviction_count(&sizes, total, target);
+        // This turn's messages start at a user message, a clean cut for tool pairs.
+        let count = context::eviction_count(&sizes, total, target).min(turn.earlier);
         if count == 0 {
             return Ok(0);
         }
         let evicted: Vec<StoredMessage> = turn.queue.drain(..count).collect();
+        turn.earlier -= count;
         let through = evicted.last().map_or(-1, |m| m.position);
         let previous = turn
             .summary

@@ -160,6 +160,35 @@ pub fn call_in_text(content: &str) -> Option<(String, String)> {
     Some((name, arguments))
 }
 
+/// What a plain-text answer (no tool call) amounts to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PlainAnswer {
+    /// Nothing said.
+    Empty,
+    /// The model imitated one of the system's JSON envelopes instead of answering.
+    Echo,
+    /// A reply to the user.
+    Reply(String),
+}
+
+pub fn plain_answer(content: &str) -> PlainAnswer {
+    let trimmed = content.trim();
+    if trimmed.is_empty() {
+        return PlainAnswer::Empty;
+    }
+    if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(trimmed) {
+        let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
+        if matches!(kind, "user_message" | "heartbeat" | "system_alert") {
+            return PlainAnswer::Echo;
+        }
+        // `{"message": "..."}`: a send_message without the call.
+        if let Some(Value::String(message)) = map.get("message") {
+            return PlainAnswer::Reply(message.trim().to_owned());
+        }
+    }
+    PlainAnswer::Reply(trimmed.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +230,18 @@ mod tests {
         assert_eq!(call.0, "send_message");
         assert_eq!(call.1, r#"{"message":"Hi!"}"#);
         assert!(call_in_text("Just a normal answer.").is_none());
+        assert_eq!(plain_answer("  "), PlainAnswer::Empty);
+        assert_eq!(
+            plain_answer(r#"{"type":"user_message","message":"I moved.","time":"x"}"#),
+            PlainAnswer::Echo
+        );
+        assert_eq!(
+            plain_answer(r#"{"message": "Hi Zoe!"}"#),
+            PlainAnswer::Reply("Hi Zoe!".to_owned())
+        );
+        assert_eq!(
+            plain_answer(" Hello. "),
+            PlainAnswer::Reply("Hello.".to_owned())
+        );
     }
 }

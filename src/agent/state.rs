@@ -18,6 +18,9 @@ pub(super) struct Turn {
     pub summary: Option<Summary>,
     /// Stored messages still in context.
     pub queue: Vec<StoredMessage>,
+    /// How many of `queue` came before this turn (only those may be evicted: the turn's own
+    /// messages hold the question being answered).
+    pub earlier: usize,
     /// Messages of this turn not yet stored.
     pub buffer: Vec<AgentMessage>,
     pub steps: Vec<StepRecord>,

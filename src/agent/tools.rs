@@ -83,16 +83,11 @@ fn function(name: &str, description: &str, properties: Value, required: &[&str])
     }})
 }
 
-/// The OpenAI `tools` array.
+/// The OpenAI `tools` array. Memory tools come first: small models lean towards the first tool
+/// listed, and answering without saving is the failure that loses facts.
 pub fn schemas() -> Vec<Value> {
     let page = json!({"type": "integer", "description": "Page of results, from 0."});
     vec![
-        function(
-            SEND_MESSAGE,
-            "Send a message to the user. This is the only way the user sees anything from you; it ends your turn.",
-            json!({"message": {"type": "string", "description": "The message, in your own voice."}}),
-            &["message"],
-        ),
         function(
             "core_memory_append",
             "Add a line to a block of your core memory (always visible to you in the system message).",
@@ -139,6 +134,12 @@ pub fn schemas() -> Vec<Value> {
                 "page": page,
             }),
             &["start_date", "end_date"],
+        ),
+        function(
+            SEND_MESSAGE,
+            "Send a message to the user. This is the only way the user sees anything from you; it ends your turn.",
+            json!({"message": {"type": "string", "description": "The message, in your own voice."}}),
+            &["message"],
         ),
     ]
 }

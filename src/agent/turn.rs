@@ -8,8 +8,9 @@ use serde_json::{json, Map, Value};
 
 use super::context::{self, CLIENT_BLOCK};
 use super::lenient;
+use super::lenient::PlainAnswer;
 use super::model::{ChatModel, ModelError};
-use super::state::{raw_measure, system_notice, user_json, Turn};
+use super::state::{clip, raw_measure, system_notice, user_json, Turn};
 use super::tools::{self, ToolOutcome, ToolScope, SEND_MESSAGE};
 use super::Agents;
 use crate::openai::{FunctionCall, ToolCall, Usage};
@@ -217,6 +218,7 @@ impl Agents {
             system: record.system_message,
             alerted: record.pressure_alerted,
             summary,
+            earlier: queue.len(),
             queue,
             buffer,
             steps: Vec::new(),
@@ -234,6 +236,7 @@ impl Agents {
         let mut usage = Usage::default();
         let mut calls_made = 0;
         let mut force_reply = false;
+        let mut plain_only = false;
         let mut last_call: Option<String> = None;
         let mut step = 0;
         let mut retried_overflow = false;
@@ -265,8 +268,14 @@ impl Agents {
                 turn.alerted = true;
             }
             let last_step = step == self.config.max_steps;
-            let only_reply = force_reply || last_step;
-            let body = self.request_body(input, turn, only_reply);
+            let offer = if plain_only {
+                Offer::Nothing
+            } else if force_reply || last_step {
+                Offer::ReplyOnly
+            } else {
+                Offer::All
+            };
+            let body = self.request_body(input, turn, offer);
             let estimated = raw_measure(turn).0;
             let started = Instant::now();
             let answer = model.complete(body).await;
@@ -318,24 +327,31 @@ impl Agents {
                     });
                 }
             }
-            if calls.is_empty() && answer.content.trim().is_empty() {
-                // Nothing at all is not an answer: ask once more, offering only send_message.
-                let record = turn.step(
-                    "(empty)",
-                    String::new(),
-                    "failed",
-                    "the model answered nothing".to_owned(),
-                );
-                fill(record, step, &answer.usage, latency);
-                force_reply = true;
-                if !last_step {
-                    turn.buffer.push(system_notice("heartbeat", "[This is an automated system message hidden from the user] Your last answer was empty. Answer the user now with send_message."));
-                }
-                continue;
-            }
             if calls.is_empty() {
+                let reply = match lenient::plain_answer(&answer.content) {
+                    PlainAnswer::Reply(reply) => reply,
+                    unusable => {
+                        // Nothing, or the system's own envelope echoed back: not an answer. Ask
+                        // again offering only send_message; if that fails too, offer no tools
+                        // at all (greedy decoding repeats itself, so something must change).
+                        let what = if unusable == PlainAnswer::Empty {
+                            "(empty)"
+                        } else {
+                            "(echo)"
+                        };
+                        let record =
+                            turn.step(what, String::new(), "failed", clip(&answer.content, 300));
+                        fill(record, step, &answer.usage, latency);
+                        if force_reply {
+                            plain_only = true;
+                        } else if !last_step {
+                            turn.buffer.push(system_notice("heartbeat", "[This is an automated system message hidden from the user] You did not answer the user. Answer them now with send_message."));
+                        }
+                        force_reply = true;
+                        continue;
+                    }
+                };
                 // A plain answer is the reply: small models often skip send_message.
-                let reply = answer.content.trim().to_owned();
                 turn.buffer.push(AgentMessage {
                     role: "assistant".to_owned(),
                     content: answer.content.clone(),
@@ -486,23 +502,29 @@ impl Agents {
         )
     }
 
-    fn request_body(&self, input: &TurnInput, turn: &Turn, only_reply: bool) -> Value {
-        let all_tools = tools::schemas();
-        let offered: Vec<Value> = if only_reply {
-            all_tools
+    fn request_body(&self, input: &TurnInput, turn: &Turn, offer: Offer) -> Value {
+        let mut body = json!({"model": input.model, "messages": turn.messages()});
+        if input.model.is_empty() {
+            body.as_object_mut().map(|b| b.remove("model"));
+        }
+        let tools: Vec<Value> = match offer {
+            Offer::Nothing => Vec::new(),
+            Offer::ReplyOnly => tools::schemas()
                 .into_iter()
                 .filter(|t| t["function"]["name"] == SEND_MESSAGE)
-                .collect()
-        } else {
-            all_tools
+                .collect(),
+            Offer::All => tools::schemas(),
         };
-        let mut body = json!({"model": input.model, "messages": turn.messages(), "tools": offered});
-        if self.config.require_tool_choice {
-            body["tool_choice"] = if only_reply {
-                json!({"type": "function", "function": {"name": SEND_MESSAGE}})
-            } else {
-                json!("required")
-            };
+        if !tools.is_empty() {
+            body["tools"] = Value::Array(tools);
+            if self.config.require_tool_choice {
+                body["tool_choice"] = match offer {
+                    Offer::ReplyOnly => {
+                        json!({"type": "function", "function": {"name": SEND_MESSAGE}})
+                    }
+                    _ => json!("required"),
+                };
+            }
         }
         for (key, value) in &input.params {
             if !SAMPLING_DENYLIST.contains(&key.as_str()) {
@@ -511,6 +533,16 @@ impl Agents {
         }
         body
     }
+}
+
+/// Which tools a step offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Offer {
+    All,
+    /// Only `send_message` (after a repeated call, on the last step, after an empty answer).
+    ReplyOnly,
+    /// None: a plain answer is the reply (after the model failed to answer with a tool).
+    Nothing,
 }
 
 fn fill(record: &mut StepRecord, step: usize, usage: &Usage, latency: f64) {

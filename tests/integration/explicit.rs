@@ -596,3 +596,42 @@ async fn bad_input_gets_openai_errors() {
         .expect("m")
         .contains("600-token context window"));
 }
+
+#[tokio::test]
+async fn an_empty_or_echoed_answer_is_asked_again() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(Reply::Text(String::new()));
+    h.mock.push(Reply::Text(
+        r#"{"type":"user_message","message":"I moved to Porto.","time":"2026-11-30"}"#.to_owned(),
+    ));
+    h.mock.push(send("Porto, noted."));
+    let response = ask(
+        &h,
+        "ki",
+        "default",
+        json!([{"role": "user", "content": "I moved to Porto."}]),
+    )
+    .await;
+    assert_eq!(response.headers()["x-memproxy-steps"], "3");
+    assert_eq!(
+        reply_of(&response.json().await.expect("json")),
+        "Porto, noted."
+    );
+    let requests = model_requests(&h);
+    assert_eq!(
+        requests[1]["tools"].as_array().expect("tools").len(),
+        1,
+        "only send_message offered"
+    );
+    assert_eq!(
+        statuses(&steps(&h, "ki", "default").await),
+        ["(empty):failed", "(echo):failed", "send_message:reply"]
+    );
+    // Neither non-answer is kept in the agent's queue.
+    let log = get_json(&h, "/memproxy/v1/users/ki/agents/default/messages")
+        .await
+        .to_string();
+    assert!(!log.contains(
+        r#"\"type\":\"user_message\",\"message\":\"I moved to Porto.\",\"time\":\"2026-11-30\""#
+    ));
+}

@@ -131,6 +131,13 @@ async fn overflow_alerts_then_evicts_into_a_summary_and_recall_still_finds_it() 
             .is_some_and(|m| m.starts_with("The secret code"))
     });
     assert!(!still_in_view, "the first message left the window");
+    let asked = format!("Turn {}.", turns - 1);
+    assert!(
+        user_payloads(last)
+            .iter()
+            .any(|p| p["message"].as_str().is_some_and(|m| m.starts_with(&asked))),
+        "the question of the evicting turn itself stays in view"
+    );
     assert_tool_pairs_intact(&requests);
     let agent = get_json(&h, "/memproxy/v1/users/la/agents/default").await;
     assert!(agent["counts"]["messages"].as_i64() > agent["counts"]["in_context"].as_i64());
