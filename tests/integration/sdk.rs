@@ -47,6 +47,7 @@ async fn official_python_sdk_works_through_memproxy() {
         "rate-limit",
         "bad-request",
         "auth",
+        "explicit",
     ] {
         assert!(
             stdout.contains(&format!("ok {check}")),

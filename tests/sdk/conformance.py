@@ -60,3 +60,20 @@ try:
 except openai.AuthenticationError:
     pass
 print("ok auth")
+
+# Explicit mode: the SDK sees an ordinary completion while memproxy runs an agent loop (the mock
+# answers the agent in plain text, which is taken as its reply).
+agent = openai.OpenAI(base_url=base_url.replace("/v1", "/explicit/v1"), api_key=key, max_retries=0, timeout=20)
+raw = agent.chat.completions.with_raw_response.create(model="mock-model", messages=messages)
+assert raw.headers["x-memproxy-mode"] == "explicit" and raw.headers["x-memproxy-steps"] == "1"
+reply = raw.parse()
+assert reply.choices[0].message.content.startswith("echo: ") and "hello sdk" in reply.choices[0].message.content
+assert reply.usage.total_tokens > 0
+follow_up = messages + [{"role": "assistant", "content": "hi"}, {"role": "user", "content": "again"}]
+with agent.chat.completions.stream(model="mock-model", messages=follow_up,
+                                   stream_options={"include_usage": True}) as stream:
+    for _ in stream:
+        pass
+    final = stream.get_final_completion()
+assert "again" in final.choices[0].message.content and final.usage.total_tokens > 0, final
+print("ok explicit")
