@@ -23,7 +23,7 @@ impl Agents {
     ) -> Result<usize, TurnError> {
         // Evict from one stored list: this turn's messages so far are written first.
         if !turn.buffer.is_empty() {
-            let buffer = std::mem::take(&mut turn.buffer);
+            let buffer = turn.take_buffer();
             let stored = self
                 .memory
                 .append_agent_messages(&turn.scope, &turn.agent, buffer)

@@ -23,11 +23,23 @@ pub(super) struct Turn {
     pub earlier: usize,
     /// Messages of this turn not yet stored.
     pub buffer: Vec<AgentMessage>,
+    /// Contents of buffered messages that are for this turn only (nudges after an unusable
+    /// answer): stored, a small model would learn to imitate them.
+    pub transient: Vec<String>,
     pub steps: Vec<StepRecord>,
     pub llm_ms: f64,
 }
 
 impl Turn {
+    /// Empties the buffer for storing, leaving out transient messages.
+    pub fn take_buffer(&mut self) -> Vec<AgentMessage> {
+        let transient = std::mem::take(&mut self.transient);
+        std::mem::take(&mut self.buffer)
+            .into_iter()
+            .filter(|m| !transient.contains(&m.content))
+            .collect()
+    }
+
     pub fn step(
         &mut self,
         tool: &str,

@@ -123,7 +123,7 @@ impl Agents {
             .blocking(move |store, _| Ok(store.record_steps(&scope, &agent, &trace, keep)?))
             .await?;
         let (reply, stop, usage, calls) = result?;
-        let buffer = std::mem::take(&mut turn.buffer);
+        let buffer = turn.take_buffer();
         self.memory
             .append_agent_messages(&turn.scope, &turn.agent, buffer)
             .await?;
@@ -221,6 +221,7 @@ impl Agents {
             earlier: queue.len(),
             queue,
             buffer,
+            transient: Vec::new(),
             steps: Vec::new(),
             llm_ms: 0.0,
         })
@@ -345,7 +346,9 @@ impl Agents {
                         if force_reply {
                             plain_only = true;
                         } else if !last_step {
-                            turn.buffer.push(system_notice("heartbeat", "[This is an automated system message hidden from the user] You did not answer the user. Answer them now with send_message."));
+                            let nudge = system_notice("heartbeat", "[This is an automated system message hidden from the user] You did not answer the user. Answer them now with send_message.");
+                            turn.transient.push(nudge.content.clone());
+                            turn.buffer.push(nudge);
                         }
                         force_reply = true;
                         continue;

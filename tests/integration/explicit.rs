@@ -627,6 +627,14 @@ async fn an_empty_or_echoed_answer_is_asked_again() {
         statuses(&steps(&h, "ki", "default").await),
         ["(empty):failed", "(echo):failed", "send_message:reply"]
     );
+    // The nudge was shown for this turn only.
+    assert!(requests[1]
+        .to_string()
+        .contains("You did not answer the user"));
+    let stored = get_json(&h, "/memproxy/v1/users/ki/agents/default/messages")
+        .await
+        .to_string();
+    assert!(!stored.contains("You did not answer the user"), "{stored}");
     // Neither non-answer is kept in the agent's queue.
     let log = get_json(&h, "/memproxy/v1/users/ki/agents/default/messages")
         .await
