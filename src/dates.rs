@@ -78,6 +78,28 @@ pub fn parse_ymd(text: &str) -> Option<i64> {
     Some(days_from_civil(year, month, day) * 86_400_000)
 }
 
+/// A point in time: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS][Z]` (UTC) or milliseconds since 1970.
+pub fn parse_time(text: &str) -> Option<i64> {
+    let text = text.trim();
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit()) {
+        return text.parse().ok();
+    }
+    let day = parse_ymd(text)?;
+    let rest = text.get(10..)?.trim_start_matches(['T', ' ']);
+    let clock = rest.trim_end_matches('Z');
+    if clock.is_empty() {
+        return Some(day);
+    }
+    let mut parts = clock.split(':');
+    let hours: i64 = parts.next()?.parse().ok()?;
+    let minutes: i64 = parts.next()?.parse().ok()?;
+    let seconds: f64 = parts.next().map_or(Some(0.0), |s| s.parse().ok())?;
+    if parts.next().is_some() || hours > 23 || minutes > 59 || !(0.0..60.0).contains(&seconds) {
+        return None;
+    }
+    Some(day + (hours * 3600 + minutes * 60) * 1000 + (seconds * 1000.0) as i64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +117,11 @@ mod tests {
         assert_eq!(parse_ymd("2023-05-08T10:00"), Some(1_683_504_000_000));
         assert_eq!(parse_ymd("2023-13-08"), None);
         assert_eq!(parse_ymd("May 8"), None);
+        assert_eq!(parse_time("2023-05-08"), Some(1_683_504_000_000));
+        assert_eq!(parse_time("2023-05-08T13:56:00Z"), Some(1_683_554_160_000));
+        assert_eq!(parse_time("2023-05-08 13:56"), Some(1_683_554_160_000));
+        assert_eq!(parse_time("1683554160000"), Some(1_683_554_160_000));
+        assert_eq!(parse_time("2023-05-08T25:00"), None);
+        assert_eq!(parse_time("yesterday"), None);
     }
 }

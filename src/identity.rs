@@ -18,6 +18,8 @@ pub const CONVERSATION_HEADER: &str = "x-memproxy-conversation";
 pub const MODE_HEADER: &str = "x-memproxy-mode";
 /// `false`: use memory for this request but remember nothing of it (private chats, evaluations).
 pub const RECORD_HEADER: &str = "x-memproxy-record";
+/// Time of the new turns (replays, imports): a date, a UTC time or epoch milliseconds.
+pub const TIME_HEADER: &str = "x-memproxy-time";
 pub const DEFAULT_ID: &str = "default";
 const MAX_ID_LEN: usize = 256;
 
@@ -29,6 +31,16 @@ pub struct Scope {
     pub conversation: String,
     /// Whether this exchange may be stored and learned from.
     pub record: bool,
+    /// When the new turns were said (header `X-Memproxy-Time`, for replaying or importing past
+    /// conversations); `None`: now.
+    pub time_ms: Option<i64>,
+}
+
+impl Scope {
+    /// The time of this exchange's new turns.
+    pub fn now_ms(&self) -> i64 {
+        self.time_ms.unwrap_or_else(crate::store::now_ms)
+    }
 }
 
 impl Scope {
@@ -70,12 +82,22 @@ impl Scope {
                 ))
             }
         };
+        let time_ms = match header_id(headers, TIME_HEADER)? {
+            None => None,
+            Some(text) => Some(crate::dates::parse_time(&text).ok_or_else(|| {
+                ProxyError::invalid(
+                    format!("Header '{TIME_HEADER}' must be a date (2026-03-07), a UTC time (2026-03-07T18:30:00Z) or milliseconds since 1970, not '{text}'."),
+                    Some(TIME_HEADER),
+                )
+            })?),
+        };
         Ok(Scope {
             tenant: tenant.to_owned(),
             user,
             agent,
             conversation,
             record,
+            time_ms,
         })
     }
 }

@@ -28,9 +28,15 @@ pub(super) struct Turn {
     pub transient: Vec<String>,
     pub steps: Vec<StepRecord>,
     pub llm_ms: f64,
+    /// The time of this turn's messages when the client set one (`X-Memproxy-Time`).
+    pub clock: Option<i64>,
 }
 
 impl Turn {
+    pub fn now(&self) -> i64 {
+        self.clock.unwrap_or_else(now_ms)
+    }
+
     /// Empties the buffer for storing, leaving out transient messages.
     pub fn take_buffer(&mut self) -> Vec<AgentMessage> {
         let transient = std::mem::take(&mut self.transient);
@@ -109,8 +115,7 @@ pub fn user_json(kind: &str, field: &str, text: &str, now: i64) -> String {
     json!({"type": kind, field: text, "time": dates::timestamp(now)}).to_string()
 }
 
-pub fn system_notice(kind: &str, reason: &str) -> AgentMessage {
-    let now = now_ms();
+pub fn system_notice(kind: &str, reason: &str, now: i64) -> AgentMessage {
     AgentMessage {
         role: "user".to_owned(),
         content: user_json(

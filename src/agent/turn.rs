@@ -28,6 +28,8 @@ pub struct TurnInput {
     pub user_messages: Vec<String>,
     /// Sampling parameters passed through to every step (temperature, max_tokens, ...).
     pub params: Map<String, Value>,
+    /// When the user said it (`X-Memproxy-Time`); `None`: now.
+    pub clock: Option<i64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -197,7 +199,7 @@ impl Agents {
                 Ok((record, summary, queue))
             })
             .await?;
-        let now = now_ms();
+        let now = input.clock.unwrap_or_else(now_ms);
         let buffer = input
             .user_messages
             .iter()
@@ -222,6 +224,7 @@ impl Agents {
             queue,
             buffer,
             transient: Vec::new(),
+            clock: input.clock,
             steps: Vec::new(),
             llm_ms: 0.0,
         })
@@ -265,6 +268,7 @@ impl Agents {
                 turn.buffer.insert(0, system_notice(
                     "system_alert",
                     "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core or archival memory now.",
+                    turn.now(),
                 ));
                 turn.alerted = true;
             }
@@ -346,7 +350,8 @@ impl Agents {
                         if force_reply {
                             plain_only = true;
                         } else if !last_step {
-                            let nudge = system_notice("heartbeat", "[This is an automated system message hidden from the user] You did not answer the user. Answer them now with send_message.");
+                            let nudge = system_notice(
+                    "heartbeat", "[This is an automated system message hidden from the user] You did not answer the user. Answer them now with send_message.", turn.now());
                             turn.transient.push(nudge.content.clone());
                             turn.buffer.push(nudge);
                         }
@@ -361,7 +366,7 @@ impl Agents {
                     tool_calls: None,
                     tool_call_id: None,
                     search_text: reply.clone(),
-                    created_at_ms: now_ms(),
+                    created_at_ms: turn.now(),
                 });
                 let record = turn.step("(text)", String::new(), "reply", reply.clone());
                 fill(record, step, &answer.usage, latency);
@@ -382,7 +387,7 @@ impl Agents {
                 tool_calls: serde_json::to_string(&calls).ok(),
                 tool_call_id: None,
                 search_text: String::new(),
-                created_at_ms: now_ms(),
+                created_at_ms: turn.now(),
             });
             let mut heartbeat = false;
             let mut failed = false;
@@ -422,7 +427,7 @@ impl Agents {
                 if outcome.memory_changed {
                     turn.system = None;
                 }
-                let now = now_ms();
+                let now = turn.now();
                 turn.buffer.push(AgentMessage {
                     role: "tool".to_owned(),
                     content: outcome.result_json(now),
@@ -468,7 +473,8 @@ impl Agents {
             } else {
                 "[This is an automated system message hidden from the user] The function ran, but the user has not received a reply yet: answer them with send_message."
             };
-            turn.buffer.push(system_notice("heartbeat", reason));
+            let now = turn.now();
+            turn.buffer.push(system_notice("heartbeat", reason, now));
         }
         // Out of steps without send_message: what the agent thought last is all there is.
         Ok((thoughts, Stop::MaxSteps, usage, calls_made))
@@ -489,7 +495,7 @@ impl Agents {
                 ))
             })
             .await?;
-        turn.system = Some(context::compile_system(&blocks, &counts, now_ms()));
+        turn.system = Some(context::compile_system(&blocks, &counts, turn.now()));
         Ok(())
     }
 

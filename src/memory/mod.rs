@@ -123,6 +123,17 @@ impl MemoryService {
         items: Vec<(String, String, Vec<Source>)>,
         cause: &str,
     ) -> MemoryResult<Vec<Inserted>> {
+        self.add_memories_at(scope, items, cause, now_ms()).await
+    }
+
+    /// As [`Self::add_memories`], dated `at_ms` (when the facts were said, for replays).
+    pub async fn add_memories_at(
+        &self,
+        scope: &UserScope,
+        items: Vec<(String, String, Vec<Source>)>,
+        cause: &str,
+        at_ms: i64,
+    ) -> MemoryResult<Vec<Inserted>> {
         for (text, _, _) in &items {
             check_text(text)?;
         }
@@ -136,7 +147,7 @@ impl MemoryService {
                 text,
                 kind,
                 sources,
-                created_at_ms: now_ms(),
+                created_at_ms: at_ms,
                 embedding: Some(embedding),
             })
             .collect();

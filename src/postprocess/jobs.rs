@@ -108,7 +108,7 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
             position: m.position,
         })
         .collect();
-    let report = reconcile(pp, job, scope, facts, sources).await?;
+    let report = reconcile(pp, job, scope, facts, sources, last.created_at_ms).await?;
     let (done_scope, done_conversation, through) =
         (scope.clone(), conversation.to_owned(), last.position);
     pp.memory
@@ -166,6 +166,7 @@ async fn reconcile(
     scope: &UserScope,
     facts: Vec<Fact>,
     sources: Vec<Source>,
+    said_at_ms: i64,
 ) -> Result<String, String> {
     let cause = format!(
         "job {}: {} of conversation {}",
@@ -220,7 +221,7 @@ async fn reconcile(
         let label = match decision {
             Decision::Add => {
                 pp.memory
-                    .add_memories(scope, item(), &cause)
+                    .add_memories_at(scope, item(), &cause, said_at_ms)
                     .await
                     .map_err(|e| e.to_string())?;
                 "added"
@@ -238,7 +239,7 @@ async fn reconcile(
                     .await
                     .map_err(|e| e.to_string())?;
                 pp.memory
-                    .add_memories(scope, item(), &cause)
+                    .add_memories_at(scope, item(), &cause, said_at_ms)
                     .await
                     .map_err(|e| e.to_string())?;
                 "invalidated"

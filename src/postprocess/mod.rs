@@ -197,7 +197,7 @@ impl ExchangeHook for PostProcessor {
         let conversation = exchange.scope.conversation.clone();
         let mut messages = exchange.request.messages.clone();
         messages.push(reply);
-        let turns: Vec<NewMessage> = crate::strategy::turns_of(&messages, now_ms());
+        let turns: Vec<NewMessage> = crate::strategy::turns_of(&messages, exchange.scope.now_ms());
         if let Err(error) = self
             .memory
             .record_messages(&scope, &conversation, &exchange.scope.agent, turns)

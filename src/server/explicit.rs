@@ -121,6 +121,7 @@ fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, ProxyEr
         client_system: (!system.is_empty()).then(|| system.join("\n\n")),
         user_messages,
         params: request.extra.clone(),
+        clock: scope.time_ms,
     })
 }
 

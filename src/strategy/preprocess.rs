@@ -12,7 +12,7 @@ use crate::identity::Scope;
 use crate::memory::{MemoryService, RetrievalRequest};
 use crate::mode::Mode;
 use crate::openai::{ChatMessage, ChatRequest};
-use crate::store::{now_ms, Corpus, NewMessage, UserScope};
+use crate::store::{Corpus, NewMessage, UserScope};
 
 /// What the pre-processor did to one request (all zero for `passthrough`, which does nothing).
 #[derive(Debug, Default)]
@@ -135,7 +135,7 @@ async fn with_memory(
     request: &ChatRequest,
 ) -> Result<Rewrite, String> {
     let user = UserScope::from(scope);
-    let turns = turns_of(&request.messages, now_ms());
+    let turns = turns_of(&request.messages, scope.now_ms());
     let query = (mode == Mode::Implicit)
         .then(|| query_of(request))
         .flatten();

@@ -643,3 +643,46 @@ async fn an_empty_or_echoed_answer_is_asked_again() {
         r#"\"type\":\"user_message\",\"message\":\"I moved to Porto.\",\"time\":\"2026-11-30\""#
     ));
 }
+
+#[tokio::test]
+async fn a_replayed_conversation_keeps_its_own_dates() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(send("Enjoy the hike!"));
+    let response = h
+        .client
+        .post(h.url("/explicit/v1/chat/completions"))
+        .header("x-memproxy-user", "li")
+        .header("x-memproxy-time", "2023-05-08T13:56:00Z")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "Hiking tomorrow."}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    let wrapped = user_payloads(&model_requests(&h)[0]);
+    assert_eq!(wrapped[0]["time"], "2023-05-08 13:56:00 UTC");
+    let log = get_json(&h, "/memproxy/v1/users/li/agents/default/messages").await;
+    assert_eq!(log["data"][0]["created_at_ms"], 1_683_554_160_000_i64);
+
+    // Implicit mode stores the turns with that date too.
+    let response = h.client.post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-user", "li")
+        .header("x-memproxy-conversation", "trip")
+        .header("x-memproxy-time", "2023-05-09")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "Back from the hike."}]}))
+        .send().await.expect("answer");
+    assert_eq!(response.status(), 200);
+    let turns = get_json(&h, "/memproxy/v1/users/li/conversations/trip/messages").await;
+    assert_eq!(turns["data"][0]["created_at_ms"], 1_683_590_400_000_i64);
+
+    let response = h
+        .client
+        .post(h.url("/v1/chat/completions"))
+        .header("x-memproxy-time", "last tuesday")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["param"], "x-memproxy-time");
+}
