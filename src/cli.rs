@@ -59,9 +59,8 @@ enum Command {
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(crate::bench::BenchCommand),
-    /// Quality evaluations that print figures (LoCoMo retrieval recall@k).
-    #[command(subcommand)]
-    Eval(crate::eval::EvalCommand),
+    /// Compare strategies on a dataset (`eval --dataset FILE …`), or `eval retrieval|strategies`.
+    Eval(Box<crate::eval::EvalArgs>),
 }
 
 #[derive(Subcommand)]
@@ -178,7 +177,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime()?.block_on(crate::commands::reindex(&config))
         }
         Command::Bench(command) => runtime()?.block_on(crate::bench::run(command)),
-        Command::Eval(command) => runtime()?.block_on(crate::eval::run(command)),
+        Command::Eval(command) => runtime()?.block_on(crate::eval::run(*command)),
     }
 }
 

@@ -59,7 +59,7 @@ const CATEGORIES: [(u8, &str); 4] = [
 ];
 
 /// "1:56 pm on 8 May, 2023" → milliseconds since the epoch (UTC).
-fn parse_session_date(text: &str) -> Option<i64> {
+pub(super) fn parse_session_date(text: &str) -> Option<i64> {
     let (clock, date) = text.split_once(" on ")?;
     let (hm, meridiem) = clock.trim().split_once(' ')?;
     let (hour, minute) = hm.split_once(':')?;
@@ -97,7 +97,7 @@ fn parse_session_date(text: &str) -> Option<i64> {
 }
 
 /// Evidence ids, tolerating the few malformed entries ("D8:6; D9:17", "D:11:26").
-fn evidence_ids(evidence: &[String]) -> Vec<String> {
+pub(super) fn evidence_ids(evidence: &[String]) -> Vec<String> {
     evidence
         .iter()
         .flat_map(|entry| entry.split([';', ',', ' ']))

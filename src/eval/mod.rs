@@ -1,9 +1,15 @@
-//! `memproxy eval …`: measure memory quality on benchmark data (figures, not assertions).
+//! `memproxy eval …`: compare memory strategies on conversations with probe questions (answer
+//! scores, tokens, latency), and narrower measurements on benchmark data (figures, not assertions).
 
+pub mod dataset;
 mod locomo;
+mod report;
+pub mod run;
+pub mod score;
 mod strategies;
+pub mod tap;
 
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use serde::Deserialize;
 
 /// A LoCoMo question.
@@ -44,9 +50,20 @@ pub enum EvalCommand {
     Strategies(strategies::StrategiesEval),
 }
 
-pub async fn run(command: EvalCommand) -> anyhow::Result<()> {
-    match command {
-        EvalCommand::Retrieval(options) => locomo::run(options).await,
-        EvalCommand::Strategies(options) => strategies::run(options).await,
+/// `memproxy eval --dataset …` compares strategies; the subcommands are narrower measurements.
+#[derive(Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct EvalArgs {
+    #[command(subcommand)]
+    pub command: Option<EvalCommand>,
+    #[command(flatten)]
+    pub run: run::RunArgs,
+}
+
+pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
+    match args.command {
+        Some(EvalCommand::Retrieval(options)) => locomo::run(options).await,
+        Some(EvalCommand::Strategies(options)) => strategies::run(options).await,
+        None => run::run(args.run).await,
     }
 }

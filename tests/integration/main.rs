@@ -7,6 +7,7 @@ mod admin;
 mod auth;
 mod chat;
 mod errors;
+mod eval;
 mod explicit;
 mod explicit_memory;
 mod implicit;

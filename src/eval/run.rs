@@ -1,0 +1,575 @@
+//! `memproxy eval --dataset …`: replays each conversation through each strategy, in process, on
+//! fresh memory per (conversation, strategy), then asks the probe questions in new chats and
+//! scores the answers. Finished pairs are appended to `runs.jsonl` at once, so an interrupted run
+//! continues with `--resume`.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+use super::dataset::{self, Conversation, Format};
+use super::score;
+use super::tap::{Call, Tap};
+use crate::config::{Config, Secret};
+use crate::dates;
+use crate::mode::Mode;
+
+#[derive(Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Dataset file (or a directory of scenario files).
+    #[arg(long)]
+    pub dataset: Option<PathBuf>,
+    /// Dataset format; guessed from the content when absent.
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Strategies to compare, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "passthrough,window,summary,implicit,explicit"
+    )]
+    pub strategies: Vec<Mode>,
+    /// Upstream base URL ending in /v1 (key: MEMPROXY_UPSTREAM_API_KEY or OPENAI_API_KEY).
+    #[arg(long, default_value = "http://127.0.0.1:8090/v1")]
+    pub upstream: String,
+    /// Chat model (also the memory LLM).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// Grade answers with this model too (fixed prompt; CORRECT/WRONG).
+    #[arg(long)]
+    pub judge_model: Option<String>,
+    /// Only the first N conversations.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Only the first N probes of each conversation.
+    #[arg(long)]
+    pub max_probes: Option<usize>,
+    /// Include LoCoMo's adversarial questions (category 5).
+    #[arg(long)]
+    pub include_adversarial: bool,
+    /// Output directory: runs.jsonl, results.json, report.html.
+    #[arg(long, default_value = "eval-out")]
+    pub out: PathBuf,
+    /// Continue an interrupted run in --out (finished pairs are kept).
+    #[arg(long)]
+    pub resume: bool,
+    /// Where the local embedding model is installed (scripts/fetch-model).
+    #[arg(long, default_value = "./.memproxy")]
+    pub model_data_dir: PathBuf,
+    /// Embed through this OpenAI-compatible /v1 endpoint instead of the local model.
+    #[arg(long)]
+    pub embeddings_url: Option<String>,
+    /// Context window assumed for the model (explicit mode), in tokens.
+    #[arg(long)]
+    pub context_window: Option<usize>,
+    /// Cap on the model's reply while replaying (replies are mostly discarded).
+    #[arg(long, default_value_t = 96)]
+    pub replay_max_tokens: u64,
+    /// Cap on the model's answer to a probe.
+    #[arg(long, default_value_t = 160)]
+    pub answer_max_tokens: u64,
+}
+
+/// Calls and tokens of one kind of upstream work.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Work {
+    pub calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ProbeResult {
+    pub question: String,
+    pub gold: String,
+    pub answer: String,
+    pub category: String,
+    pub abstain: bool,
+    pub f1: f64,
+    pub contains: bool,
+    pub judge: Option<bool>,
+    /// Share of the evidence turns that appeared verbatim in what the model saw.
+    pub evidence_in_context: Option<f64>,
+}
+
+/// One (conversation, strategy) replay.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PairResult {
+    pub conversation: String,
+    pub strategy: String,
+    /// Upstream work by kind: chat, agent_step, extract, reconcile, summarize.
+    pub work: BTreeMap<String, Work>,
+    /// Per client request: memproxy's own time (total − its upstream calls), ms.
+    pub overhead_ms: Vec<f64>,
+    /// Per client request: total time seen by the client, ms.
+    pub total_ms: Vec<f64>,
+    pub probes: Vec<ProbeResult>,
+    pub errors: Vec<String>,
+}
+
+fn upstream_key() -> Option<Secret> {
+    std::env::var("MEMPROXY_UPSTREAM_API_KEY")
+        .or_else(|_| std::env::var("OPENAI_API_KEY"))
+        .ok()
+        .filter(|k| !k.trim().is_empty())
+        .map(Secret::new)
+}
+
+fn config_for(args: &RunArgs, mode: Mode, data: &Path, tap: &Tap) -> Config {
+    let mut config = Config {
+        data_dir: data.to_owned(),
+        mode,
+        ..Config::default()
+    };
+    config.upstream.url = tap.url.clone();
+    config.upstream.api_key = upstream_key();
+    config.upstream.first_byte_timeout = Duration::from_secs(1800);
+    config.upstream.total_timeout = Duration::from_secs(1800);
+    config.upstream.idle_timeout = Duration::from_secs(600);
+    match &args.embeddings_url {
+        Some(url) => {
+            config.embedding.provider = crate::embed::EmbeddingProvider::Openai;
+            config.embedding.url = url.clone();
+            config.embedding.model = "eval-embed".to_owned();
+            config.embedding.dimensions = 64;
+        }
+        None => {
+            config.embedding.model_dir = Some(args.model_data_dir.join("models/all-MiniLM-L6-v2"));
+            config.embedding.onnxruntime =
+                Some(args.model_data_dir.join("lib/libonnxruntime.so.1.24.4"));
+        }
+    }
+    config.memory.extraction_debounce = Duration::ZERO;
+    config.memory.preprocess_timeout = Duration::from_secs(120);
+    if let Some(window) = args.context_window {
+        config.explicit.context_window_tokens = window;
+    }
+    config
+}
+
+fn system_prompt(conversation: &Conversation, time_ms: Option<i64>) -> String {
+    match time_ms {
+        Some(time) => format!(
+            "{}\nToday is {}.",
+            conversation.system,
+            dates::ymd_weekday(time)
+        ),
+        None => conversation.system.clone(),
+    }
+}
+
+/// Waits until the post-processing queue is empty: the next session must find what it learned.
+async fn drain(server: &crate::server::RunningServer) -> anyhow::Result<()> {
+    for _ in 0..36_000 {
+        let pending = server
+            .state
+            .memory
+            .blocking(|store, _| {
+                let page = crate::store::Page::default();
+                Ok(store.list_jobs(Some("queued"), page)?.len()
+                    + store.list_jobs(Some("running"), page)?.len())
+            })
+            .await?;
+        if pending == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    anyhow::bail!("post-processing did not finish within an hour")
+}
+
+struct Client<'a> {
+    http: reqwest::Client,
+    base: String,
+    args: &'a RunArgs,
+    tap: &'a Tap,
+    mode: Mode,
+}
+
+struct Answer {
+    text: String,
+    calls: Vec<Call>,
+    total_ms: f64,
+}
+
+impl Client<'_> {
+    async fn send(
+        &self,
+        conversation: &str,
+        time_ms: Option<i64>,
+        messages: Vec<Value>,
+        record: bool,
+        max_tokens: u64,
+    ) -> anyhow::Result<Answer> {
+        let mut body = json!({"messages": messages, "temperature": 0, "max_tokens": max_tokens});
+        if let Some(model) = &self.args.model {
+            body["model"] = json!(model);
+        }
+        let mut request = self
+            .http
+            .post(format!("{}/v1/chat/completions", self.base))
+            .header("x-memproxy-user", "eval")
+            .header("x-memproxy-conversation", conversation)
+            .header("x-memproxy-record", if record { "true" } else { "false" })
+            .json(&body);
+        if let Some(time) = time_ms {
+            request = request.header("x-memproxy-time", time.to_string());
+        }
+        let before = self.tap.len();
+        let started = Instant::now();
+        let response = request.send().await?;
+        let status = response.status();
+        let reply: Value = response.json().await.unwrap_or(Value::Null);
+        let total_ms = started.elapsed().as_secs_f64() * 1e3;
+        if !status.is_success() {
+            anyhow::bail!(
+                "{} answered {status}: {}",
+                self.mode,
+                reply["error"]["message"]
+            );
+        }
+        Ok(Answer {
+            text: reply["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            calls: self.tap.since(before),
+            total_ms,
+        })
+    }
+}
+
+/// Memproxy's own time for one request: the client's total minus the LLM calls it waited for
+/// (implicit mode's memory calls run after the answer, off the request path).
+fn book(pair: &mut PairResult, mode: Mode, answer: &Answer) {
+    let waited: f64 = answer
+        .calls
+        .iter()
+        .filter(|call| call.kind == "chat" || mode == Mode::Explicit)
+        .map(|call| call.ms)
+        .sum();
+    pair.overhead_ms.push((answer.total_ms - waited).max(0.0));
+    pair.total_ms.push(answer.total_ms);
+}
+
+/// Adds up the pair's upstream calls by kind. In explicit mode the first chat call of each client
+/// request is the answer's and the others are agent steps (memory work).
+fn account(pair: &mut PairResult, mode: Mode, calls: &[Call], requests: &[(usize, usize)]) {
+    let answering: HashSet<usize> = requests
+        .iter()
+        .filter_map(|(from, to)| {
+            (*from..*to).find(|&i| calls.get(i).is_some_and(|c| c.kind == "chat"))
+        })
+        .collect();
+    for (index, call) in calls.iter().enumerate() {
+        let kind = match call.kind.as_str() {
+            "chat" if mode == Mode::Explicit && !answering.contains(&index) => "agent_step",
+            other => other,
+        };
+        let work = pair.work.entry(kind.to_owned()).or_default();
+        work.calls += 1;
+        work.prompt_tokens += call.prompt_tokens;
+        work.completion_tokens += call.completion_tokens;
+    }
+}
+
+/// Replays one conversation through one strategy on fresh memory.
+async fn run_pair(
+    args: &RunArgs,
+    tap: &Tap,
+    conversation: &Conversation,
+    mode: Mode,
+    progress: &ProgressBar,
+) -> anyhow::Result<PairResult> {
+    let data = tempfile::tempdir()?;
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let server = crate::server::start_on(
+        listener,
+        config_for(args, mode, data.path(), tap),
+        Arc::new(crate::hooks::LogExchanges),
+    )
+    .await?;
+    let client = Client {
+        http: reqwest::Client::new(),
+        base: server.url(),
+        args,
+        tap,
+        mode,
+    };
+    let mut pair = PairResult {
+        conversation: conversation.id.clone(),
+        strategy: mode.as_str().to_owned(),
+        work: BTreeMap::new(),
+        overhead_ms: Vec::new(),
+        total_ms: Vec::new(),
+        probes: Vec::new(),
+        errors: Vec::new(),
+    };
+    let start = tap.len();
+    // Indices (in this pair's calls) where each client request's calls begin and end.
+    let mut requests: Vec<(usize, usize)> = Vec::new();
+    for (s, session) in conversation.sessions.iter().enumerate() {
+        let chat = format!("{}-session-{}", conversation.id, s + 1);
+        let mut history = vec![
+            json!({"role": "system", "content": system_prompt(conversation, session.time_ms)}),
+        ];
+        for (t, turn) in session.turns.iter().enumerate() {
+            history.push(json!({"role": turn.role, "content": turn.content}));
+            if turn.role != "user" {
+                continue;
+            }
+            let next_is_user = session
+                .turns
+                .get(t + 1)
+                .is_none_or(|next| next.role == "user");
+            let time = session.time_ms.map(|at| at + t as i64 * 60_000);
+            // An agent's tool calls need room; other strategies' replies are mostly discarded.
+            let cap = if mode == Mode::Explicit {
+                args.answer_max_tokens
+            } else {
+                args.replay_max_tokens
+            };
+            let from = tap.len() - start;
+            match client.send(&chat, time, history.clone(), true, cap).await {
+                Ok(answer) => {
+                    requests.push((from, tap.len() - start));
+                    book(&mut pair, mode, &answer);
+                    // A chat app keeps the model's reply when the dataset has none to put there.
+                    if next_is_user && session.turns.get(t + 1).is_some() {
+                        history.push(json!({"role": "assistant", "content": answer.text}));
+                    }
+                }
+                Err(error) => {
+                    pair.errors
+                        .push(format!("session {} turn {}: {error}", s + 1, t + 1))
+                }
+            }
+            progress.inc(1);
+        }
+        drain(&server).await?;
+    }
+    let evidence_text: BTreeMap<&str, String> = conversation
+        .sessions
+        .iter()
+        .flat_map(|s| s.turns.iter())
+        .map(|t| {
+            (
+                t.id.as_str(),
+                score::normalize(&t.content.chars().take(160).collect::<String>()),
+            )
+        })
+        .collect();
+    let probes = conversation
+        .probes
+        .iter()
+        .take(args.max_probes.unwrap_or(usize::MAX));
+    for (index, probe) in probes.enumerate() {
+        let messages = vec![
+            json!({"role": "system", "content": system_prompt(conversation, probe.time_ms)}),
+            json!({"role": "user", "content": probe.question}),
+        ];
+        tap.capture(true);
+        let from = tap.len() - start;
+        let sent = client
+            .send(
+                &format!("{}-probe-{}", conversation.id, index + 1),
+                probe.time_ms,
+                messages,
+                false,
+                args.answer_max_tokens,
+            )
+            .await;
+        tap.capture(false);
+        progress.inc(1);
+        let answer = match sent {
+            Ok(answer) => answer,
+            Err(error) => {
+                pair.errors.push(format!("probe {}: {error}", index + 1));
+                continue;
+            }
+        };
+        requests.push((from, tap.len() - start));
+        book(&mut pair, mode, &answer);
+        let seen: String = answer
+            .calls
+            .iter()
+            .filter(|c| c.kind == "chat")
+            .filter_map(|c| c.body.as_deref())
+            .map(|body| {
+                let parsed: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+                score::normalize(&parsed["messages"].to_string().replace("\\n", " "))
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let retrieves = matches!(mode, Mode::Implicit | Mode::Explicit);
+        let evidence_in_context = (retrieves && !probe.evidence.is_empty()).then(|| {
+            let found = probe
+                .evidence
+                .iter()
+                .filter(|id| {
+                    evidence_text
+                        .get(id.as_str())
+                        .is_some_and(|text| !text.is_empty() && seen.contains(text.as_str()))
+                })
+                .count();
+            found as f64 / probe.evidence.len() as f64
+        });
+        let (f1, contains) = if probe.abstain {
+            let abstained = score::abstains(&answer.text);
+            (if abstained { 1.0 } else { 0.0 }, abstained)
+        } else {
+            (
+                score::token_f1(&answer.text, &probe.answer),
+                score::contains(&answer.text, &probe.answer),
+            )
+        };
+        let judge = match &args.judge_model {
+            Some(model) => judge(args, model, &probe.question, &probe.answer, &answer.text).await,
+            None => None,
+        };
+        pair.probes.push(ProbeResult {
+            question: probe.question.clone(),
+            gold: probe.answer.clone(),
+            answer: answer.text,
+            category: probe.category.clone(),
+            abstain: probe.abstain,
+            f1,
+            contains,
+            judge,
+            evidence_in_context,
+        });
+    }
+    drain(&server).await?;
+    account(&mut pair, mode, &tap.since(start), &requests);
+    server.shutdown().await;
+    Ok(pair)
+}
+
+/// Asks the judge model directly (not through memproxy; not counted as the strategy's work).
+async fn judge(
+    args: &RunArgs,
+    model: &str,
+    question: &str,
+    gold: &str,
+    answer: &str,
+) -> Option<bool> {
+    let body = json!({"model": model, "temperature": 0, "max_tokens": 8, "messages": [
+        {"role": "system", "content": score::JUDGE_PROMPT},
+        {"role": "user", "content": score::judge_material(question, gold, answer)},
+    ]});
+    let mut request = reqwest::Client::new()
+        .post(format!(
+            "{}/chat/completions",
+            args.upstream.trim_end_matches('/')
+        ))
+        .json(&body);
+    if let Some(key) = upstream_key() {
+        request = request.bearer_auth(key.expose());
+    }
+    let reply: Value = request.send().await.ok()?.json().await.ok()?;
+    score::judge_verdict(reply["choices"][0]["message"]["content"].as_str()?)
+}
+
+pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+    let path = args
+        .dataset
+        .clone()
+        .ok_or_else(|| anyhow::anyhow!("--dataset is required"))?;
+    let mut dataset = dataset::load(&path, args.format, args.include_adversarial)?;
+    if let Some(limit) = args.limit {
+        dataset.conversations.truncate(limit);
+    }
+    std::fs::create_dir_all(&args.out)?;
+    let runs_path = args.out.join("runs.jsonl");
+    let mut done: HashSet<(String, String)> = HashSet::new();
+    if args.resume {
+        // Rewrite with the complete lines only: a line cut by a crash must not swallow the next.
+        let kept = read_runs(&runs_path)?;
+        let mut text = String::new();
+        for pair in &kept {
+            text.push_str(&serde_json::to_string(pair)?);
+            text.push('\n');
+            done.insert((pair.conversation.clone(), pair.strategy.clone()));
+        }
+        std::fs::write(&runs_path, text)?;
+    } else if runs_path.exists() {
+        std::fs::remove_file(&runs_path)?;
+    }
+    let tap = Tap::start(&args.upstream).await?;
+    let per_conversation = |c: &Conversation| {
+        let turns: usize = c
+            .sessions
+            .iter()
+            .map(|s| s.turns.iter().filter(|t| t.role == "user").count())
+            .sum();
+        (turns + c.probes.len().min(args.max_probes.unwrap_or(usize::MAX))) as u64
+    };
+    let total: u64 = dataset
+        .conversations
+        .iter()
+        .map(|c| {
+            per_conversation(c)
+                * args
+                    .strategies
+                    .iter()
+                    .filter(|m| !done.contains(&(c.id.clone(), m.as_str().to_owned())))
+                    .count() as u64
+        })
+        .sum();
+    let progress = ProgressBar::new(total);
+    progress.set_style(
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} requests, eta {eta} {msg}",
+        )?
+        .progress_chars("=> "),
+    );
+    for conversation in &dataset.conversations {
+        for &mode in &args.strategies {
+            if done.contains(&(conversation.id.clone(), mode.as_str().to_owned())) {
+                continue;
+            }
+            progress.set_message(format!("{} / {mode}", conversation.id));
+            let pair = run_pair(&args, &tap, conversation, mode, &progress).await?;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&runs_path)?;
+            writeln!(file, "{}", serde_json::to_string(&pair)?)?;
+        }
+    }
+    progress.finish_and_clear();
+    let runs = read_runs(&runs_path)?;
+    let summary = super::report::summarize(&dataset.name, &args, &runs);
+    super::report::print(&summary);
+    std::fs::write(
+        args.out.join("results.json"),
+        serde_json::to_vec_pretty(&summary)?,
+    )?;
+    std::fs::write(args.out.join("report.html"), super::report::html(&summary))?;
+    eprintln!(
+        "wrote {}/results.json and {}/report.html",
+        args.out.display(),
+        args.out.display()
+    );
+    Ok(())
+}
+
+pub fn read_runs(path: &Path) -> anyhow::Result<Vec<PairResult>> {
+    if !path.exists() {
+        return Ok(Vec::new());
+    }
+    let text = std::fs::read_to_string(path)?;
+    // A line cut by a crash mid-write is skipped (that pair runs again on resume).
+    Ok(text
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect())
+}

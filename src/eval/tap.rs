@@ -1,0 +1,178 @@
+//! A recording relay between memproxy and the upstream during an evaluation: every upstream call
+//! is forwarded as is and noted (what kind of work it was, its tokens, its time, and on request
+//! the prompt itself), so the accounting is exact and needs nothing from memproxy's internals.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// One upstream call.
+#[derive(Clone, Debug, Serialize)]
+pub struct Call {
+    /// `chat`, `extract`, `reconcile` or `summarize` (memory calls carry a marker).
+    pub kind: String,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub ms: f64,
+    pub status: u16,
+    /// The request body, when capturing (probes: what the model saw).
+    #[serde(skip)]
+    pub body: Option<String>,
+}
+
+#[derive(Default)]
+struct Ledger {
+    calls: Mutex<Vec<Call>>,
+    capture: AtomicBool,
+}
+
+struct TapState {
+    upstream: String,
+    client: reqwest::Client,
+    ledger: Arc<Ledger>,
+}
+
+pub struct Tap {
+    pub url: String,
+    ledger: Arc<Ledger>,
+    stop: CancellationToken,
+}
+
+fn locked(ledger: &Ledger) -> MutexGuard<'_, Vec<Call>> {
+    ledger
+        .calls
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Tap {
+    /// Starts on a loopback port in front of `upstream` (a base URL ending in `/v1`).
+    pub async fn start(upstream: &str) -> anyhow::Result<Tap> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let url = format!("http://{}/v1", listener.local_addr()?);
+        let ledger = Arc::new(Ledger::default());
+        let state = Arc::new(TapState {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            client: reqwest::Client::builder().build()?,
+            ledger: Arc::clone(&ledger),
+        });
+        let app = Router::new().fallback(forward).with_state(state);
+        let stop = CancellationToken::new();
+        let shutdown = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown.cancelled_owned())
+                .await;
+        });
+        Ok(Tap { url, ledger, stop })
+    }
+
+    /// Calls noted so far (an index to slice from later).
+    pub fn len(&self) -> usize {
+        locked(&self.ledger).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Calls noted since `from`.
+    pub fn since(&self, from: usize) -> Vec<Call> {
+        locked(&self.ledger)
+            .get(from..)
+            .map(<[Call]>::to_vec)
+            .unwrap_or_default()
+    }
+
+    /// Keep the prompts of the calls that follow (until turned off).
+    pub fn capture(&self, on: bool) {
+        self.ledger.capture.store(on, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Tap {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+const MARKERS: [(&str, &str); 3] = [
+    ("MEMPROXY-EXTRACT", "extract"),
+    ("MEMPROXY-RECONCILE", "reconcile"),
+    ("MEMPROXY-SUMMARIZE", "summarize"),
+];
+
+async fn forward(State(state): State<Arc<TapState>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let tail = path.strip_prefix("/v1").unwrap_or(path);
+    let mut headers = HeaderMap::new();
+    for name in ["authorization", "content-type"] {
+        if let Some(value) = parts.headers.get(name) {
+            headers.insert(name, value.clone());
+        }
+    }
+    let started = Instant::now();
+    let sent = state
+        .client
+        .request(parts.method.clone(), format!("{}{tail}", state.upstream))
+        .headers(headers)
+        .body(body.clone())
+        .send()
+        .await;
+    let (status, answer) = match sent {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            (status, response.bytes().await.unwrap_or_default())
+        }
+        Err(error) => (
+            502,
+            Bytes::from(format!(
+                "{{\"error\":{{\"message\":\"eval tap: {error}\"}}}}"
+            )),
+        ),
+    };
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    if tail.starts_with("/chat/completions") {
+        let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let system = request["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default();
+        let kind = MARKERS
+            .iter()
+            .find(|(marker, _)| system.contains(marker))
+            .map_or("chat", |(_, kind)| kind);
+        let usage: Value = serde_json::from_slice::<Value>(&answer)
+            .map(|v| v["usage"].clone())
+            .unwrap_or(Value::Null);
+        let capture = state.ledger.capture.load(Ordering::SeqCst);
+        locked(&state.ledger).push(Call {
+            kind: kind.to_owned(),
+            prompt_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
+            completion_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+            ms,
+            status,
+            body: capture.then(|| String::from_utf8_lossy(&body).into_owned()),
+        });
+    }
+    let mut response = Response::new(axum::body::Body::from(answer));
+    *response.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+    response.headers_mut().insert(
+        "content-type",
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    response
+}

@@ -1,0 +1,285 @@
+//! `memproxy eval`: loaders on fixtures, a whole run against the scripted upstream with the call
+//! and token accounting checked against what the upstream really received, and resuming.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use memproxy::eval::dataset::{self, Format};
+use memproxy::eval::run::{run, RunArgs};
+use memproxy::mock::{MockUpstream, Reply};
+use memproxy::mode::Mode;
+use serde_json::{json, Value};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path) -> RunArgs {
+    RunArgs {
+        dataset: Some(dataset),
+        format: None,
+        strategies,
+        upstream: mock.base_url(),
+        model: Some("mock-model".to_owned()),
+        judge_model: None,
+        limit: None,
+        max_probes: None,
+        include_adversarial: false,
+        out: out.to_owned(),
+        resume: false,
+        model_data_dir: PathBuf::from("unused"),
+        embeddings_url: Some(mock.base_url()),
+        context_window: None,
+        replay_max_tokens: 32,
+        answer_max_tokens: 64,
+    }
+}
+
+#[test]
+fn loads_locomo_longmemeval_and_scenarios() {
+    let locomo = dataset::load(&fixture("locomo-mini.json"), None, false).expect("locomo");
+    let conversation = &locomo.conversations[0];
+    assert_eq!(conversation.id, "mini-1");
+    assert_eq!(conversation.sessions.len(), 2);
+    let first = &conversation.sessions[0];
+    assert_eq!(first.time_ms, Some(1_683_554_160_000));
+    assert_eq!(
+        (first.turns[0].role.as_str(), first.turns[1].role.as_str()),
+        ("user", "assistant")
+    );
+    assert!(first.turns[1]
+        .content
+        .contains("[shares a photo of a photo of a rainbow flag]"));
+    // Category 5 is left out by default; categories get their official names.
+    let categories: Vec<&str> = conversation
+        .probes
+        .iter()
+        .map(|p| p.category.as_str())
+        .collect();
+    assert_eq!(categories, ["temporal", "single-hop", "multi-hop"]);
+    assert_eq!(conversation.probes[2].answer, "3");
+    assert_eq!(conversation.probes[2].evidence, ["D1:1", "D2:1"]);
+    let with_adversarial =
+        dataset::load(&fixture("locomo-mini.json"), Some(Format::Locomo), true).expect("locomo");
+    let adversarial = &with_adversarial.conversations[0].probes[2];
+    assert!(
+        adversarial.abstain
+            && adversarial.answer == "a sunrise"
+            && adversarial.category == "adversarial"
+    );
+
+    let longmemeval =
+        dataset::load(&fixture("longmemeval-mini.json"), None, false).expect("longmemeval");
+    assert_eq!(longmemeval.conversations.len(), 2);
+    let q1 = &longmemeval.conversations[0];
+    assert_eq!(q1.probes[0].evidence, ["D1:1"]);
+    assert_eq!(q1.sessions[1].turns[1].role, "assistant");
+    // 2023-05-20 02:21 UTC
+    assert_eq!(q1.sessions[0].time_ms, Some(1_684_549_260_000));
+    assert!(longmemeval.conversations[1].probes[0].abstain);
+
+    let suite = dataset::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/scenarios"),
+        None,
+        false,
+    )
+    .expect("suite");
+    assert!(suite.conversations.len() >= 10);
+    let categories: std::collections::BTreeSet<&str> = suite
+        .conversations
+        .iter()
+        .flat_map(|c| c.probes.iter().map(|p| p.category.as_str()))
+        .collect();
+    for needed in [
+        "stable-fact",
+        "preference",
+        "changed-fact",
+        "temporal",
+        "assistant-fact",
+        "multi-hop",
+        "abstention",
+    ] {
+        assert!(categories.contains(needed), "the suite covers {needed}");
+    }
+
+    let broken = tempfile::NamedTempFile::new().expect("file");
+    std::fs::write(
+        broken.path(),
+        json!({"id": "x", "sessions": [{"date": "2026-01-01", "turns": [{"user": "hi"}]}],
+        "probes": [{"question": "q", "answer": "a", "category": "c", "evidence": ["D9:9"]}]})
+        .to_string(),
+    )
+    .expect("write");
+    let error =
+        dataset::load(broken.path(), Some(Format::Scenarios), false).expect_err("unknown evidence");
+    assert!(error.to_string().contains("D9:9"), "{error}");
+}
+
+/// What the mock bills for a request (its own formula, recomputed from the body it received).
+fn billed(body: &Value) -> u64 {
+    let text = |value: &Value| match value {
+        Value::Null => 0,
+        Value::String(text) => memproxy::tokens::count(text),
+        other => memproxy::tokens::count(&other.to_string()),
+    };
+    let messages: usize = body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| text(&m["content"]) + text(&m["tool_calls"]) + 4)
+        .sum();
+    (messages + text(&body["tools"])) as u64
+}
+
+fn kind_of(body: &Value) -> &'static str {
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    if system.contains("MEMPROXY-EXTRACT") {
+        "extract"
+    } else if system.contains("MEMPROXY-RECONCILE") {
+        "reconcile"
+    } else if system.contains("MEMPROXY-SUMMARIZE") {
+        "summarize"
+    } else {
+        "chat"
+    }
+}
+
+fn results(out: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(out.join("results.json")).expect("results.json"))
+        .expect("json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_accounts_for_every_upstream_call_exactly() {
+    for mode in [Mode::Passthrough, Mode::Implicit, Mode::Explicit] {
+        let mock = MockUpstream::start().await.expect("mock");
+        if mode == Mode::Explicit {
+            let call = |name: &str, args: Value| {
+                Reply::ToolCalls(vec![(name.to_owned(), args.to_string())])
+            };
+            mock.push(call(
+                "core_memory_append",
+                json!({"label": "human", "content": "Lives in Lisbon.", "request_heartbeat": true}),
+            ));
+            mock.push(call("send_message", json!({"message": "Noted."})));
+            mock.push(call("send_message", json!({"message": "Hi Pixel!"})));
+            mock.push(call(
+                "send_message",
+                json!({"message": "Your dog is Pixel."}),
+            ));
+        }
+        let out = tempfile::tempdir().expect("out");
+        run(args(
+            fixture("tiny-scenario.json"),
+            vec![mode],
+            &mock,
+            out.path(),
+        ))
+        .await
+        .expect("eval runs");
+
+        let mut expected: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for body in mock
+            .requests()
+            .iter()
+            .filter(|r| r.path_and_query == "/v1/chat/completions")
+            .map(|r| r.json())
+        {
+            let entry = expected.entry(kind_of(&body)).or_default();
+            entry.0 += 1;
+            entry.1 += billed(&body);
+        }
+        let summary = results(out.path());
+        let strategy = &summary["strategies"][0];
+        assert_eq!(strategy["strategy"], mode.as_str());
+        let work = &strategy["work"];
+        let reported = |kind: &str| {
+            (
+                work[kind]["calls"].as_u64().unwrap_or(0),
+                work[kind]["prompt_tokens"].as_u64().unwrap_or(0),
+            )
+        };
+        // Two replayed user turns and one probe are answered by one chat call each.
+        assert_eq!(reported("chat").0, 3, "{mode}: {work}");
+        match mode {
+            Mode::Explicit => {
+                let (calls, tokens) = expected["chat"];
+                let steps = reported("agent_step");
+                assert_eq!(steps.0, 1, "one extra agent step");
+                assert_eq!(
+                    (reported("chat").0 + steps.0, reported("chat").1 + steps.1),
+                    (calls, tokens)
+                );
+            }
+            _ => {
+                for (kind, totals) in &expected {
+                    assert_eq!(reported(kind), *totals, "{mode} {kind}");
+                }
+            }
+        }
+        if mode == Mode::Implicit {
+            assert!(
+                expected.contains_key("extract"),
+                "implicit mode extracted facts"
+            );
+        }
+        assert_eq!(strategy["probes"], 1);
+        assert_eq!(strategy["requests"], 3);
+        assert_eq!(strategy["errors"], 0);
+        let html = std::fs::read_to_string(out.path().join("report.html")).expect("report");
+        assert!(html.contains("<svg") && html.contains(mode.as_str()));
+        if mode == Mode::Explicit {
+            assert_eq!(
+                strategy["f1"],
+                1.0 / 1.0 * (2.0 * (1.0 / 4.0) / (1.0 / 4.0 + 1.0)),
+                "'Your dog is Pixel.' vs 'Pixel'"
+            );
+            assert_eq!(strategy["contains"], 1.0);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_resumes_with_the_missing_pairs_only() {
+    let mock = MockUpstream::start().await.expect("mock");
+    let out = tempfile::tempdir().expect("out");
+    let strategies = vec![Mode::Passthrough, Mode::Window];
+    run(args(
+        fixture("tiny-scenario.json"),
+        strategies.clone(),
+        &mock,
+        out.path(),
+    ))
+    .await
+    .expect("first run");
+    let runs = out.path().join("runs.jsonl");
+    let text = std::fs::read_to_string(&runs).expect("runs");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2);
+    // The crash came while the second pair was being written.
+    std::fs::write(
+        &runs,
+        format!("{}\n{}", lines[0], &lines[1][..lines[1].len() / 2]),
+    )
+    .expect("truncate");
+    let before = mock.requests().len();
+
+    let mut again = args(fixture("tiny-scenario.json"), strategies, &mock, out.path());
+    again.resume = true;
+    run(again).await.expect("resumed run");
+    let chat_calls = mock.requests()[before..]
+        .iter()
+        .filter(|r| r.path_and_query == "/v1/chat/completions")
+        .count();
+    assert_eq!(chat_calls, 3, "only the window pair ran again");
+    let summary = results(out.path());
+    let names: Vec<&str> = summary["strategies"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|s| s["strategy"].as_str())
+        .collect();
+    assert_eq!(names, ["passthrough", "window"]);
+}
