@@ -76,6 +76,9 @@ pub struct RunArgs {
     /// Cap on the model's answer to a probe.
     #[arg(long, default_value_t = 160)]
     pub answer_max_tokens: u64,
+    /// Cap on each memory LLM answer (extraction, reconcile, summary).
+    #[arg(long, default_value_t = 512)]
+    pub memory_max_tokens: u32,
 }
 
 /// Calls and tokens of one kind of upstream work.
@@ -149,6 +152,7 @@ fn config_for(args: &RunArgs, mode: Mode, data: &Path, tap: &Tap) -> Config {
     }
     config.memory.extraction_debounce = Duration::ZERO;
     config.memory.preprocess_timeout = Duration::from_secs(120);
+    config.memory.llm.max_tokens = Some(args.memory_max_tokens);
     if let Some(window) = args.context_window {
         config.explicit.context_window_tokens = window;
     }

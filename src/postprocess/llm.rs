@@ -12,6 +12,7 @@ pub struct MemoryLlm {
     url: String,
     model: Option<String>,
     api_key: Option<Secret>,
+    max_tokens: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +30,7 @@ impl MemoryLlm {
         url: &str,
         model: Option<String>,
         api_key: Option<Secret>,
+        max_tokens: Option<u32>,
         timeout: Duration,
     ) -> Result<Self, LlmError> {
         let client = reqwest::Client::builder()
@@ -40,6 +42,7 @@ impl MemoryLlm {
             url: format!("{}/chat/completions", url.trim_end_matches('/')),
             model,
             api_key,
+            max_tokens,
         })
     }
 
@@ -59,6 +62,9 @@ impl MemoryLlm {
         });
         if json_answer {
             body["response_format"] = json!({"type": "json_object"});
+        }
+        if let Some(limit) = self.max_tokens {
+            body["max_tokens"] = json!(limit);
         }
         let mut request = self.client.post(&self.url).json(&body);
         if let Some(key) = &self.api_key {

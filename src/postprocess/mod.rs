@@ -43,6 +43,7 @@ pub fn memory_llm(config: &crate::config::Config) -> Result<MemoryLlm, llm::LlmE
             .api_key
             .clone()
             .or_else(|| config.upstream.api_key.clone()),
+        llm_config.max_tokens,
         config.upstream.first_byte_timeout,
     )
 }

@@ -50,7 +50,7 @@ pub struct MemoryConfig {
 }
 
 /// The LLM that extracts facts, reconciles them and writes summaries.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryLlmConfig {
     /// Base URL ending in /v1; empty: the upstream.
@@ -59,6 +59,20 @@ pub struct MemoryLlmConfig {
     pub model: Option<String>,
     /// Key; empty: the upstream key.
     pub api_key: Option<Secret>,
+    /// Longest answer of one memory call, in tokens (small models can loop inside a JSON
+    /// grammar until the server's own limit; this bounds what one job attempt costs).
+    pub max_tokens: Option<u32>,
+}
+
+impl Default for MemoryLlmConfig {
+    fn default() -> Self {
+        MemoryLlmConfig {
+            url: None,
+            model: None,
+            api_key: None,
+            max_tokens: Some(1024),
+        }
+    }
 }
 
 impl Default for MemoryConfig {

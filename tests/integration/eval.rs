@@ -34,6 +34,7 @@ fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path
         context_window: None,
         replay_max_tokens: 32,
         answer_max_tokens: 64,
+        memory_max_tokens: 256,
     }
 }
 
