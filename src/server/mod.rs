@@ -8,12 +8,14 @@ mod admin;
 mod agents_api;
 mod auth;
 mod chat;
+pub mod console;
 mod exchange;
 mod explicit;
 mod extract;
 mod ops;
 mod relay;
 mod routes;
+mod simulate;
 mod stream;
 
 use std::collections::HashMap;

@@ -8,7 +8,7 @@ use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use super::{admin, agents_api, auth, chat, ops, relay, SharedState};
+use super::{admin, agents_api, auth, chat, console, ops, relay, simulate, SharedState};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -77,11 +77,17 @@ pub fn router(state: SharedState) -> Router {
         .route(&format!("{user}/export"), get(admin::export))
         .route(&format!("{user}/import"), post(admin::import))
         .route("/memproxy/v1/jobs", get(admin::jobs))
+        .route("/memproxy/v1/simulate", post(simulate::simulate))
         .route_layer(from_fn_with_state(state.clone(), admin::authorize))
         .layer(DefaultBodyLimit::max(body_limit));
     Router::new()
         .merge(proxied)
         .merge(management)
+        .route("/ui", get(console::index))
+        .route("/ui/", get(console::index))
+        .route("/ui/app.js", get(console::app))
+        .route("/ui/style.css", get(console::style))
+        .route("/memproxy/v1/openapi.json", get(console::openapi))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

@@ -6,6 +6,7 @@ mod common;
 mod admin;
 mod auth;
 mod chat;
+mod console;
 mod errors;
 mod eval;
 mod explicit;

@@ -1,0 +1,273 @@
+// memproxy web console: a small single-page app over the management API.
+// All data is user-controlled text (memories, messages): it is only ever put into the page with
+// textContent / value, never as HTML. The key travels in the Authorization header (not a cookie,
+// so no cross-site request can use it) and lives in sessionStorage, never in a URL.
+"use strict";
+
+const KEY = "memproxy-key";
+const TENANT = "memproxy-tenant";
+const view = document.getElementById("view");
+
+// ---- DOM helpers -------------------------------------------------------------------------
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (name === "onclick" || name === "onsubmit" || name === "onchange") node[name] = value;
+    else if (name === "text") node.textContent = value;
+    else node.setAttribute(name, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+function table(headers, rows) {
+  return el("table", {}, el("tr", {}, headers.map((h) => el("th", { text: h }))),
+    rows.map((cells) => el("tr", {}, cells.map((c) => el("td", {}, c)))));
+}
+function when(ms) { return ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 16) : ""; }
+function show(...nodes) { view.replaceChildren(...nodes); }
+function enc(part) { return encodeURIComponent(part); }
+
+// ---- API -------------------------------------------------------------------------------------
+async function api(method, path, body) {
+  const headers = { "Authorization": "Bearer " + (sessionStorage.getItem(KEY) || "") };
+  const tenant = sessionStorage.getItem(TENANT);
+  if (tenant) headers["X-Memproxy-Tenant"] = tenant;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const data = await response.json().catch(() => ({}));
+  if (response.status === 401) { showLogin("The key was refused."); throw new Error("unauthorized"); }
+  if (!response.ok) throw new Error((data.error && data.error.message) || response.statusText);
+  return data;
+}
+function failure(error) { return el("p", { class: "error", text: "Error: " + error.message }); }
+
+// ---- Login -----------------------------------------------------------------------------------
+const login = document.getElementById("login");
+function showLogin(message) {
+  login.hidden = false;
+  document.getElementById("nav").hidden = true;
+  document.getElementById("login-error").textContent = message || "";
+  view.replaceChildren();
+}
+login.onsubmit = async (event) => {
+  event.preventDefault();
+  sessionStorage.setItem(KEY, document.getElementById("login-key").value);
+  const tenant = document.getElementById("login-tenant").value.trim();
+  if (tenant) sessionStorage.setItem(TENANT, tenant); else sessionStorage.removeItem(TENANT);
+  await start();
+};
+document.getElementById("logout").onclick = () => { sessionStorage.clear(); showLogin(); };
+
+// ---- Users and memories ----------------------------------------------------------------------
+async function usersPage() {
+  const users = await api("GET", "/memproxy/v1/users");
+  show(el("h1", { text: "Users" }),
+    users.data.length ? el("ul", {}, users.data.map((u) => el("li", {}, el("a", { href: "#/users/" + enc(u), text: u }))))
+      : el("p", { class: "muted", text: "No users yet." }));
+}
+
+async function userPage(user) {
+  const base = "/memproxy/v1/users/" + enc(user);
+  const [memories, events, conversations] = await Promise.all([
+    api("GET", base + "/memories?include_invalid=true"), api("GET", base + "/events"), api("GET", base + "/conversations")]);
+  const results = el("div", {});
+  const query = el("input", { id: "memory-query", placeholder: "search memories and past turns" });
+  const search = el("form", { id: "memory-search", onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      const hits = await api("POST", base + "/memories/search", { query: query.value, top_k: 10, corpora: ["memory", "message"] });
+      results.replaceChildren(table(["score", "kind", "text", "when"], hits.data.map((h) =>
+        [h.score.toFixed(3), h.corpus, h.text, when(h.created_at_ms)])));
+    } catch (error) { results.replaceChildren(failure(error)); }
+  } }, query, el("button", { type: "submit", text: "Search" }));
+  const newText = el("input", { id: "memory-new", placeholder: "a new memory" });
+  const add = el("form", { onsubmit: async (e) => {
+    e.preventDefault();
+    try { await api("POST", base + "/memories", { text: newText.value, kind: "fact" }); route(); } catch (error) { add.append(failure(error)); }
+  } }, newText, el("button", { type: "submit", text: "Add" }));
+  const rows = memories.data.map((m) => {
+    const history = events.data.filter((e) => e.memory_id === m.id)
+      .map((e) => `${when(e.created_at_ms)} ${e.action}${e.new_value ? ": " + e.new_value : ""} (${e.cause})`).join("\n");
+    const actions = el("span", {},
+      el("button", { text: "Edit", onclick: async () => {
+        const text = prompt("New text", m.text);
+        if (text !== null) { await api("PATCH", `${base}/memories/${m.id}`, { text }); route(); }
+      } }),
+      m.valid_until_ms ? null : el("button", { text: "Invalidate", onclick: async () => { await api("DELETE", `${base}/memories/${m.id}?invalidate=true`); route(); } }),
+      el("button", { text: "Delete", onclick: async () => { if (confirm("Delete this memory?")) { await api("DELETE", `${base}/memories/${m.id}`); route(); } } }));
+    return [String(m.id), el("span", { class: "memory-text", text: m.text }), m.kind,
+      m.sources.map((s) => `${s.conversation} #${s.position}`).join(", "),
+      when(m.created_at_ms) + (m.valid_until_ms ? " (invalid since " + when(m.valid_until_ms) + ")" : ""),
+      el("pre", { text: history }), actions];
+  });
+  show(el("h1", { text: "User " + user }), search, results, el("h2", { text: "Memories" }), add,
+    table(["id", "text", "kind", "from (conversation #turn)", "created", "history", ""], rows),
+    el("h2", { text: "Conversations" }),
+    table(["conversation", "agent", "turns", "updated"], conversations.data.map((c) => [
+      el("a", { href: `#/users/${enc(user)}/conversations/${enc(c.id)}`, text: c.id }), c.agent, String(c.messages), when(c.updated_at_ms)])));
+}
+
+async function conversationPage(user, conversation) {
+  const log = await api("GET", `/memproxy/v1/users/${enc(user)}/conversations/${enc(conversation)}/messages?limit=1000`);
+  show(el("h1", { text: `Recall log: ${conversation}` }), el("p", {}, el("a", { href: "#/users/" + enc(user), text: "← " + user })),
+    table(["#", "role", "text", "when"], log.data.map((m) =>
+      [String(m.position), m.role + (m.superseded ? " (superseded)" : ""), m.search_text || m.content, when(m.created_at_ms)])));
+}
+
+// ---- Agents ----------------------------------------------------------------------------------
+async function agentsPage() {
+  const users = await api("GET", "/memproxy/v1/users");
+  const lists = await Promise.all(users.data.map(async (u) => [u, (await api("GET", `/memproxy/v1/users/${enc(u)}/agents`)).data]));
+  const rows = lists.flatMap(([u, agents]) => agents.map((a) => [u,
+    el("a", { href: `#/agents/${enc(u)}/${enc(a.name)}`, text: a.name }), String(a.counts.messages), String(a.counts.in_context), String(a.counts.passages)]));
+  show(el("h1", { text: "Explicit-mode agents" }),
+    rows.length ? table(["user", "agent", "messages", "in context", "archival passages"], rows) : el("p", { class: "muted", text: "No agents yet." }));
+}
+
+async function agentPage(user, agent) {
+  const base = `/memproxy/v1/users/${enc(user)}/agents/${enc(agent)}`;
+  const [detail, queue, steps] = await Promise.all([api("GET", base), api("GET", base + "/messages?in_context=true"),
+    api("GET", `/memproxy/v1/agents/${enc(agent)}/steps?user=${enc(user)}&turns=5`)]);
+  const blocks = detail.blocks.map((b) => {
+    const text = el("textarea", { "data-label": b.label });
+    text.value = b.value;
+    const count = el("span", { class: "muted" });
+    const recount = () => {
+      const n = [...text.value].length;
+      count.textContent = `${n}/${b.char_limit} characters`;
+      count.className = n > b.char_limit ? "over" : "muted";
+    };
+    text.oninput = recount;
+    recount();
+    const status = el("span", {});
+    return el("div", { class: "card" }, el("strong", { text: b.label + (b.read_only ? " (read only)" : "") }), " ", count, text,
+      el("button", { text: "Save " + b.label, onclick: async () => {
+        try {
+          await api("PUT", `${base}/blocks/${enc(b.label)}`, { value: text.value, char_limit: b.char_limit, read_only: b.read_only });
+          status.textContent = "saved";
+        } catch (error) { status.replaceChildren(failure(error)); }
+      } }), status);
+  });
+  const found = el("div", {});
+  const query = el("input", { placeholder: "search archival memory" });
+  const archival = el("form", { onsubmit: async (e) => {
+    e.preventDefault();
+    const hits = await api("GET", `${base}/archival?query=${enc(query.value)}`);
+    found.replaceChildren(table(["score", "passage", "when"], hits.data.map((h) => [h.score.toFixed(3), h.text, when(h.created_at_ms)])));
+  } }, query, el("button", { type: "submit", text: "Search" }));
+  show(el("h1", { text: `Agent ${agent} of ${user}` }),
+    el("p", { class: "muted", text: `${detail.counts.messages} messages (${detail.counts.in_context} in context), ${detail.counts.passages} archival passages` }),
+    el("h2", { text: "Core memory" }), blocks,
+    el("h2", { text: "Archival memory" }), archival, found,
+    el("h2", { text: "Summary of evicted messages" }), el("pre", { text: detail.summary ? detail.summary.text : "(none)" }),
+    el("h2", { text: "Message queue" }), table(["#", "role", "content"], queue.data.map((m) => [String(m.position), m.role, m.search_text || m.content || m.tool_calls || ""])),
+    el("h2", { text: "Recent steps" }), table(["turn", "step", "tool", "arguments", "status", "result", "tokens", "ms"],
+      steps.data.map((s) => [s.turn.slice(0, 8), String(s.step), s.tool, s.arguments, s.status, s.result,
+        `${s.prompt_tokens}+${s.completion_tokens}`, s.latency_ms.toFixed(0)])));
+}
+
+// ---- Context simulator -----------------------------------------------------------------------
+const COLORS = { "instructions": "#1f77b4", "memory": "#2ca02c", "core memory": "#2ca02c", "summary": "#9467bd", "tools": "#8c564b", "history": "#ff7f0e", "new message": "#d62728" };
+
+function simulation(result) {
+  const total = result.sections.reduce((sum, s) => sum + s.tokens, 0) || 1;
+  const bar = el("div", { class: "bar" }, result.sections.filter((s) => s.tokens > 0).map((s) =>
+    el("div", { style: `width:${(100 * s.tokens / total).toFixed(2)}%;background:${COLORS[s.name] || "#555"}`, title: `${s.name}: ${s.tokens}`, text: `${s.name} ${s.tokens}` })));
+  return el("div", { class: "card simulation", "data-strategy": result.strategy },
+    el("h3", { text: `${result.strategy}: ${result.tokens_after} tokens (client sent ${result.tokens_before})` }), bar,
+    table(["section", "tokens"], result.sections.map((s) => [s.name, String(s.tokens)])),
+    result.degraded ? el("p", { class: "error", text: "degraded: " + result.degraded }) : null,
+    result.retrieved.length ? el("div", {}, el("h4", { text: "Retrieved" }),
+      table(["score", "similarity", "kind", "text"], result.retrieved.map((h) => [h.score.toFixed(3), h.similarity === undefined ? "" : h.similarity.toFixed(3), h.corpus, h.text]))) : null,
+    el("h4", { text: "Payload sent upstream" }), el("pre", { class: "payload", text: JSON.stringify(result.payload, null, 2) }));
+}
+
+async function simulatorPage() {
+  const users = await api("GET", "/memproxy/v1/users");
+  const user = el("select", { id: "sim-user" }, users.data.map((u) => el("option", { value: u, text: u })));
+  const conversation = el("select", { id: "sim-conversation" });
+  const loadConversations = async () => {
+    if (!user.value) return;
+    const list = await api("GET", `/memproxy/v1/users/${enc(user.value)}/conversations`);
+    conversation.replaceChildren(el("option", { value: "", text: "(paste a request below)" }),
+      list.data.map((c) => el("option", { value: c.id, text: `${c.id} (${c.messages} turns)` })));
+  };
+  user.onchange = loadConversations;
+  await loadConversations();
+  const request = el("textarea", { id: "sim-request", placeholder: '{"model": "...", "messages": [...]}' });
+  request.value = JSON.stringify({ model: "gpt-4o-mini", messages: [{ role: "system", content: "You are helpful." }, { role: "user", content: "What do you remember about me?" }] }, null, 2);
+  const modes = ["passthrough", "window", "summary", "implicit", "explicit"];
+  const first = el("select", { id: "sim-strategy" }, modes.map((m) => el("option", { value: m, text: m })));
+  first.value = "implicit";
+  const second = el("select", { id: "sim-compare" }, el("option", { value: "", text: "(none)" }), modes.map((m) => el("option", { value: m, text: m })));
+  const output = el("div", { id: "sim-output", class: "cols" });
+  const run = async (e) => {
+    e.preventDefault();
+    try {
+      const body = { user: user.value || "default", strategy: first.value };
+      if (conversation.value) body.conversation = conversation.value; else body.request = JSON.parse(request.value);
+      const results = [await api("POST", "/memproxy/v1/simulate", body)];
+      if (second.value) results.push(await api("POST", "/memproxy/v1/simulate", { ...body, strategy: second.value }));
+      output.replaceChildren(...results.map(simulation));
+    } catch (error) { output.replaceChildren(failure(error)); }
+  };
+  show(el("h1", { text: "Context simulator" }),
+    el("p", { class: "muted", text: "What memproxy would send upstream for this request. Nothing is stored and the upstream is not called." }),
+    el("form", { id: "sim-form", onsubmit: run }, el("label", {}, "User ", user), el("label", {}, "Conversation ", conversation),
+      el("label", {}, "Chat request", request), el("label", {}, "Strategy ", first, " compare with ", second),
+      el("button", { type: "submit", text: "Simulate" })), output);
+}
+
+// ---- Eval results ----------------------------------------------------------------------------
+function evalPage() {
+  const output = el("div", { id: "eval-output" });
+  const input = el("input", { type: "file", accept: ".json", id: "eval-file" });
+  input.onchange = async () => {
+    try {
+      const summary = JSON.parse(await input.files[0].text());
+      const maxTokens = Math.max(1, ...summary.strategies.map((s) => s.chat_tokens + s.memory_tokens));
+      output.replaceChildren(el("h2", { text: `${summary.dataset} (model ${summary.model || "default"})` }),
+        table(["strategy", "probes", "F1", "contains", "judge", "evidence", "chat tokens", "memory tokens", "overhead p50/p95 ms"],
+          summary.strategies.map((s) => [s.strategy, String(s.probes), s.f1.toFixed(3), s.contains.toFixed(3),
+            s.judge === null ? "-" : s.judge.toFixed(3), s.evidence_in_context === null ? "-" : s.evidence_in_context.toFixed(3),
+            String(s.chat_tokens), String(s.memory_tokens), `${s.overhead_p50_ms.toFixed(1)}/${s.overhead_p95_ms.toFixed(1)}`])),
+        el("h3", { text: "Tokens (bar) and F1 per strategy" }),
+        summary.strategies.map((s) => el("div", {}, el("span", { text: `${s.strategy} — F1 ${s.f1.toFixed(2)}` }),
+          el("div", { class: "bar" }, el("div", { style: `width:${(100 * (s.chat_tokens + s.memory_tokens) / maxTokens).toFixed(1)}%;background:#1f77b4`, text: String(s.chat_tokens + s.memory_tokens) })))));
+    } catch (error) { output.replaceChildren(failure(error)); }
+  };
+  show(el("h1", { text: "Eval results" }), el("p", { class: "muted", text: "Open results.json written by memproxy eval --out DIR (read in the browser; nothing is uploaded)." }), input, output);
+}
+
+// ---- Routing ---------------------------------------------------------------------------------
+async function route() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  try {
+    if (parts[0] === "users" && parts[1] && parts[2] === "conversations") await conversationPage(parts[1], parts[3]);
+    else if (parts[0] === "users" && parts[1]) await userPage(parts[1]);
+    else if (parts[0] === "agents" && parts[2]) await agentPage(parts[1], parts[2]);
+    else if (parts[0] === "agents") await agentsPage();
+    else if (parts[0] === "simulator") await simulatorPage();
+    else if (parts[0] === "eval") evalPage();
+    else await usersPage();
+  } catch (error) {
+    if (error.message !== "unauthorized") show(failure(error));
+  }
+}
+
+async function start() {
+  try {
+    await api("GET", "/memproxy/v1/users");
+  } catch (error) {
+    if (error.message !== "unauthorized") showLogin(error.message);
+    return;
+  }
+  login.hidden = true;
+  document.getElementById("nav").hidden = false;
+  await route();
+}
+window.onhashchange = route;
+start();
