@@ -27,7 +27,7 @@ function table(headers, rows) {
     rows.map((cells) => el("tr", {}, cells.map((c) => el("td", {}, c)))));
 }
 function when(ms) { return ms ? new Date(ms).toISOString().replace("T", " ").slice(0, 16) : ""; }
-function show(...nodes) { view.replaceChildren(...nodes); }
+function show(...nodes) { view.replaceChildren(...nodes.flat().filter((n) => n !== null && n !== undefined)); }
 function enc(part) { return encodeURIComponent(part); }
 
 // ---- API -------------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ async function simulatorPage() {
     if (!user.value) return;
     const list = await api("GET", `/memproxy/v1/users/${enc(user.value)}/conversations`);
     conversation.replaceChildren(el("option", { value: "", text: "(paste a request below)" }),
-      list.data.map((c) => el("option", { value: c.id, text: `${c.id} (${c.messages} turns)` })));
+      ...list.data.map((c) => el("option", { value: c.id, text: `${c.id} (${c.messages} turns)` })));
   };
   user.onchange = loadConversations;
   await loadConversations();
@@ -235,7 +235,7 @@ function evalPage() {
             s.judge === null ? "-" : s.judge.toFixed(3), s.evidence_in_context === null ? "-" : s.evidence_in_context.toFixed(3),
             String(s.chat_tokens), String(s.memory_tokens), `${s.overhead_p50_ms.toFixed(1)}/${s.overhead_p95_ms.toFixed(1)}`])),
         el("h3", { text: "Tokens (bar) and F1 per strategy" }),
-        summary.strategies.map((s) => el("div", {}, el("span", { text: `${s.strategy} — F1 ${s.f1.toFixed(2)}` }),
+        ...summary.strategies.map((s) => el("div", {}, el("span", { text: `${s.strategy} — F1 ${s.f1.toFixed(2)}` }),
           el("div", { class: "bar" }, el("div", { style: `width:${(100 * (s.chat_tokens + s.memory_tokens) / maxTokens).toFixed(1)}%;background:#1f77b4`, text: String(s.chat_tokens + s.memory_tokens) })))));
     } catch (error) { output.replaceChildren(failure(error)); }
   };

@@ -1,0 +1,104 @@
+//! The web console in a real headless Chromium: log in, search a memory, render hostile memory
+//! text inertly, edit a core memory block, run the context simulator. Screenshots go to
+//! `target/ui-screenshots/`. `scripts/setup-browser` installs Chromium and playwright-core (the
+//! README's test command runs it first; this test runs it again so `cargo test` alone works).
+
+use std::path::Path;
+use std::process::Command;
+
+use memproxy::config::Secret;
+use memproxy::mock::Reply;
+use serde_json::json;
+
+use crate::common::harness_with;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_works_in_a_real_browser() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let setup = Command::new(root.join("scripts/setup-browser"))
+        .status()
+        .expect("run scripts/setup-browser");
+    assert!(setup.success(), "scripts/setup-browser failed");
+
+    let h = harness_with(|c| c.auth.admin_key = Some(Secret::new("admin-secret"))).await;
+    let add = |user: &str, text: &str| {
+        h.client
+            .post(h.url(&format!("/memproxy/v1/users/{user}/memories")))
+            .bearer_auth("admin-secret")
+            .json(&json!({"text": text, "kind": "fact"}))
+            .send()
+    };
+    assert_eq!(
+        add("ana", "Ana is allergic to peanuts.")
+            .await
+            .expect("add")
+            .status(),
+        201
+    );
+    for hostile in [
+        r#"<img src=x onerror="window.__xss=1;alert(1)">"#,
+        "<script>window.__xss=2</script>",
+    ] {
+        assert_eq!(add("mallory", hostile).await.expect("add").status(), 201);
+    }
+    // An agent for ana, made by one explicit-mode turn.
+    h.mock.push(Reply::ToolCalls(vec![(
+        "send_message".to_owned(),
+        json!({"message": "Hi Ana!"}).to_string(),
+    )]));
+    let turn = h
+        .client
+        .post(h.url("/explicit/v1/chat/completions"))
+        .header("x-memproxy-user", "ana")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "Hello!"}]}))
+        .send()
+        .await
+        .expect("turn");
+    assert_eq!(turn.status(), 200);
+
+    let shots = root.join("target/ui-screenshots");
+    let script = root.join("tests/ui/console.mjs");
+    let base = h.url("");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new("node")
+            .current_dir(root)
+            .arg(script)
+            .arg(base)
+            .arg("admin-secret")
+            .arg(shots)
+            .output()
+    })
+    .await
+    .expect("join")
+    .expect("run node");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "browser test failed:\n{stdout}\n{stderr}"
+    );
+    for check in [
+        "login",
+        "memory-search",
+        "xss-inert",
+        "edit-block",
+        "simulator",
+    ] {
+        assert!(
+            stdout.contains(&format!("ok {check}")),
+            "missing {check}:\n{stdout}"
+        );
+    }
+    // The block edit reached the store.
+    let blocks: serde_json::Value = h
+        .client
+        .get(h.url("/memproxy/v1/users/ana/agents/default/blocks"))
+        .bearer_auth("admin-secret")
+        .send()
+        .await
+        .expect("blocks")
+        .json()
+        .await
+        .expect("json");
+    assert!(blocks.to_string().contains("Loves Thai food."), "{blocks}");
+}

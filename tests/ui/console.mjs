@@ -1,0 +1,95 @@
+// End-to-end test of the web console in a real headless Chromium (driven by playwright-core).
+// Usage: node console.mjs BASE_URL ADMIN_KEY SCREENSHOT_DIR. Prints "ok <check>" per passed check;
+// any failure throws (non-zero exit). The Rust test seeds the data it expects.
+import { createRequire } from "node:module";
+import path from "node:path";
+import fs from "node:fs";
+
+const [base, key, shots] = process.argv.slice(2);
+const require = createRequire(path.resolve(process.env.MEMPROXY_UI_TEST_DIR || "target/ui-test", "node_modules/"));
+const { chromium } = require("playwright-core");
+fs.mkdirSync(shots, { recursive: true });
+const profile = fs.mkdtempSync(path.join(shots, "profile-"));
+
+// A fresh profile directory each run; this machine has no network, so nothing phones home.
+const browser = await chromium.launchPersistentContext(profile, {
+  executablePath: "/usr/bin/chromium",
+  headless: true,
+  viewport: { width: 1280, height: 900 },
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+});
+const page = browser.pages()[0] || await browser.newPage();
+const dialogs = [];
+page.on("dialog", async (dialog) => { dialogs.push(dialog.message()); await dialog.dismiss(); });
+const check = (condition, name, detail) => {
+  if (!condition) throw new Error(`check ${name} failed: ${detail || ""}`);
+  console.log(`ok ${name}`);
+};
+
+try {
+  // Log in: a wrong key is refused, the admin key opens the console; the key is never in a URL.
+  await page.goto(`${base}/ui`);
+  await page.waitForSelector("#login:not([hidden])");
+  await page.fill("#login-key", "wrong");
+  await page.click("#login button[type=submit]");
+  await page.waitForFunction(() => document.getElementById("login-error").textContent.includes("refused"));
+  await page.fill("#login-key", key);
+  await page.click("#login button[type=submit]");
+  await page.waitForSelector("#view a:text-is('ana')");
+  check(!page.url().includes(key), "login", page.url());
+  await page.screenshot({ path: path.join(shots, "01-users.png") });
+
+  // A user's memories, searched.
+  await page.click("a:text-is('ana')");
+  await page.waitForSelector("#memory-query");
+  await page.fill("#memory-query", "peanuts");
+  await page.click("#memory-search button");
+  await page.waitForSelector("td:has-text('Ana is allergic to peanuts.')");
+  const rows = await page.locator("td:has-text('allergic to peanuts')").count();
+  check(rows >= 2, "memory-search", `${rows} cells`);
+  await page.screenshot({ path: path.join(shots, "02-memories.png"), fullPage: true });
+
+  // Hostile memory text renders as text and runs nothing.
+  await page.goto(`${base}/ui#/users/mallory`);
+  await page.waitForSelector(".memory-text");
+  const texts = await page.locator(".memory-text").allTextContents();
+  const xss = await page.evaluate(() => window.__xss);
+  const injected = await page.locator("#view img, #view script").count();
+  check(texts.some((t) => t.includes("<img src=x onerror=")) && texts.some((t) => t.includes("<script>"))
+    && xss === undefined && injected === 0 && dialogs.length === 0, "xss-inert", JSON.stringify({ texts, xss, injected, dialogs }));
+  await page.screenshot({ path: path.join(shots, "03-hostile-text.png"), fullPage: true });
+
+  // Edit an agent's core memory block.
+  await page.goto(`${base}/ui#/agents/ana/default`);
+  const human = page.locator("textarea[data-label=human]");
+  await human.waitFor();
+  await human.fill("Name: Ana. Allergic to peanuts. Loves Thai food.");
+  await page.click("button:text-is('Save human')");
+  await page.waitForSelector("text=saved");
+  const counter = await page.locator(".card:has(textarea[data-label=human]) span.muted").first().textContent();
+  check(counter.includes("48/2000"), "edit-block", counter);
+  await page.screenshot({ path: path.join(shots, "04-agent.png"), fullPage: true });
+
+  // The context simulator, two strategies side by side.
+  await page.goto(`${base}/ui#/simulator`);
+  await page.waitForSelector("#sim-form");
+  await page.selectOption("#sim-user", "ana");
+  await page.selectOption("#sim-conversation", "");
+  await page.fill("#sim-request", JSON.stringify({ model: "m", messages: [{ role: "user", content: "Which snacks are safe with my allergy to peanuts?" }] }));
+  await page.selectOption("#sim-strategy", "implicit");
+  await page.selectOption("#sim-compare", "passthrough");
+  await page.click("#sim-form button[type=submit]");
+  await page.waitForSelector(".simulation[data-strategy=passthrough]");
+  const implicitPayload = await page.locator(".simulation[data-strategy=implicit] pre.payload").textContent();
+  const bars = await page.locator(".simulation[data-strategy=implicit] .bar div").allTextContents();
+  check(implicitPayload.includes("Ana is allergic to peanuts.") && bars.some((b) => b.startsWith("memory")), "simulator", JSON.stringify(bars));
+  await page.screenshot({ path: path.join(shots, "05-simulator.png"), fullPage: true });
+} catch (error) {
+  await page.screenshot({ path: path.join(shots, "failure.png"), fullPage: true }).catch(() => {});
+  console.log("page said:", await page.locator("#main").textContent().catch(() => "?"));
+  throw error;
+} finally {
+  await browser.close();
+  fs.rmSync(profile, { recursive: true, force: true });
+}
