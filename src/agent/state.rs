@@ -15,6 +15,8 @@ pub(super) struct Turn {
     pub model: String,
     pub system: Option<String>,
     pub alerted: bool,
+    /// `X-Memproxy-Record: false`: search only, store nothing.
+    pub read_only: bool,
     pub summary: Option<Summary>,
     /// Stored messages still in context.
     pub queue: Vec<StoredMessage>,

@@ -56,8 +56,18 @@ impl ToolOutcome {
     }
 }
 
+/// Tools that change memory (not offered, and refused, in read-only turns).
+pub fn writes(name: &str) -> bool {
+    matches!(
+        name,
+        "core_memory_append" | "core_memory_replace" | "archival_memory_insert"
+    )
+}
+
 /// Whose memory a tool works on.
 pub struct ToolScope<'a> {
+    /// A read-only turn (`X-Memproxy-Record: false`): memory may be searched, not changed.
+    pub read_only: bool,
     pub memory: &'a MemoryService,
     pub scope: &'a UserScope,
     pub agent: &'a str,
@@ -165,6 +175,11 @@ pub async fn execute(
     name: &str,
     arguments: &Map<String, Value>,
 ) -> ToolOutcome {
+    if tools.read_only && writes(name) {
+        return ToolOutcome::failed(format!(
+            "{name} is not available: this conversation is private and memory is read-only"
+        ));
+    }
     let run = async {
         match name {
             SEND_MESSAGE => {

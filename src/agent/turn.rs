@@ -30,6 +30,9 @@ pub struct TurnInput {
     pub params: Map<String, Value>,
     /// When the user said it (`X-Memproxy-Time`); `None`: now.
     pub clock: Option<i64>,
+    /// `false` (`X-Memproxy-Record: false`): a read-only turn. The agent may search its memory
+    /// but not change it, and nothing of the turn is stored.
+    pub record: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,25 +124,29 @@ impl Agents {
             self.config.trace_turns,
         );
         let trace = steps.clone();
-        self.memory
-            .blocking(move |store, _| Ok(store.record_steps(&scope, &agent, &trace, keep)?))
-            .await?;
+        if !turn.read_only {
+            self.memory
+                .blocking(move |store, _| Ok(store.record_steps(&scope, &agent, &trace, keep)?))
+                .await?;
+        }
         let (reply, stop, usage, calls) = result?;
-        let buffer = turn.take_buffer();
-        self.memory
-            .append_agent_messages(&turn.scope, &turn.agent, buffer)
-            .await?;
-        let (scope, agent, system, alerted) = (
-            turn.scope.clone(),
-            turn.agent.clone(),
-            turn.system.clone(),
-            turn.alerted,
-        );
-        self.memory
-            .blocking(move |store, _| {
-                Ok(store.set_agent_state(&scope, &agent, system.as_deref(), alerted)?)
-            })
-            .await?;
+        if !turn.read_only {
+            let buffer = turn.take_buffer();
+            self.memory
+                .append_agent_messages(&turn.scope, &turn.agent, buffer)
+                .await?;
+            let (scope, agent, system, alerted) = (
+                turn.scope.clone(),
+                turn.agent.clone(),
+                turn.system.clone(),
+                turn.alerted,
+            );
+            self.memory
+                .blocking(move |store, _| {
+                    Ok(store.set_agent_state(&scope, &agent, system.as_deref(), alerted)?)
+                })
+                .await?;
+        }
         for step in &steps {
             tracing::info!(
                 turn = %step.turn, step = step.step, tool = %step.tool, status = %step.status,
@@ -167,6 +174,16 @@ impl Agents {
         let defaults = self.default_blocks();
         let client_system = input.client_system.clone();
         let limit = self.config.block_char_limit;
+        let client_block = move |text: &String| CoreBlock {
+            label: CLIENT_BLOCK.to_owned(),
+            value: text.clone(),
+            char_limit: (text.chars().count().max(limit)) as i64,
+            read_only: true,
+            updated_at_ms: 0,
+        };
+        if !input.record {
+            return self.open_read_only(input, defaults, client_block).await;
+        }
         let (record, summary, queue) = self
             .memory
             .blocking(move |store, _| {
@@ -177,17 +194,7 @@ impl Agents {
                     .find(|b| b.label == CLIENT_BLOCK);
                 match (&client_system, existing) {
                     (Some(text), Some(block)) if block.value == *text => {}
-                    (Some(text), _) => store.put_core_block(
-                        &scope,
-                        &agent,
-                        &CoreBlock {
-                            label: CLIENT_BLOCK.to_owned(),
-                            value: text.clone(),
-                            char_limit: (text.chars().count().max(limit)) as i64,
-                            read_only: true,
-                            updated_at_ms: 0,
-                        },
-                    )?,
+                    (Some(text), _) => store.put_core_block(&scope, &agent, &client_block(text))?,
                     (None, Some(_)) => {
                         store.delete_core_block(&scope, &agent, CLIENT_BLOCK)?;
                     }
@@ -199,6 +206,70 @@ impl Agents {
                 Ok((record, summary, queue))
             })
             .await?;
+        Ok(self.new_turn(
+            input,
+            record.system_message,
+            record.pressure_alerted,
+            summary,
+            queue,
+        ))
+    }
+
+    /// A read-only turn sees the agent as it is (or a new agent's defaults) and writes nothing:
+    /// the client's system prompt is applied to its own copy of the blocks.
+    async fn open_read_only(
+        &self,
+        input: &TurnInput,
+        defaults: Vec<CoreBlock>,
+        client_block: impl Fn(&String) -> CoreBlock + Send + 'static,
+    ) -> Result<Turn, TurnError> {
+        let (scope, agent) = (input.scope.clone(), input.agent.clone());
+        let client_system = input.client_system.clone();
+        let now = input.clock.unwrap_or_else(now_ms);
+        let (system, summary, queue) = self
+            .memory
+            .blocking(move |store, _| {
+                let exists = store.list_agents(&scope)?.iter().any(|a| a.name == agent);
+                let (mut blocks, counts, summary, queue) = if exists {
+                    let (summary, queue) = store.agent_context(&scope, &agent)?;
+                    (
+                        store.core_blocks(&scope, &agent)?,
+                        store.agent_counts(&scope, &agent)?,
+                        summary,
+                        queue,
+                    )
+                } else {
+                    (
+                        defaults,
+                        crate::store::AgentCounts::default(),
+                        None,
+                        Vec::new(),
+                    )
+                };
+                blocks.retain(|b| b.label != CLIENT_BLOCK);
+                if let Some(text) = &client_system {
+                    blocks.push(client_block(text));
+                }
+                Ok((
+                    context::compile_system(&blocks, &counts, now),
+                    summary,
+                    queue,
+                ))
+            })
+            .await?;
+        let mut turn = self.new_turn(input, Some(system), true, summary, queue);
+        turn.read_only = true;
+        Ok(turn)
+    }
+
+    fn new_turn(
+        &self,
+        input: &TurnInput,
+        system: Option<String>,
+        alerted: bool,
+        summary: Option<crate::store::Summary>,
+        queue: Vec<crate::store::StoredMessage>,
+    ) -> Turn {
         let now = input.clock.unwrap_or_else(now_ms);
         let buffer = input
             .user_messages
@@ -212,13 +283,14 @@ impl Agents {
                 created_at_ms: now,
             })
             .collect();
-        Ok(Turn {
+        Turn {
             id: uuid::Uuid::new_v4().to_string(),
             scope: input.scope.clone(),
             agent: input.agent.clone(),
             model: input.model.clone(),
-            system: record.system_message,
-            alerted: record.pressure_alerted,
+            system,
+            alerted,
+            read_only: false,
             summary,
             earlier: queue.len(),
             queue,
@@ -227,7 +299,7 @@ impl Agents {
             clock: input.clock,
             steps: Vec::new(),
             llm_ms: 0.0,
-        })
+        }
     }
 
     async fn step_loop(
@@ -256,7 +328,7 @@ impl Agents {
                     model: input.model.clone(),
                 });
             }
-            if total as f64 > window as f64 * self.config.evict_ratio {
+            if total as f64 > window as f64 * self.config.evict_ratio && !turn.read_only {
                 let target = (window as f64 * self.config.evict_target_ratio) as usize;
                 self.evict(turn, target, step).await?;
                 self.ensure_system(turn).await?;
@@ -289,7 +361,7 @@ impl Agents {
             calls_made += 1;
             let answer = match answer {
                 Ok(answer) => answer,
-                Err(ModelError::ContextLength(message)) if !retried_overflow => {
+                Err(ModelError::ContextLength(message)) if !retried_overflow && !turn.read_only => {
                     // Our count and the upstream's differ (another tokenizer, a smaller window):
                     // evict relative to what was sent, then retry the same step once.
                     retried_overflow = true;
@@ -393,6 +465,7 @@ impl Agents {
             let mut failed = false;
             let mut reply = None;
             let scope = ToolScope {
+                read_only: turn.read_only,
                 memory: &self.memory,
                 scope: &turn.scope,
                 agent: &turn.agent,
@@ -521,6 +594,10 @@ impl Agents {
             Offer::ReplyOnly => tools::schemas()
                 .into_iter()
                 .filter(|t| t["function"]["name"] == SEND_MESSAGE)
+                .collect(),
+            Offer::All if turn.read_only => tools::schemas()
+                .into_iter()
+                .filter(|t| !tools::writes(t["function"]["name"].as_str().unwrap_or_default()))
                 .collect(),
             Offer::All => tools::schemas(),
         };

@@ -76,6 +76,9 @@ pub struct RunArgs {
     /// Cap on the model's answer to a probe.
     #[arg(long, default_value_t = 160)]
     pub answer_max_tokens: u64,
+    /// Keep each pair's data directory under OUT/data (to inspect memories and agent traces).
+    #[arg(long)]
+    pub keep_data: bool,
     /// Cap on each memory LLM answer (extraction, reconcile, summary).
     #[arg(long, default_value_t = 512)]
     pub memory_max_tokens: u32,
@@ -293,11 +296,24 @@ async fn run_pair(
     mode: Mode,
     progress: &ProgressBar,
 ) -> anyhow::Result<PairResult> {
-    let data = tempfile::tempdir()?;
+    let temporary = tempfile::tempdir()?;
+    let data = if args.keep_data {
+        let kept = args
+            .out
+            .join("data")
+            .join(format!("{}-{}", conversation.id, mode.as_str()));
+        if kept.exists() {
+            std::fs::remove_dir_all(&kept)?;
+        }
+        std::fs::create_dir_all(&kept)?;
+        kept
+    } else {
+        temporary.path().to_owned()
+    };
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let server = crate::server::start_on(
         listener,
-        config_for(args, mode, data.path(), tap),
+        config_for(args, mode, &data, tap),
         Arc::new(crate::hooks::LogExchanges),
     )
     .await?;

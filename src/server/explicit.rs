@@ -122,6 +122,7 @@ fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, ProxyEr
         user_messages,
         params: request.extra.clone(),
         clock: scope.time_ms,
+        record: scope.record,
     })
 }
 

@@ -686,3 +686,66 @@ async fn a_replayed_conversation_keeps_its_own_dates() {
     let body: Value = response.json().await.expect("json");
     assert_eq!(body["error"]["param"], "x-memproxy-time");
 }
+
+#[tokio::test]
+async fn a_private_turn_reads_memory_and_stores_nothing() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(call(
+        "core_memory_append",
+        json!({"label": "human", "content": "Name: Mo.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Hi Mo."));
+    say(&h, "mo", "I'm Mo.").await;
+    let before = get_json(&h, "/memproxy/v1/users/mo/agents/default").await;
+
+    h.mock.push(call(
+        "core_memory_append",
+        json!({"label": "human", "content": "Secret: likes karaoke.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Your name is Mo."));
+    let private = |user: &'static str| {
+        h.client.post(h.url("/explicit/v1/chat/completions"))
+            .header("x-memproxy-user", user)
+            .header("x-memproxy-record", "false")
+            .json(&json!({"model": "m", "messages": [{"role": "user", "content": "What's my name? (I like karaoke)"}]}))
+            .send()
+    };
+    let response = private("mo").await.expect("answer");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        reply_of(&response.json().await.expect("json")),
+        "Your name is Mo."
+    );
+    let requests = model_requests(&h);
+    let offered: Vec<&str> = requests[requests.len() - 2]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(
+        !offered.contains(&"core_memory_append") && offered.contains(&"conversation_search"),
+        "{offered:?}"
+    );
+    assert!(
+        system_of(&requests[requests.len() - 2]).contains("Name: Mo."),
+        "memory is read"
+    );
+    let refused = tool_results(requests.last().expect("request"))
+        .pop()
+        .expect("result");
+    assert_eq!(refused["status"], "Failed");
+    let after = get_json(&h, "/memproxy/v1/users/mo/agents/default").await;
+    assert_eq!(after["blocks"], before["blocks"]);
+    assert_eq!(
+        after["counts"], before["counts"],
+        "no message of the private turn was stored"
+    );
+    assert_eq!(steps(&h, "mo", "default").await.len(), 2, "nor its trace");
+
+    // A private first contact does not even create the agent.
+    h.mock.push(send("Hello."));
+    assert_eq!(private("nobody").await.expect("answer").status(), 200);
+    let agents = get_json(&h, "/memproxy/v1/users/nobody/agents").await;
+    assert_eq!(agents["data"], json!([]));
+}
