@@ -85,6 +85,18 @@ try {
   const bars = await page.locator(".simulation[data-strategy=implicit] .bar div").allTextContents();
   check(implicitPayload.includes("Ana is allergic to peanuts.") && bars.some((b) => b.startsWith("memory")), "simulator", JSON.stringify(bars));
   await page.screenshot({ path: path.join(shots, "05-simulator.png"), fullPage: true });
+
+  // Eval results, read from a results.json file in the browser.
+  const results = path.join(shots, "results.json");
+  fs.writeFileSync(results, JSON.stringify({ dataset: "scenarios", model: "m", strategies: [
+    { strategy: "implicit", probes: 3, f1: 0.5, contains: 0.66, judge: null, evidence_in_context: 0.8, chat_tokens: 900, memory_tokens: 300, overhead_p50_ms: 12.5, overhead_p95_ms: 20.1 },
+    { strategy: "passthrough", probes: 3, f1: 0.1, contains: 0, judge: null, evidence_in_context: null, chat_tokens: 400, memory_tokens: 0, overhead_p50_ms: 0.2, overhead_p95_ms: 0.4 }] }));
+  await page.goto(`${base}/ui#/eval`);
+  await page.setInputFiles("#eval-file", results);
+  await page.waitForSelector("#eval-output td:text-is('implicit')");
+  const cells = await page.locator("#eval-output td").allTextContents();
+  check(cells.includes("0.500") && cells.includes("12.5/20.1"), "eval-results", JSON.stringify(cells));
+  await page.screenshot({ path: path.join(shots, "06-eval.png"), fullPage: true });
 } catch (error) {
   await page.screenshot({ path: path.join(shots, "failure.png"), fullPage: true }).catch(() => {});
   console.log("page said:", await page.locator("#main").textContent().catch(() => "?"));
