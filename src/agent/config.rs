@@ -32,6 +32,9 @@ pub struct ExplicitConfig {
     pub human: String,
     /// Character limit of each core memory block.
     pub block_char_limit: usize,
+    /// Show the agent its past `send_message` calls as plain assistant messages (small models
+    /// given a history of their own reply calls often answer nothing).
+    pub replies_as_text: bool,
 }
 
 impl Default for ExplicitConfig {
@@ -51,6 +54,7 @@ impl Default for ExplicitConfig {
                 .to_owned(),
             human: "Nothing is known about the user yet.".to_owned(),
             block_char_limit: 2000,
+            replies_as_text: true,
         }
     }
 }

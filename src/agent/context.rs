@@ -88,6 +88,42 @@ pub fn wire_message(message: &StoredMessage) -> Value {
     wire
 }
 
+/// Past replies as plain assistant text: an `send_message` call and its result become the
+/// assistant message the user saw. Small models given a history of their own `send_message`
+/// calls often answer nothing at all; a history that reads like a conversation they handle.
+/// Memory-tool calls stay calls.
+pub fn replies_as_text(messages: Vec<Value>) -> Vec<Value> {
+    let mut replaced: Vec<Value> = Vec::new();
+    let mut rendered = Vec::with_capacity(messages.len());
+    for message in messages {
+        let calls = message["tool_calls"].as_array();
+        let only_replies = calls.is_some_and(|calls| {
+            !calls.is_empty()
+                && calls
+                    .iter()
+                    .all(|c| c["function"]["name"] == super::tools::SEND_MESSAGE)
+        });
+        if message["role"] == "assistant" && only_replies {
+            let calls = calls.cloned().unwrap_or_default();
+            let text: Vec<String> = calls
+                .iter()
+                .filter_map(|c| {
+                    let arguments = c["function"]["arguments"].as_str()?;
+                    let parsed = super::lenient::arguments(arguments).ok()?;
+                    super::lenient::text_arg(&parsed, "message")
+                })
+                .collect();
+            replaced.extend(calls.iter().map(|c| c["id"].clone()));
+            rendered.push(json!({"role": "assistant", "content": text.join("\n")}));
+        } else if message["role"] == "tool" && replaced.contains(&message["tool_call_id"]) {
+            continue;
+        } else {
+            rendered.push(message);
+        }
+    }
+    rendered
+}
+
 /// Tokens of a message as built by [`wire_message`].
 pub fn message_tokens(message: &Value) -> usize {
     let role = message["role"].as_str().unwrap_or_default();
@@ -145,6 +181,26 @@ mod tests {
         // Only the call/result pair would be left: the result never goes alone.
         assert_eq!(eviction_count(&calls, 30, 0), 1);
         assert_eq!(eviction_count(&queue(&["user"]), 10, 0), 0);
+    }
+
+    #[test]
+    fn past_replies_read_as_conversation() {
+        let messages = vec![
+            json!({"role": "user", "content": "hi"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "send_message", "arguments": "{\"message\": \"Hello!\"}"}}]}),
+            json!({"role": "tool", "tool_call_id": "c1", "content": "{\"status\":\"OK\"}"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function",
+                "function": {"name": "core_memory_append", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": "c2", "content": "{\"status\":\"OK\"}"}),
+        ];
+        let rendered = replies_as_text(messages);
+        assert_eq!(rendered.len(), 4);
+        assert_eq!(
+            rendered[1],
+            json!({"role": "assistant", "content": "Hello!"})
+        );
+        assert_eq!(rendered[3]["tool_call_id"], "c2");
     }
 
     #[test]

@@ -17,6 +17,8 @@ pub(super) struct Turn {
     pub alerted: bool,
     /// `X-Memproxy-Record: false`: search only, store nothing.
     pub read_only: bool,
+    /// Render past `send_message` calls as plain assistant text (`explicit.replies_as_text`).
+    pub replies_as_text: bool,
     pub summary: Option<Summary>,
     /// Stored messages still in context.
     pub queue: Vec<StoredMessage>,
@@ -75,6 +77,15 @@ impl Turn {
 
     /// The request's messages: system, summary, stored queue, this turn's messages.
     pub fn messages(&self) -> Vec<Value> {
+        let messages = self.wire_messages();
+        if self.replies_as_text {
+            context::replies_as_text(messages)
+        } else {
+            messages
+        }
+    }
+
+    fn wire_messages(&self) -> Vec<Value> {
         let mut messages =
             vec![json!({"role": "system", "content": self.system.clone().unwrap_or_default()})];
         if let Some(summary) = &self.summary {

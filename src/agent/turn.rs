@@ -291,6 +291,7 @@ impl Agents {
             system,
             alerted,
             read_only: false,
+            replies_as_text: self.config.replies_as_text,
             summary,
             earlier: queue.len(),
             queue,

@@ -240,7 +240,10 @@ async fn explicit(
     if let Some(summary) = &summary {
         messages.push(context::summary_message(summary));
     }
-    let history: Vec<Value> = queue.iter().map(context::wire_message).collect();
+    let mut history: Vec<Value> = queue.iter().map(context::wire_message).collect();
+    if state.agents.config().replies_as_text {
+        history = context::replies_as_text(history);
+    }
     messages.extend(history.iter().cloned());
     messages.extend(new.iter().cloned());
     let block_tokens: usize = blocks.iter().map(|b| tokens::count(&b.value)).sum();

@@ -90,10 +90,11 @@ async fn archival_insert_then_paged_search_in_a_later_turn() {
 #[tokio::test]
 async fn overflow_alerts_then_evicts_into_a_summary_and_recall_still_finds_it() {
     let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
-    let filler = "apple ".repeat(450);
+    // Each turn adds less than the gap between the alert (75%) and eviction (90%) thresholds.
+    let filler = "apple ".repeat(250);
     let mut turns = 0;
     let mut evicted = false;
-    while !evicted && turns < 10 {
+    while !evicted && turns < 20 {
         let text = if turns == 0 {
             format!("The secret code is PAPAYA-42. {filler}")
         } else {
