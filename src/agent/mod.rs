@@ -10,6 +10,7 @@ pub mod context;
 mod evict;
 pub mod lenient;
 pub mod model;
+mod open;
 mod state;
 pub mod tools;
 mod turn;

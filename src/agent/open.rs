@@ -1,0 +1,146 @@
+//! Starting a turn: the agent loaded (created on first use, with the client's system prompt as a
+//! read-only block), or for a read-only turn an in-memory view that writes nothing; then the
+//! client's new messages wrapped as the agent receives them.
+
+use super::context::{self, CLIENT_BLOCK};
+use super::state::{user_json, Turn};
+use super::turn::{TurnError, TurnInput};
+use super::Agents;
+use crate::store::{now_ms, AgentMessage, CoreBlock};
+
+impl Agents {
+    /// Loads (creating on first use) the agent and puts the client's messages in the buffer.
+    pub(super) async fn open_turn(&self, input: &TurnInput) -> Result<Turn, TurnError> {
+        let (scope, agent) = (input.scope.clone(), input.agent.clone());
+        let defaults = self.default_blocks();
+        let client_system = input.client_system.clone();
+        let limit = self.config.block_char_limit;
+        let client_block = move |text: &String| CoreBlock {
+            label: CLIENT_BLOCK.to_owned(),
+            value: text.clone(),
+            char_limit: (text.chars().count().max(limit)) as i64,
+            read_only: true,
+            updated_at_ms: 0,
+        };
+        if !input.record {
+            return self.open_read_only(input, defaults, client_block).await;
+        }
+        let (record, summary, queue) = self
+            .memory
+            .blocking(move |store, _| {
+                store.ensure_agent(&scope, &agent, &defaults)?;
+                let existing = store
+                    .core_blocks(&scope, &agent)?
+                    .into_iter()
+                    .find(|b| b.label == CLIENT_BLOCK);
+                match (&client_system, existing) {
+                    (Some(text), Some(block)) if block.value == *text => {}
+                    (Some(text), _) => store.put_core_block(&scope, &agent, &client_block(text))?,
+                    (None, Some(_)) => {
+                        store.delete_core_block(&scope, &agent, CLIENT_BLOCK)?;
+                    }
+                    (None, None) => {}
+                }
+                // Reread: a block change above invalidated the compiled system message.
+                let record = store.ensure_agent(&scope, &agent, &[])?;
+                let (summary, queue) = store.agent_context(&scope, &agent)?;
+                Ok((record, summary, queue))
+            })
+            .await?;
+        Ok(self.new_turn(
+            input,
+            record.system_message,
+            record.pressure_alerted,
+            summary,
+            queue,
+        ))
+    }
+
+    /// A read-only turn sees the agent as it is (or a new agent's defaults) and writes nothing:
+    /// the client's system prompt is applied to its own copy of the blocks.
+    async fn open_read_only(
+        &self,
+        input: &TurnInput,
+        defaults: Vec<CoreBlock>,
+        client_block: impl Fn(&String) -> CoreBlock + Send + 'static,
+    ) -> Result<Turn, TurnError> {
+        let (scope, agent) = (input.scope.clone(), input.agent.clone());
+        let client_system = input.client_system.clone();
+        let now = input.clock.unwrap_or_else(now_ms);
+        let (system, summary, queue) = self
+            .memory
+            .blocking(move |store, _| {
+                let exists = store.list_agents(&scope)?.iter().any(|a| a.name == agent);
+                let (mut blocks, counts, summary, queue) = if exists {
+                    let (summary, queue) = store.agent_context(&scope, &agent)?;
+                    (
+                        store.core_blocks(&scope, &agent)?,
+                        store.agent_counts(&scope, &agent)?,
+                        summary,
+                        queue,
+                    )
+                } else {
+                    (
+                        defaults,
+                        crate::store::AgentCounts::default(),
+                        None,
+                        Vec::new(),
+                    )
+                };
+                blocks.retain(|b| b.label != CLIENT_BLOCK);
+                if let Some(text) = &client_system {
+                    blocks.push(client_block(text));
+                }
+                Ok((
+                    context::compile_system(&blocks, &counts, now),
+                    summary,
+                    queue,
+                ))
+            })
+            .await?;
+        let mut turn = self.new_turn(input, Some(system), true, summary, queue);
+        turn.read_only = true;
+        Ok(turn)
+    }
+
+    fn new_turn(
+        &self,
+        input: &TurnInput,
+        system: Option<String>,
+        alerted: bool,
+        summary: Option<crate::store::Summary>,
+        queue: Vec<crate::store::StoredMessage>,
+    ) -> Turn {
+        let now = input.clock.unwrap_or_else(now_ms);
+        let buffer = input
+            .user_messages
+            .iter()
+            .map(|text| AgentMessage {
+                role: "user".to_owned(),
+                content: user_json("user_message", "message", text, now),
+                tool_calls: None,
+                tool_call_id: None,
+                search_text: text.clone(),
+                created_at_ms: now,
+            })
+            .collect();
+        Turn {
+            id: uuid::Uuid::new_v4().to_string(),
+            scope: input.scope.clone(),
+            agent: input.agent.clone(),
+            model: input.model.clone(),
+            system,
+            alerted,
+            read_only: false,
+            replies_as_text: self.config.replies_as_text,
+            summary,
+            earlier: queue.len(),
+            queue,
+            buffer,
+            transient: Vec::new(),
+            clock: input.clock,
+            steps: Vec::new(),
+            llm_ms: 0.0,
+        }
+    }
+}
