@@ -178,7 +178,11 @@ pub fn plain_answer(content: &str) -> PlainAnswer {
     }
     if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(trimmed) {
         let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
-        if matches!(kind, "user_message" | "heartbeat" | "system_alert") {
+        // The system's own envelopes echoed back, or a tool call written as text (one that was
+        // not taken as a call): neither is something to show the user.
+        let call_like = map.contains_key("name")
+            && (map.contains_key("arguments") || map.contains_key("parameters"));
+        if matches!(kind, "user_message" | "heartbeat" | "system_alert") || call_like {
             return PlainAnswer::Echo;
         }
         // `{"message": "..."}`: a send_message without the call.
@@ -233,6 +237,10 @@ mod tests {
         assert_eq!(plain_answer("  "), PlainAnswer::Empty);
         assert_eq!(
             plain_answer(r#"{"type":"user_message","message":"I moved.","time":"x"}"#),
+            PlainAnswer::Echo
+        );
+        assert_eq!(
+            plain_answer(r#"{"name": "conversation_search", "arguments": {"query": "x"}}"#),
             PlainAnswer::Echo
         );
         assert_eq!(

@@ -260,8 +260,9 @@ impl Agents {
             usage.total_tokens += answer.usage.total_tokens;
             let mut calls = answer.tool_calls.clone();
             if calls.is_empty() {
-                if let Some((name, arguments)) =
-                    lenient::call_in_text(&answer.content).filter(|(n, _)| tools::is_known(n))
+                // A call written as text counts, but only of a tool offered in this step.
+                if let Some((name, arguments)) = lenient::call_in_text(&answer.content)
+                    .filter(|(n, _)| tools::is_known(n) && offer.includes(n))
                 {
                     calls.push(ToolCall {
                         id: String::new(),
@@ -341,6 +342,17 @@ impl Agents {
             for call in &calls {
                 let name = call.function.name.as_str();
                 let (outcome, wants) = match lenient::arguments(&call.function.arguments) {
+                    // Servers that do not enforce tool_choice let a model call what was not
+                    // offered; it is refused, and the next step offers no tools at all.
+                    Ok(_) if tools::is_known(name) && !offer.includes(name) => {
+                        plain_only = true;
+                        (
+                            ToolOutcome::failed(format!(
+                                "{name} is not available now: answer the user with send_message"
+                            )),
+                            false,
+                        )
+                    }
                     Ok(arguments) => (
                         tools::execute(&scope, name, &arguments).await,
                         tools::wants_heartbeat(&arguments),
@@ -495,6 +507,17 @@ enum Offer {
     ReplyOnly,
     /// None: a plain answer is the reply (after the model failed to answer with a tool).
     Nothing,
+}
+
+impl Offer {
+    /// Whether a tool may be called in this step (read-only turns are checked by the tools).
+    fn includes(self, name: &str) -> bool {
+        match self {
+            Offer::All => true,
+            Offer::ReplyOnly => name == SEND_MESSAGE,
+            Offer::Nothing => name == SEND_MESSAGE,
+        }
+    }
 }
 
 fn fill(record: &mut StepRecord, step: usize, usage: &Usage, latency: f64) {

@@ -749,3 +749,53 @@ async fn a_private_turn_reads_memory_and_stores_nothing() {
     let agents = get_json(&h, "/memproxy/v1/users/nobody/agents").await;
     assert_eq!(agents["data"], json!([]));
 }
+
+#[tokio::test]
+async fn a_tool_that_was_not_offered_is_refused_and_then_no_tools_are_offered() {
+    let h = harness_with(|_| {}).await;
+    let search = || {
+        call(
+            "conversation_search",
+            json!({"query": "dinner", "request_heartbeat": true}),
+        )
+    };
+    h.mock.push(search());
+    h.mock.push(search()); // repeated: next step offers only send_message...
+    h.mock.push(search()); // ...which a server that ignores tool_choice lets the model ignore
+    h.mock.push(Reply::Text(
+        r#"{"name": "conversation_search", "arguments": {"query": "dinner"}}"#.to_owned(),
+    ));
+    h.mock
+        .push(Reply::Text("We talked about dinner at Luigi's.".to_owned()));
+    let response = ask(
+        &h,
+        "ny",
+        "default",
+        json!([{"role": "user", "content": "What did we say about dinner?"}]),
+    )
+    .await;
+    assert_eq!(
+        reply_of(&response.json().await.expect("json")),
+        "We talked about dinner at Luigi's."
+    );
+    let requests = model_requests(&h);
+    assert_eq!(requests.len(), 5);
+    assert_eq!(requests[2]["tools"].as_array().expect("tools").len(), 1);
+    let refused = tool_results(&requests[3]).pop().expect("result");
+    assert_eq!(refused["status"], "Failed");
+    assert!(refused["message"]
+        .as_str()
+        .expect("m")
+        .contains("not available now"));
+    assert!(requests[3].get("tools").is_none() && requests[4].get("tools").is_none());
+    assert_eq!(
+        statuses(&steps(&h, "ny", "default").await),
+        [
+            "conversation_search:ok",
+            "conversation_search:ok",
+            "conversation_search:failed",
+            "(echo):failed",
+            "(text):reply"
+        ]
+    );
+}
