@@ -324,7 +324,13 @@ fn tokens_vs_score(summary: &Summary) -> String {
         let x = pad + ((s.chat_tokens + s.memory_tokens) as f64 / max_tokens) * (w - pad - 40.0);
         let y = (h - pad) - s.f1.clamp(0.0, 1.0) * (h - pad - 30.0);
         let color = COLORS[i % COLORS.len()];
-        svg.push_str(&format!("<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"6\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"12\">{} ({:.2})</text>", x + 8.0, y - 6.0, escape(&s.strategy), s.f1));
+        // Labels near the right edge go to the left of their dot.
+        let (label_x, anchor) = if x > w - 160.0 {
+            (x - 8.0, "end")
+        } else {
+            (x + 8.0, "start")
+        };
+        svg.push_str(&format!("<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"6\" fill=\"{color}\"/><text x=\"{label_x:.1}\" y=\"{:.1}\" font-size=\"12\" text-anchor=\"{anchor}\">{} ({:.2})</text>", y - 6.0, escape(&s.strategy), s.f1));
     }
     svg.push_str("</svg>");
     svg
