@@ -142,11 +142,8 @@ pub fn page_arg(arguments: &Map<String, Value>) -> Result<usize, String> {
 /// models produce when they do not use the tool-call channel.
 pub fn call_in_text(content: &str) -> Option<(String, String)> {
     let start = content.find('{')?;
-    let end = content.rfind('}')?;
-    if end <= start {
-        return None;
-    }
-    let value: Value = serde_json::from_str(&content[start..=end]).ok()?;
+    // Repaired like arguments: a call cut by the token limit still names its tool.
+    let value = Value::Object(arguments(&content[start..]).ok()?);
     let name = value.get("name")?.as_str()?.to_owned();
     let arguments = value
         .get("arguments")
@@ -176,7 +173,12 @@ pub fn plain_answer(content: &str) -> PlainAnswer {
     if trimmed.is_empty() {
         return PlainAnswer::Empty;
     }
-    if let Ok(Value::Object(map)) = serde_json::from_str::<Value>(trimmed) {
+    let object = if trimmed.starts_with('{') {
+        arguments(trimmed).ok()
+    } else {
+        None
+    };
+    if let Some(map) = object {
         let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
         // The system's own envelopes echoed back, or a tool call written as text (one that was
         // not taken as a call): neither is something to show the user.
@@ -234,6 +236,17 @@ mod tests {
         assert_eq!(call.0, "send_message");
         assert_eq!(call.1, r#"{"message":"Hi!"}"#);
         assert!(call_in_text("Just a normal answer.").is_none());
+        let cut = call_in_text(
+            r#"{"name": "send_message", "arguments": {"message": "You hiked on Satur"#,
+        )
+        .expect("a call cut by the token limit");
+        assert_eq!(
+            cut,
+            (
+                "send_message".to_owned(),
+                r#"{"message":"You hiked on Satur"}"#.to_owned()
+            )
+        );
         assert_eq!(plain_answer("  "), PlainAnswer::Empty);
         assert_eq!(
             plain_answer(r#"{"type":"user_message","message":"I moved.","time":"x"}"#),
@@ -241,6 +254,10 @@ mod tests {
         );
         assert_eq!(
             plain_answer(r#"{"name": "conversation_search", "arguments": {"query": "x"}}"#),
+            PlainAnswer::Echo
+        );
+        assert_eq!(
+            plain_answer(r#"{"name": "archival_memory_search", "arguments": {"query": "hik"#),
             PlainAnswer::Echo
         );
         assert_eq!(
