@@ -4,12 +4,10 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::commands::Who;
+use crate::commands::{print_json, Who};
 use crate::config::Config;
 use crate::memory::RetrievalRequest;
-use crate::store::{
-    agent_conversation, now_ms, CoreBlock, Corpus, Page, Summary, UserScope, Within,
-};
+use crate::store::{agent_conversation, CoreBlock, Corpus, Page, UserScope, Within};
 
 #[derive(Args)]
 pub struct WhichAgent {
@@ -91,11 +89,6 @@ pub enum AgentsCommand {
     },
 }
 
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string(value)?);
-    Ok(())
-}
-
 fn scope_of(who: &Who) -> UserScope {
     UserScope::new(&who.tenant, &who.user)
 }
@@ -104,42 +97,14 @@ pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<(
     let memory = crate::server::open_memory(config).await?;
     match command {
         AgentsCommand::List { who } => {
-            let scope = scope_of(&who);
-            let rows = memory
-                .blocking(move |store, _| {
-                    let mut rows = Vec::new();
-                    for agent in store.list_agents(&scope)? {
-                        let counts = store.agent_counts(&scope, &agent.name)?;
-                        rows.push(json!({"name": agent.name, "counts": counts}));
-                    }
-                    Ok(rows)
-                })
-                .await?;
-            for row in rows {
-                print_json(&row)?;
+            for (agent, counts) in memory.agent_overviews(&scope_of(&who)).await? {
+                print_json(&json!({"name": agent.name, "counts": counts}))?;
             }
         }
         AgentsCommand::Show { which } => {
-            let scope = scope_of(&which.who);
-            let agent = which.agent.clone();
             let shown = memory
-                .blocking(move |store, _| {
-                    let record = store
-                        .list_agents(&scope)?
-                        .into_iter()
-                        .find(|a| a.name == agent);
-                    Ok(record.map(|record| -> crate::store::StoreResult<_> {
-                        Ok(json!({
-                            "name": record.name,
-                            "blocks": store.core_blocks(&scope, &agent)?,
-                            "summary": store.summary(&scope, &agent_conversation(&agent))?,
-                            "counts": store.agent_counts(&scope, &agent)?,
-                            "system_message": record.system_message,
-                        }))
-                    }))
-                })
+                .agent_detail(&scope_of(&which.who), &which.agent)
                 .await?
-                .transpose()?
                 .ok_or_else(|| {
                     anyhow::anyhow!("no agent '{}' for user '{}'", which.agent, which.who.user)
                 })?;
@@ -231,22 +196,12 @@ pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<(
             }
         }
         AgentsCommand::SetSummary { which, text } => {
-            let scope = scope_of(&which.who);
-            let conversation = agent_conversation(&which.agent);
             memory
-                .blocking(move |store, _| {
-                    let through = store
-                        .summary(&scope, &conversation)?
-                        .map_or(-1, |s| s.through_position);
-                    let summary = Summary {
-                        conversation,
-                        text,
-                        through_position: through,
-                        updated_at_ms: now_ms(),
-                    };
-                    Ok(store.put_summary(&scope, &summary)?)
-                })
-                .await?;
+                .rewrite_agent_summary(&scope_of(&which.who), &which.agent, &text)
+                .await?
+                .ok_or_else(|| {
+                    anyhow::anyhow!("no agent '{}' for user '{}'", which.agent, which.who.user)
+                })?;
             eprintln!("summary saved");
         }
         AgentsCommand::Steps { which, turns } => {

@@ -80,7 +80,7 @@ pub enum MemoriesCommand {
     },
 }
 
-fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string(value)?);
     Ok(())
 }

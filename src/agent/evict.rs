@@ -90,12 +90,12 @@ impl Agents {
         turn.system = None;
         turn.alerted = false;
         let record = turn.step(
+            step,
             "(evict)",
             format!("{{\"target_tokens\":{target}}}"),
             status,
             format!("evicted {count} messages (through position {through}) into the summary{note}"),
         );
-        record.step = step as i64;
         record.latency_ms = latency;
         Ok(count)
     }

@@ -22,14 +22,23 @@ pub use config::ExplicitConfig;
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
 pub use turn::{Stop, TurnError, TurnInput, TurnOutcome};
 
-use crate::memory::MemoryService;
+use crate::memory::{MemoryResult, MemoryService};
 use crate::postprocess::llm::MemoryLlm;
-use crate::store::CoreBlock;
+use crate::store::{AgentCounts, CoreBlock, StoredMessage, Summary, UserScope};
 
 /// Default agent name when the request names none.
 pub const DEFAULT_AGENT: &str = "default";
 
 type AgentKey = (String, String, String);
+
+/// What an agent's next request is built from.
+pub struct AgentView {
+    pub blocks: Vec<CoreBlock>,
+    pub counts: AgentCounts,
+    pub summary: Option<Summary>,
+    /// Messages in context, oldest first.
+    pub queue: Vec<StoredMessage>,
+}
 
 pub struct Agents {
     memory: Arc<MemoryService>,
@@ -81,6 +90,31 @@ impl Agents {
             updated_at_ms: 0,
         })
         .collect()
+    }
+
+    /// The agent as it stands, read without writing: a new agent's defaults if it does not exist
+    /// yet (read-only turns and the context simulator must not create it).
+    pub async fn view(&self, scope: &UserScope, agent: &str) -> MemoryResult<AgentView> {
+        let (scope, agent, defaults) = (scope.clone(), agent.to_owned(), self.default_blocks());
+        self.memory
+            .blocking(move |store, _| {
+                if !store.list_agents(&scope)?.iter().any(|a| a.name == agent) {
+                    return Ok(AgentView {
+                        blocks: defaults,
+                        counts: AgentCounts::default(),
+                        summary: None,
+                        queue: Vec::new(),
+                    });
+                }
+                let (summary, queue) = store.agent_context(&scope, &agent)?;
+                Ok(AgentView {
+                    blocks: store.core_blocks(&scope, &agent)?,
+                    counts: store.agent_counts(&scope, &agent)?,
+                    summary,
+                    queue,
+                })
+            })
+            .await
     }
 
     fn token_scale(&self, model: &str) -> f64 {

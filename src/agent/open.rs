@@ -23,7 +23,7 @@ impl Agents {
             updated_at_ms: 0,
         };
         if !input.record {
-            return self.open_read_only(input, defaults, client_block).await;
+            return self.open_read_only(input, client_block).await;
         }
         let (record, summary, queue) = self
             .memory
@@ -61,43 +61,16 @@ impl Agents {
     async fn open_read_only(
         &self,
         input: &TurnInput,
-        defaults: Vec<CoreBlock>,
-        client_block: impl Fn(&String) -> CoreBlock + Send + 'static,
+        client_block: impl Fn(&String) -> CoreBlock,
     ) -> Result<Turn, TurnError> {
-        let (scope, agent) = (input.scope.clone(), input.agent.clone());
-        let client_system = input.client_system.clone();
+        let mut view = self.view(&input.scope, &input.agent).await?;
+        view.blocks.retain(|b| b.label != CLIENT_BLOCK);
+        if let Some(text) = &input.client_system {
+            view.blocks.push(client_block(text));
+        }
         let now = input.clock.unwrap_or_else(now_ms);
-        let (system, summary, queue) = self
-            .memory
-            .blocking(move |store, _| {
-                let exists = store.list_agents(&scope)?.iter().any(|a| a.name == agent);
-                let (mut blocks, counts, summary, queue) = if exists {
-                    let (summary, queue) = store.agent_context(&scope, &agent)?;
-                    (
-                        store.core_blocks(&scope, &agent)?,
-                        store.agent_counts(&scope, &agent)?,
-                        summary,
-                        queue,
-                    )
-                } else {
-                    (
-                        defaults,
-                        crate::store::AgentCounts::default(),
-                        None,
-                        Vec::new(),
-                    )
-                };
-                blocks.retain(|b| b.label != CLIENT_BLOCK);
-                if let Some(text) = &client_system {
-                    blocks.push(client_block(text));
-                }
-                Ok((
-                    context::compile_system(&blocks, &counts, now),
-                    summary,
-                    queue,
-                ))
-            })
-            .await?;
+        let system = context::compile_system(&view.blocks, &view.counts, now);
+        let (summary, queue) = (view.summary, view.queue);
         let mut turn = self.new_turn(input, Some(system), true, summary, queue);
         turn.read_only = true;
         Ok(turn)

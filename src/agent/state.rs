@@ -50,17 +50,18 @@ impl Turn {
             .collect()
     }
 
+    /// Traces one step (`number`: the loop step it belongs to).
     pub fn step(
         &mut self,
+        number: usize,
         tool: &str,
         arguments: String,
         status: &str,
         result: String,
     ) -> &mut StepRecord {
-        let number = self.steps.last().map_or(1, |s| s.step);
         self.steps.push(StepRecord {
             turn: self.id.clone(),
-            step: number,
+            step: number as i64,
             tool: tool.to_owned(),
             arguments: clip(&arguments, 2000),
             status: status.to_owned(),

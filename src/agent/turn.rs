@@ -231,8 +231,8 @@ impl Agents {
                     // Our count and the upstream's differ (another tokenizer, a smaller window):
                     // evict relative to what was sent, then retry the same step once.
                     retried_overflow = true;
-                    let record = turn.step("(context_overflow)", String::new(), "retry", message);
-                    record.step = step as i64;
+                    let record =
+                        turn.step(step, "(context_overflow)", String::new(), "retry", message);
                     record.latency_ms = latency;
                     let (total, _) = self.measure(turn);
                     let target =
@@ -243,12 +243,12 @@ impl Agents {
                 }
                 Err(error) => {
                     let record = turn.step(
+                        step,
                         "(upstream)",
                         String::new(),
                         "upstream_error",
                         error.to_string(),
                     );
-                    record.step = step as i64;
                     record.latency_ms = latency;
                     return Err(error.into());
                 }
@@ -283,9 +283,14 @@ impl Agents {
                         } else {
                             "(echo)"
                         };
-                        let record =
-                            turn.step(what, String::new(), "failed", clip(&answer.content, 300));
-                        fill(record, step, &answer.usage, latency);
+                        let record = turn.step(
+                            step,
+                            what,
+                            String::new(),
+                            "failed",
+                            clip(&answer.content, 300),
+                        );
+                        fill(record, &answer.usage, latency);
                         if force_reply {
                             plain_only = true;
                         } else if !last_step {
@@ -307,8 +312,8 @@ impl Agents {
                     search_text: reply.clone(),
                     created_at_ms: turn.now(),
                 });
-                let record = turn.step("(text)", String::new(), "reply", reply.clone());
-                fill(record, step, &answer.usage, latency);
+                let record = turn.step(step, "(text)", String::new(), "reply", reply.clone());
+                fill(record, &answer.usage, latency);
                 return Ok((reply, Stop::PlainText, usage, calls_made));
             }
             // Our own ids: upstreams send empty or repeating ones, and a result must name its call.
@@ -393,6 +398,7 @@ impl Agents {
                     (None, false) => "failed",
                 };
                 let record = turn.step(
+                    step,
                     &call.function.name,
                     call.function.arguments.clone(),
                     status,
@@ -404,7 +410,7 @@ impl Agents {
                 } else {
                     Usage::default()
                 };
-                fill(record, step, &cost, if index == 0 { latency } else { 0.0 });
+                fill(record, &cost, if index == 0 { latency } else { 0.0 });
                 record.heartbeat = wants;
                 if let Some(text) = outcome.reply {
                     reply = Some(text);
@@ -520,8 +526,7 @@ impl Offer {
     }
 }
 
-fn fill(record: &mut StepRecord, step: usize, usage: &Usage, latency: f64) {
-    record.step = step as i64;
+fn fill(record: &mut StepRecord, usage: &Usage, latency: f64) {
     record.prompt_tokens = usage.prompt_tokens as i64;
     record.completion_tokens = usage.completion_tokens as i64;
     record.latency_ms = latency;

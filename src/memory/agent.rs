@@ -1,8 +1,13 @@
 //! The memory layer's side of explicit-mode agents: writes that carry embeddings (the agent's
 //! log, archival passages) and resets, each keeping SQLite and the vector indexes in step.
 
+use serde::Serialize;
+
 use super::{check_text, MemoryResult, MemoryService};
-use crate::store::{now_ms, AgentMessage, Corpus, Embedding, StoredMessage, UserScope};
+use crate::store::{
+    agent_conversation, now_ms, AgentCounts, AgentMessage, AgentRecord, CoreBlock, Corpus,
+    Embedding, StoredMessage, Summary, UserScope,
+};
 use crate::vector::Change;
 
 impl MemoryService {
@@ -101,6 +106,97 @@ impl MemoryService {
                 vectors.verify(uid)?;
             }
             Ok(existed)
+        })
+        .await
+    }
+}
+
+/// One agent with everything the management API and CLI show about it.
+#[derive(Clone, Debug, Serialize)]
+pub struct AgentDetail {
+    pub name: String,
+    pub created_at_ms: i64,
+    pub updated_at_ms: i64,
+    pub pressure_alerted: bool,
+    /// As last compiled (`None`: rebuilt at the next turn).
+    pub system_message: Option<String>,
+    pub blocks: Vec<CoreBlock>,
+    pub summary: Option<Summary>,
+    pub counts: AgentCounts,
+}
+
+impl MemoryService {
+    /// A user's agents with their counts.
+    pub async fn agent_overviews(
+        &self,
+        scope: &UserScope,
+    ) -> MemoryResult<Vec<(AgentRecord, AgentCounts)>> {
+        let scope = scope.clone();
+        self.blocking(move |store, _| {
+            let mut rows = Vec::new();
+            for agent in store.list_agents(&scope)? {
+                let counts = store.agent_counts(&scope, &agent.name)?;
+                rows.push((agent, counts));
+            }
+            Ok(rows)
+        })
+        .await
+    }
+
+    /// `None` for an unknown agent.
+    pub async fn agent_detail(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+    ) -> MemoryResult<Option<AgentDetail>> {
+        let (scope, name) = (scope.clone(), agent.to_owned());
+        self.blocking(move |store, _| {
+            let Some(record) = store
+                .list_agents(&scope)?
+                .into_iter()
+                .find(|a| a.name == name)
+            else {
+                return Ok(None);
+            };
+            Ok(Some(AgentDetail {
+                blocks: store.core_blocks(&scope, &name)?,
+                summary: store.summary(&scope, &agent_conversation(&name))?,
+                counts: store.agent_counts(&scope, &name)?,
+                name: record.name,
+                created_at_ms: record.created_at_ms,
+                updated_at_ms: record.updated_at_ms,
+                pressure_alerted: record.pressure_alerted,
+                system_message: record.system_message,
+            }))
+        })
+        .await
+    }
+
+    /// Replaces the text of an agent's summary (which messages it stands for stays); `None` for
+    /// an unknown agent.
+    pub async fn rewrite_agent_summary(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        text: &str,
+    ) -> MemoryResult<Option<Summary>> {
+        let (scope, name, text) = (scope.clone(), agent.to_owned(), text.to_owned());
+        self.blocking(move |store, _| {
+            if !store.list_agents(&scope)?.iter().any(|a| a.name == name) {
+                return Ok(None);
+            }
+            let conversation = agent_conversation(&name);
+            let through = store
+                .summary(&scope, &conversation)?
+                .map_or(-1, |s| s.through_position);
+            let summary = Summary {
+                conversation,
+                text,
+                through_position: through,
+                updated_at_ms: now_ms(),
+            };
+            store.put_summary(&scope, &summary)?;
+            Ok(Some(summary))
         })
         .await
     }

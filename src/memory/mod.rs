@@ -5,6 +5,7 @@
 //! ONNX, HNSW) off the async runtime. Strategies, the management API and the CLI all use it.
 
 mod agent;
+pub use agent::AgentDetail;
 pub mod retrieval;
 pub mod transfer;
 

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use crate::error::ProxyError;
 use crate::identity::DEFAULT_ID;
 use crate::memory::RetrievalRequest;
-use crate::store::{agent_conversation, now_ms, Corpus, Page, Summary, Within};
+use crate::store::{agent_conversation, Corpus, Page, Within};
 
 use super::admin::{list, scope, AdminTenant};
 use super::extract::{ApiPath, ApiQuery, JsonBody};
@@ -25,22 +25,15 @@ pub async fn list_agents(
     Extension(tenant): Extension<AdminTenant>,
     ApiPath(user): ApiPath<String>,
 ) -> Result<Json<Value>, ProxyError> {
-    let scope = scope(&tenant, &user);
-    let agents = state
-        .memory
-        .blocking(move |store, _| {
-            let mut rows = Vec::new();
-            for agent in store.list_agents(&scope)? {
-                let counts = store.agent_counts(&scope, &agent.name)?;
-                rows.push(json!({
-                    "name": agent.name, "created_at_ms": agent.created_at_ms,
-                    "updated_at_ms": agent.updated_at_ms, "counts": counts,
-                }));
-            }
-            Ok(rows)
+    let agents = state.memory.agent_overviews(&scope(&tenant, &user)).await?;
+    let rows: Vec<Value> = agents
+        .into_iter()
+        .map(|(agent, counts)| {
+            json!({"name": agent.name, "created_at_ms": agent.created_at_ms,
+                "updated_at_ms": agent.updated_at_ms, "counts": counts})
         })
-        .await?;
-    Ok(list(agents))
+        .collect();
+    Ok(list(rows))
 }
 
 /// Everything about one agent: blocks, summary, counts, and the system message as compiled.
@@ -49,30 +42,13 @@ pub async fn show_agent(
     Extension(tenant): Extension<AdminTenant>,
     ApiPath((user, agent)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ProxyError> {
-    let scope = scope(&tenant, &user);
-    let name = agent.clone();
     let found = state
         .memory
-        .blocking(move |store, _| {
-            let Some(record) = store
-                .list_agents(&scope)?
-                .into_iter()
-                .find(|a| a.name == name)
-            else {
-                return Ok(None);
-            };
-            let blocks = store.core_blocks(&scope, &name)?;
-            let counts = store.agent_counts(&scope, &name)?;
-            let summary = store.summary(&scope, &agent_conversation(&name))?;
-            Ok(Some(json!({
-                "name": record.name, "created_at_ms": record.created_at_ms,
-                "updated_at_ms": record.updated_at_ms, "pressure_alerted": record.pressure_alerted,
-                "system_message": record.system_message, "blocks": blocks, "summary": summary,
-                "counts": counts,
-            })))
-        })
+        .agent_detail(&scope(&tenant, &user), &agent)
         .await?;
-    found.map(Json).ok_or_else(|| unknown_agent(&user, &agent))
+    found
+        .map(|detail| Json(json!(detail)))
+        .ok_or_else(|| unknown_agent(&user, &agent))
 }
 
 pub async fn reset_agent(
@@ -192,8 +168,9 @@ pub async fn archival(
     Ok(list(rows))
 }
 
+/// `{"text": …}`: a passage to add, or a summary's new text.
 #[derive(Deserialize)]
-pub struct PassageBody {
+pub struct TextField {
     text: String,
 }
 
@@ -201,7 +178,7 @@ pub async fn add_passage(
     State(state): State<SharedState>,
     Extension(tenant): Extension<AdminTenant>,
     ApiPath((user, agent)): ApiPath<(String, String)>,
-    JsonBody(body): JsonBody<PassageBody>,
+    JsonBody(body): JsonBody<TextField>,
 ) -> Result<Json<Value>, ProxyError> {
     let id = state
         .memory
@@ -235,44 +212,20 @@ pub async fn summary(
     Ok(Json(json!(summary)))
 }
 
-#[derive(Deserialize)]
-pub struct SummaryBody {
-    text: String,
-}
-
 /// Rewrites the summary text (which messages it stands for does not change).
 pub async fn put_summary(
     State(state): State<SharedState>,
     Extension(tenant): Extension<AdminTenant>,
     ApiPath((user, agent)): ApiPath<(String, String)>,
-    JsonBody(body): JsonBody<SummaryBody>,
+    JsonBody(body): JsonBody<TextField>,
 ) -> Result<Json<Value>, ProxyError> {
-    let scope = scope(&tenant, &user);
-    let conversation = agent_conversation(&agent);
     let saved = state
         .memory
-        .blocking(move |store, _| {
-            if store.find_user(&scope)?.is_none()
-                || !store.list_agents(&scope)?.iter().any(|a| a.name == agent)
-            {
-                return Ok(None);
-            }
-            let through = store
-                .summary(&scope, &conversation)?
-                .map_or(-1, |s| s.through_position);
-            let summary = Summary {
-                conversation,
-                text: body.text,
-                through_position: through,
-                updated_at_ms: now_ms(),
-            };
-            store.put_summary(&scope, &summary)?;
-            Ok(Some(summary))
-        })
+        .rewrite_agent_summary(&scope(&tenant, &user), &agent, &body.text)
         .await?;
-    saved.map(|s| Json(json!(s))).ok_or_else(|| {
-        ProxyError::ResourceNotFound(format!("an agent of user '{user}' with that name"))
-    })
+    saved
+        .map(|summary| Json(json!(summary)))
+        .ok_or_else(|| unknown_agent(&user, &agent))
 }
 
 #[derive(Deserialize)]

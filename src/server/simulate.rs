@@ -13,7 +13,7 @@ use crate::identity::{Scope, DEFAULT_ID};
 use crate::memory::RetrievalRequest;
 use crate::mode::Mode;
 use crate::openai::{ChatMessage, ChatRequest};
-use crate::store::{agent_conversation, AgentCounts, Corpus, Page};
+use crate::store::{agent_conversation, Corpus, Page, UserScope};
 use crate::strategy::inject::strip_blocks;
 use crate::tokens;
 
@@ -140,7 +140,7 @@ pub async fn simulate(
     let memory_and_summary = total.saturating_sub(instructions + history + new_message);
     // The summary sits inside the memory block; count it apart.
     let summary_tokens = if memory_and_summary > 0 {
-        let (summary_scope, conversation) = (scope_of(&tenant, &user), scope.conversation.clone());
+        let (summary_scope, conversation) = (UserScope::from(&scope), scope.conversation.clone());
         state
             .memory
             .blocking(move |store, _| Ok(store.summary(&summary_scope, &conversation)?))
@@ -167,7 +167,7 @@ pub async fn simulate(
         json!(
             state
                 .memory
-                .retrieve(&scope_of(&tenant, &user), request)
+                .retrieve(&UserScope::from(&scope), request)
                 .await?
         )
     } else {
@@ -191,10 +191,6 @@ pub async fn simulate(
     })))
 }
 
-fn scope_of(tenant: &AdminTenant, user: &str) -> crate::store::UserScope {
-    scope(tenant, user)
-}
-
 /// The agent's next request: system message (instructions and core memory), tools, summary,
 /// queue, and the client's new message wrapped as the agent would get it.
 async fn explicit(
@@ -204,27 +200,12 @@ async fn explicit(
     agent: &str,
     request: &ChatRequest,
 ) -> Result<Json<Value>, ProxyError> {
-    let (user_scope, name) = (scope(tenant, user), agent.to_owned());
-    let defaults = state.agents.default_blocks();
-    let (blocks, counts, summary, queue) = state
-        .memory
-        .blocking(move |store, _| {
-            let exists = store
-                .list_agents(&user_scope)?
-                .iter()
-                .any(|a| a.name == name);
-            if !exists {
-                return Ok((defaults, AgentCounts::default(), None, Vec::new()));
-            }
-            let (summary, queue) = store.agent_context(&user_scope, &name)?;
-            Ok((
-                store.core_blocks(&user_scope, &name)?,
-                store.agent_counts(&user_scope, &name)?,
-                summary,
-                queue,
-            ))
-        })
-        .await?;
+    let crate::agent::AgentView {
+        blocks,
+        counts,
+        summary,
+        queue,
+    } = state.agents.view(&scope(tenant, user), agent).await?;
     let system = context::compile_system(&blocks, &counts, crate::store::now_ms());
     let start = request
         .messages

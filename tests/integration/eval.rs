@@ -233,11 +233,8 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
         let html = std::fs::read_to_string(out.path().join("report.html")).expect("report");
         assert!(html.contains("<svg") && html.contains(mode.as_str()));
         if mode == Mode::Explicit {
-            assert_eq!(
-                strategy["f1"],
-                1.0 / 1.0 * (2.0 * (1.0 / 4.0) / (1.0 / 4.0 + 1.0)),
-                "'Your dog is Pixel.' vs 'Pixel'"
-            );
+            // "Your dog is Pixel." vs "Pixel": 1 common token, precision 1/4, recall 1 → F1 0.4.
+            assert_eq!(strategy["f1"], 0.4);
             assert_eq!(strategy["contains"], 1.0);
         }
     }
