@@ -64,9 +64,9 @@ document.getElementById("logout").onclick = () => { sessionStorage.clear(); show
 // ---- Users and memories ----------------------------------------------------------------------
 async function usersPage() {
   const users = await api("GET", "/memproxy/v1/users");
-  show(el("h1", { text: "Users" }),
+  return [el("h1", { text: "Users" }),
     users.data.length ? el("ul", {}, users.data.map((u) => el("li", {}, el("a", { href: "#/users/" + enc(u), text: u }))))
-      : el("p", { class: "muted", text: "No users yet." }));
+      : el("p", { class: "muted", text: "No users yet." })];
 }
 
 async function userPage(user) {
@@ -103,18 +103,18 @@ async function userPage(user) {
       when(m.created_at_ms) + (m.valid_until_ms ? " (invalid since " + when(m.valid_until_ms) + ")" : ""),
       el("pre", { text: history }), actions];
   });
-  show(el("h1", { text: "User " + user }), search, results, el("h2", { text: "Memories" }), add,
+  return [el("h1", { text: "User " + user }), search, results, el("h2", { text: "Memories" }), add,
     table(["id", "text", "kind", "from (conversation #turn)", "created", "history", ""], rows),
     el("h2", { text: "Conversations" }),
     table(["conversation", "agent", "turns", "updated"], conversations.data.map((c) => [
-      el("a", { href: `#/users/${enc(user)}/conversations/${enc(c.id)}`, text: c.id }), c.agent, String(c.messages), when(c.updated_at_ms)])));
+      el("a", { href: `#/users/${enc(user)}/conversations/${enc(c.id)}`, text: c.id }), c.agent, String(c.messages), when(c.updated_at_ms)]))];
 }
 
 async function conversationPage(user, conversation) {
   const log = await api("GET", `/memproxy/v1/users/${enc(user)}/conversations/${enc(conversation)}/messages?limit=1000`);
-  show(el("h1", { text: `Recall log: ${conversation}` }), el("p", {}, el("a", { href: "#/users/" + enc(user), text: "← " + user })),
+  return [el("h1", { text: `Recall log: ${conversation}` }), el("p", {}, el("a", { href: "#/users/" + enc(user), text: "← " + user })),
     table(["#", "role", "text", "when"], log.data.map((m) =>
-      [String(m.position), m.role + (m.superseded ? " (superseded)" : ""), m.search_text || m.content, when(m.created_at_ms)])));
+      [String(m.position), m.role + (m.superseded ? " (superseded)" : ""), m.search_text || m.content, when(m.created_at_ms)]))];
 }
 
 // ---- Agents ----------------------------------------------------------------------------------
@@ -123,8 +123,8 @@ async function agentsPage() {
   const lists = await Promise.all(users.data.map(async (u) => [u, (await api("GET", `/memproxy/v1/users/${enc(u)}/agents`)).data]));
   const rows = lists.flatMap(([u, agents]) => agents.map((a) => [u,
     el("a", { href: `#/agents/${enc(u)}/${enc(a.name)}`, text: a.name }), String(a.counts.messages), String(a.counts.in_context), String(a.counts.passages)]));
-  show(el("h1", { text: "Explicit-mode agents" }),
-    rows.length ? table(["user", "agent", "messages", "in context", "archival passages"], rows) : el("p", { class: "muted", text: "No agents yet." }));
+  return [el("h1", { text: "Explicit-mode agents" }),
+    rows.length ? table(["user", "agent", "messages", "in context", "archival passages"], rows) : el("p", { class: "muted", text: "No agents yet." })];
 }
 
 async function agentPage(user, agent) {
@@ -155,10 +155,12 @@ async function agentPage(user, agent) {
   const query = el("input", { placeholder: "search archival memory" });
   const archival = el("form", { onsubmit: async (e) => {
     e.preventDefault();
-    const hits = await api("GET", `${base}/archival?query=${enc(query.value)}`);
-    found.replaceChildren(table(["score", "passage", "when"], hits.data.map((h) => [h.score.toFixed(3), h.text, when(h.created_at_ms)])));
+    try {
+      const hits = await api("GET", `${base}/archival?query=${enc(query.value)}`);
+      found.replaceChildren(table(["score", "passage", "when"], hits.data.map((h) => [h.score.toFixed(3), h.text, when(h.created_at_ms)])));
+    } catch (error) { found.replaceChildren(failure(error)); }
   } }, query, el("button", { type: "submit", text: "Search" }));
-  show(el("h1", { text: `Agent ${agent} of ${user}` }),
+  return [el("h1", { text: `Agent ${agent} of ${user}` }),
     el("p", { class: "muted", text: `${detail.counts.messages} messages (${detail.counts.in_context} in context), ${detail.counts.passages} archival passages` }),
     el("h2", { text: "Core memory" }), blocks,
     el("h2", { text: "Archival memory" }), archival, found,
@@ -166,7 +168,7 @@ async function agentPage(user, agent) {
     el("h2", { text: "Message queue" }), table(["#", "role", "content"], queue.data.map((m) => [String(m.position), m.role, m.search_text || m.content || m.tool_calls || ""])),
     el("h2", { text: "Recent steps" }), table(["turn", "step", "tool", "arguments", "status", "result", "tokens", "ms"],
       steps.data.map((s) => [s.turn.slice(0, 8), String(s.step), s.tool, s.arguments, s.status, s.result,
-        `${s.prompt_tokens}+${s.completion_tokens}`, s.latency_ms.toFixed(0)])));
+        `${s.prompt_tokens}+${s.completion_tokens}`, s.latency_ms.toFixed(0)]))];
 }
 
 // ---- Context simulator -----------------------------------------------------------------------
@@ -214,11 +216,11 @@ async function simulatorPage() {
       output.replaceChildren(...results.map(simulation));
     } catch (error) { output.replaceChildren(failure(error)); }
   };
-  show(el("h1", { text: "Context simulator" }),
+  return [el("h1", { text: "Context simulator" }),
     el("p", { class: "muted", text: "What memproxy would send upstream for this request. Nothing is stored and the upstream is not called." }),
     el("form", { id: "sim-form", onsubmit: run }, el("label", {}, "User ", user), el("label", {}, "Conversation ", conversation),
       el("label", {}, "Chat request", request), el("label", {}, "Strategy ", first, " compare with ", second),
-      el("button", { type: "submit", text: "Simulate" })), output);
+      el("button", { type: "submit", text: "Simulate" })), output];
 }
 
 // ---- Eval results ----------------------------------------------------------------------------
@@ -239,23 +241,37 @@ function evalPage() {
           el("div", { class: "bar" }, el("div", { style: `width:${(100 * (s.chat_tokens + s.memory_tokens) / maxTokens).toFixed(1)}%;background:#1f77b4`, text: String(s.chat_tokens + s.memory_tokens) })))));
     } catch (error) { output.replaceChildren(failure(error)); }
   };
-  show(el("h1", { text: "Eval results" }), el("p", { class: "muted", text: "Open results.json written by memproxy eval --out DIR (read in the browser; nothing is uploaded)." }), input, output);
+  return [el("h1", { text: "Eval results" }), el("p", { class: "muted", text: "Open results.json written by memproxy eval --out DIR (read in the browser; nothing is uploaded)." }), input, output];
 }
 
 // ---- Routing ---------------------------------------------------------------------------------
+// Pages load asynchronously; only the latest navigation may render, so a slow page the user has
+// already left never replaces the one they went to.
+let navigation = 0;
+
+function page(parts) {
+  if (parts[0] === "users" && parts[1] && parts[2] === "conversations") return conversationPage(parts[1], parts[3]);
+  if (parts[0] === "users" && parts[1]) return userPage(parts[1]);
+  if (parts[0] === "agents" && parts[2]) return agentPage(parts[1], parts[2]);
+  if (parts[0] === "agents") return agentsPage();
+  if (parts[0] === "simulator") return simulatorPage();
+  if (parts[0] === "eval") return evalPage();
+  return usersPage();
+}
+
 async function route() {
-  const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  const ticket = ++navigation;
+  const hash = location.hash;
+  let nodes;
   try {
-    if (parts[0] === "users" && parts[1] && parts[2] === "conversations") await conversationPage(parts[1], parts[3]);
-    else if (parts[0] === "users" && parts[1]) await userPage(parts[1]);
-    else if (parts[0] === "agents" && parts[2]) await agentPage(parts[1], parts[2]);
-    else if (parts[0] === "agents") await agentsPage();
-    else if (parts[0] === "simulator") await simulatorPage();
-    else if (parts[0] === "eval") evalPage();
-    else await usersPage();
+    nodes = await page(hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent));
   } catch (error) {
-    if (error.message !== "unauthorized") show(failure(error));
+    if (error.message === "unauthorized") return;
+    nodes = [failure(error)];
   }
+  if (ticket !== navigation) return;
+  show(...nodes);
+  view.dataset.route = hash;
 }
 
 async function start() {

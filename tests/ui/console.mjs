@@ -42,7 +42,7 @@ try {
 
   // A user's memories, searched.
   await page.click("a:text-is('ana')");
-  await page.waitForSelector("#memory-query");
+  await page.waitForSelector("#view[data-route='#/users/ana'] #memory-query");
   await page.fill("#memory-query", "peanuts");
   await page.click("#memory-search button");
   await page.waitForSelector("td:has-text('Ana is allergic to peanuts.')");
@@ -51,8 +51,9 @@ try {
   await page.screenshot({ path: path.join(shots, "02-memories.png"), fullPage: true });
 
   // Hostile memory text renders as text and runs nothing.
+  // Each navigation waits for its own page: the previous page's rows are still there until it renders.
   await page.goto(`${base}/ui#/users/mallory`);
-  await page.waitForSelector(".memory-text");
+  await page.waitForSelector("#view[data-route='#/users/mallory'] .memory-text");
   const texts = await page.locator(".memory-text").allTextContents();
   const xss = await page.evaluate(() => window.__xss);
   const injected = await page.locator("#view img, #view script").count();
@@ -62,7 +63,7 @@ try {
 
   // Edit an agent's core memory block.
   await page.goto(`${base}/ui#/agents/ana/default`);
-  const human = page.locator("textarea[data-label=human]");
+  const human = page.locator("#view[data-route='#/agents/ana/default'] textarea[data-label=human]");
   await human.waitFor();
   await human.fill("Name: Ana. Allergic to peanuts. Loves Thai food.");
   await page.click("button:text-is('Save human')");
@@ -73,7 +74,7 @@ try {
 
   // The context simulator, two strategies side by side.
   await page.goto(`${base}/ui#/simulator`);
-  await page.waitForSelector("#sim-form");
+  await page.waitForSelector("#view[data-route='#/simulator'] #sim-form");
   await page.selectOption("#sim-user", "ana");
   await page.selectOption("#sim-conversation", "");
   await page.fill("#sim-request", JSON.stringify({ model: "m", messages: [{ role: "user", content: "Which snacks are safe with my allergy to peanuts?" }] }));
@@ -92,6 +93,7 @@ try {
     { strategy: "implicit", probes: 3, f1: 0.5, contains: 0.66, judge: null, evidence_in_context: 0.8, chat_tokens: 900, memory_tokens: 300, overhead_p50_ms: 12.5, overhead_p95_ms: 20.1 },
     { strategy: "passthrough", probes: 3, f1: 0.1, contains: 0, judge: null, evidence_in_context: null, chat_tokens: 400, memory_tokens: 0, overhead_p50_ms: 0.2, overhead_p95_ms: 0.4 }] }));
   await page.goto(`${base}/ui#/eval`);
+  await page.waitForSelector("#view[data-route='#/eval'] #eval-file");
   await page.setInputFiles("#eval-file", results);
   await page.waitForSelector("#eval-output td:text-is('implicit')");
   const cells = await page.locator("#eval-output td").allTextContents();
