@@ -274,7 +274,13 @@ async fn echo(State(state): State<Arc<MockState>>, request: Request) -> Response
         let events = (0..count)
             .map(|i| format!("data: {{\"n\":{i}}}\n\n"))
             .collect();
-        return sse_response(&state, events, Duration::ZERO, StreamEnd::Finish);
+        // `hang=1`: the events, then silence with the connection open (a stalled upstream).
+        let end = if received.path_and_query.contains("hang=1") {
+            StreamEnd::Hang
+        } else {
+            StreamEnd::Finish
+        };
+        return sse_response(&state, events, Duration::ZERO, end);
     }
     let body = json!({
         "method": received.method,

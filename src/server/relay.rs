@@ -2,14 +2,18 @@
 //! verbatim: method, path, query, body and status, streamed in both directions.
 //!
 //! Memproxy does not read these bodies, so nothing is buffered and content encodings pass through.
-//! Only the `Authorization` rules of [`crate::upstream`] and hop-by-hop filtering apply.
+//! Only the `Authorization` rules of [`crate::upstream`] and hop-by-hop filtering apply, and the
+//! upstream's idle and total timeouts: a body that stalls is cut rather than left hanging.
 
-use std::time::Instant;
+use std::pin::Pin;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use axum::Extension;
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
 
 use crate::error::ProxyError;
 
@@ -74,7 +78,10 @@ async fn relay(
     let waited = sent_at.elapsed();
     let status = upstream.status();
     let headers = crate::upstream::response_headers(upstream.headers());
-    let mut response = Response::new(Body::from_stream(upstream.bytes_stream()));
+    let config = &state.upstream.config;
+    let deadline = tokio::time::Instant::from_std(started) + config.total_timeout;
+    let body = cut_when_stalled(upstream.bytes_stream(), config.idle_timeout, deadline);
+    let mut response = Response::new(Body::from_stream(body));
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     let overhead = before_upstream + sent_at.elapsed().saturating_sub(waited);
@@ -82,4 +89,38 @@ async fn relay(
         .metrics
         .observe_timing(ROUTE, "relay", waited, overhead);
     Ok(response)
+}
+
+/// Relays a body chunk by chunk, ending it with an error when the upstream sends nothing for
+/// `idle` or is still sending at `deadline`. A verbatim relay cannot append an error event the
+/// client would understand, so the error aborts the connection: the client sees an incomplete
+/// body at once instead of waiting forever.
+fn cut_when_stalled(
+    body: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    idle: Duration,
+    deadline: tokio::time::Instant,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    type Upstream = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+    let body: Upstream = Box::pin(body);
+    futures_util::stream::unfold(Some(body), move |body| async move {
+        let mut body = body?;
+        let until = deadline.min(tokio::time::Instant::now() + idle);
+        match tokio::time::timeout_at(until, body.next()).await {
+            Ok(Some(Ok(chunk))) => Some((Ok(chunk), Some(body))),
+            Ok(Some(Err(error))) => Some((Err(std::io::Error::other(error)), None)),
+            Ok(None) => None,
+            Err(_) => {
+                let why = if until == deadline { "total" } else { "idle" };
+                tracing::warn!(
+                    timeout = why,
+                    "relayed upstream body stalled; connection cut"
+                );
+                let error = std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("upstream {why} timeout"),
+                );
+                Some((Err(error), None))
+            }
+        }
+    })
 }

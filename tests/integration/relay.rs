@@ -1,9 +1,11 @@
 //! The generic `/v1/*` relay: method, path, query, body, status and streams pass verbatim.
 
+use std::time::Duration;
+
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::common::harness;
+use crate::common::{harness, harness_with};
 
 #[tokio::test]
 async fn models_and_other_paths_are_relayed_verbatim() {
@@ -86,5 +88,40 @@ async fn relayed_streams_pass_through() {
     assert_eq!(
         text,
         "data: {\"n\":0}\n\ndata: {\"n\":1}\n\ndata: {\"n\":2}\n\n"
+    );
+}
+
+#[tokio::test]
+async fn a_relayed_body_that_stalls_is_cut_after_the_idle_timeout() {
+    let h = harness_with(|c| c.upstream.idle_timeout = Duration::from_millis(300)).await;
+    let response = h
+        .client
+        .post(h.url("/v1/responses?stream=2&hang=1"))
+        .body("{}")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    let mut body = response.bytes_stream();
+    let mut text = String::new();
+    // Functional bound, not a speed target: the upstream would stall forever, the timeout is 0.3 s.
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(chunk) = body.next().await {
+            match chunk {
+                Ok(bytes) => text.push_str(&String::from_utf8_lossy(&bytes)),
+                Err(_) => return Err(()),
+            }
+        }
+        Ok(())
+    })
+    .await
+    .expect("the body ends instead of hanging");
+    assert_eq!(
+        text, "data: {\"n\":0}\n\ndata: {\"n\":1}\n\n",
+        "what was sent arrives"
+    );
+    assert!(
+        ended.is_err(),
+        "the cut body reads as incomplete, not as a clean end"
     );
 }
