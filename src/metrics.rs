@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, Opts, Registry, TextEncoder,
 };
 
 pub struct Metrics {
@@ -18,6 +18,7 @@ pub struct Metrics {
     exchanges: IntCounterVec,
     tokens: IntCounterVec,
     jobs: IntCounterVec,
+    open_indexes: IntGauge,
 }
 
 impl Metrics {
@@ -73,6 +74,11 @@ impl Metrics {
             ),
             &["kind", "outcome"],
         )?;
+        let open_indexes = IntGauge::new(
+            "memproxy_vector_indexes_open",
+            "Vector indexes held in memory (bounded by memory.open_vector_indexes)",
+        )?;
+        registry.register(Box::new(open_indexes.clone()))?;
         registry.register(Box::new(jobs.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(upstream_seconds.clone()))?;
@@ -87,7 +93,14 @@ impl Metrics {
             exchanges,
             tokens,
             jobs,
+            open_indexes,
         })
+    }
+
+    /// Gauges read at scrape time rather than kept up to date on every change.
+    pub fn set_open_indexes(&self, open: usize) {
+        self.open_indexes
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
     }
 
     pub fn count_request(&self, route: &str, status: u16) {

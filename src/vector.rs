@@ -6,10 +6,13 @@
 //! (sidecar JSON), and an index whose generation, model or file does not match is rebuilt from the
 //! embeddings stored in SQLite. Search results are also re-read from SQLite, so a vector left behind
 //! by a crash can never surface a deleted memory.
+//!
+//! Open indexes stay in memory for speed, at most `open_limit` of them (least recently used closed
+//! first, saved if changed), so memory stays bounded however many users a deployment serves.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use serde::{Deserialize, Serialize};
@@ -23,12 +26,19 @@ pub struct VectorIndexes {
     dimensions: usize,
     store: Arc<dyn Store>,
     open: Mutex<HashMap<(i64, Corpus), Arc<ScopeIndex>>>,
+    open_limit: AtomicUsize,
+    /// Ticks on every use; an index's last tick orders closing.
+    clock: AtomicU64,
 }
+
+/// Indexes kept open unless configured otherwise (`memory.open_vector_indexes`).
+pub const DEFAULT_OPEN_LIMIT: usize = 1024;
 
 struct ScopeIndex {
     index: RwLock<Index>,
     generation: AtomicU64,
     dirty: AtomicBool,
+    last_used: AtomicU64,
 }
 
 /// What the index file holds, written after the file itself.
@@ -62,7 +72,57 @@ impl VectorIndexes {
             dimensions,
             store,
             open: Mutex::new(HashMap::new()),
+            open_limit: AtomicUsize::new(DEFAULT_OPEN_LIMIT),
+            clock: AtomicU64::new(0),
         })
+    }
+
+    /// How many indexes stay open in memory (at least one).
+    pub fn set_open_limit(&self, limit: usize) {
+        self.open_limit.store(limit.max(1), Ordering::Relaxed);
+    }
+
+    /// Indexes open in memory now.
+    pub fn open_count(&self) -> usize {
+        self.cached().len()
+    }
+
+    fn touch(&self, scope: &ScopeIndex) {
+        let now = self.clock.fetch_add(1, Ordering::Relaxed) + 1;
+        scope.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// Keeps `scope` open, closing the least recently used indexes past the limit. A closed index
+    /// is saved first if it changed; one still in use elsewhere finishes on its own copy, and any
+    /// change made to that copy is caught by the generation check when it is opened again.
+    fn keep_open(&self, uid: i64, corpus: Corpus, scope: &Arc<ScopeIndex>) -> StoreResult<()> {
+        self.touch(scope);
+        let closed: Vec<_> = {
+            let mut open = self.cached();
+            open.insert((uid, corpus), Arc::clone(scope));
+            let excess = open
+                .len()
+                .saturating_sub(self.open_limit.load(Ordering::Relaxed));
+            let mut by_age: Vec<_> = open
+                .iter()
+                .map(|(key, scope)| (scope.last_used.load(Ordering::Relaxed), *key))
+                .collect();
+            by_age.sort_unstable_by_key(|(tick, _)| *tick);
+            by_age
+                .into_iter()
+                .take(excess)
+                .filter_map(|(_, key)| open.remove(&key).map(|scope| (key, scope)))
+                .collect()
+        };
+        for ((uid, corpus), scope) in closed {
+            tracing::debug!(
+                uid,
+                corpus = corpus.as_str(),
+                "closing least recently used vector index"
+            );
+            self.save(uid, corpus, &scope)?;
+        }
+        Ok(())
     }
 
     fn paths(&self, uid: i64, corpus: Corpus) -> (PathBuf, PathBuf) {
@@ -97,9 +157,11 @@ impl VectorIndexes {
     /// The index of one scope, in step with the database (loaded or rebuilt if needed).
     fn get(&self, uid: i64, corpus: Corpus) -> StoreResult<Arc<ScopeIndex>> {
         let generation = self.store.vector_generation(uid, corpus)?;
-        if let Some(index) = self.cached().get(&(uid, corpus)) {
+        let cached = self.cached().get(&(uid, corpus)).cloned();
+        if let Some(index) = cached {
             if index.generation.load(Ordering::Acquire) == generation {
-                return Ok(Arc::clone(index));
+                self.touch(&index);
+                return Ok(index);
             }
         }
         let index = match self.load_file(uid, corpus, generation) {
@@ -107,7 +169,7 @@ impl VectorIndexes {
             None => self.rebuild(uid, corpus, generation)?,
         };
         let index = Arc::new(index);
-        self.cached().insert((uid, corpus), Arc::clone(&index));
+        self.keep_open(uid, corpus, &index)?;
         Ok(index)
     }
 
@@ -128,6 +190,7 @@ impl VectorIndexes {
             index: RwLock::new(index),
             generation: AtomicU64::new(generation),
             dirty: AtomicBool::new(false),
+            last_used: AtomicU64::new(0),
         })
     }
 
@@ -150,6 +213,7 @@ impl VectorIndexes {
             index: RwLock::new(index),
             generation: AtomicU64::new(generation),
             dirty: AtomicBool::new(true),
+            last_used: AtomicU64::new(0),
         };
         self.save(uid, corpus, &scope)?;
         Ok(scope)
@@ -214,11 +278,14 @@ impl VectorIndexes {
         };
         let cached = self.cached().get(&(uid, corpus)).cloned();
         let scope = match cached {
-            Some(scope) => scope,
+            Some(scope) => {
+                self.touch(&scope);
+                scope
+            }
             None => match self.load_file(uid, corpus, first.saturating_sub(1)) {
                 Some(loaded) => {
                     let loaded = Arc::new(loaded);
-                    self.cached().insert((uid, corpus), Arc::clone(&loaded));
+                    self.keep_open(uid, corpus, &loaded)?;
                     loaded
                 }
                 None => return self.get(uid, corpus).map(|_| ()),

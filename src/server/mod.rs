@@ -87,7 +87,11 @@ pub async fn open_memory(config: &Config) -> anyhow::Result<Arc<MemoryService>> 
             &config.data_dir,
             config.upstream.api_key.as_ref(),
         )?;
-        Ok(MemoryService::open(&config.data_dir, embedder)?)
+        let service = MemoryService::open(&config.data_dir, embedder)?;
+        service
+            .vectors()
+            .set_open_limit(config.memory.open_vector_indexes);
+        Ok(service)
     })
     .await??;
     Ok(Arc::new(service))

@@ -44,6 +44,9 @@ pub async fn readyz(State(state): State<SharedState>) -> Response {
 }
 
 pub async fn metrics(State(state): State<SharedState>) -> Response {
+    state
+        .metrics
+        .set_open_indexes(state.memory.vectors().open_count());
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

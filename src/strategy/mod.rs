@@ -46,6 +46,8 @@ pub struct MemoryConfig {
     pub job_attempts: i64,
     /// Directory with prompt files overriding the built-in ones (extract.md, reconcile.md, summarize.md).
     pub prompts_dir: Option<PathBuf>,
+    /// Vector indexes kept in memory (one per user and corpus); the least recently used close first.
+    pub open_vector_indexes: usize,
     pub llm: MemoryLlmConfig,
 }
 
@@ -90,6 +92,7 @@ impl Default for MemoryConfig {
             add_only: false,
             job_attempts: 5,
             prompts_dir: None,
+            open_vector_indexes: crate::vector::DEFAULT_OPEN_LIMIT,
             llm: MemoryLlmConfig::default(),
         }
     }

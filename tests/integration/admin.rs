@@ -281,3 +281,81 @@ async fn admin_key_acts_for_any_tenant_and_proxy_keys_for_their_own() {
         "the admin defaults to tenant 'default'"
     );
 }
+
+#[tokio::test]
+async fn vector_indexes_past_the_open_limit_close_and_reopen_intact() {
+    let h = harness_with(|c| c.memory.open_vector_indexes = 2).await;
+    let facts = [
+        ("u0", "u0 plays the oboe in an orchestra."),
+        ("u1", "u1 keeps bees on a rooftop."),
+        ("u2", "u2 is learning Icelandic."),
+        ("u3", "u3 restores old motorcycles."),
+        ("u4", "u4 grows chilli peppers."),
+    ];
+    for (user, fact) in facts {
+        let path = format!("/memproxy/v1/users/{user}/memories");
+        let (status, added) = call(&h, "POST", &path, Some(json!({"text": fact}))).await;
+        assert_eq!(status, 201, "{added}");
+    }
+    // u0's index was closed long ago; a change to it reopens it from its saved file.
+    let path = "/memproxy/v1/users/u0/memories";
+    let (status, _) = call(
+        &h,
+        "POST",
+        path,
+        Some(json!({"text": "u0 has a cat called Pixel."})),
+    )
+    .await;
+    assert_eq!(status, 201);
+
+    for (user, fact) in facts {
+        let path = format!("/memproxy/v1/users/{user}/memories/search");
+        let query = json!({"query": fact, "top_k": 5, "corpora": ["memory"]});
+        let (status, found) = call(&h, "POST", &path, Some(query)).await;
+        assert_eq!(status, 200, "{found}");
+        let hits = found["data"].as_array().expect("hits");
+        assert_eq!(hits[0]["text"], fact, "{user}: {found}");
+        assert!(
+            hits[0]["vector_rank"].is_u64(),
+            "{user}: found by vector: {found}"
+        );
+        let own = format!("{user} ");
+        assert!(
+            hits.iter()
+                .all(|hit| hit["text"].as_str().is_some_and(|t| t.starts_with(&own))),
+            "{user} sees only its own memories: {found}"
+        );
+    }
+    let query = json!({"query": "what pet does u0 have", "top_k": 5, "corpora": ["memory"]});
+    let (_, found) = call(
+        &h,
+        "POST",
+        "/memproxy/v1/users/u0/memories/search",
+        Some(query),
+    )
+    .await;
+    assert!(
+        found["data"]
+            .as_array()
+            .expect("hits")
+            .iter()
+            .any(|hit| hit["text"] == "u0 has a cat called Pixel."),
+        "{found}"
+    );
+
+    let metrics = h
+        .client
+        .get(h.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    let open: usize = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("memproxy_vector_indexes_open "))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("the gauge is exported");
+    assert!((1..=2).contains(&open), "{open} indexes open, limit 2");
+}
