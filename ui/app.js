@@ -69,10 +69,19 @@ async function usersPage() {
       : el("p", { class: "muted", text: "No users yet." })];
 }
 
-async function userPage(user) {
+const MEMORIES_PER_PAGE = 100;
+
+async function userPage(user, params) {
   const base = "/memproxy/v1/users/" + enc(user);
+  const offset = Math.max(0, parseInt(params.get("offset") || "0", 10) || 0);
   const [memories, events, conversations] = await Promise.all([
-    api("GET", base + "/memories?include_invalid=true"), api("GET", base + "/events"), api("GET", base + "/conversations")]);
+    api("GET", `${base}/memories?include_invalid=true&limit=${MEMORIES_PER_PAGE}&offset=${offset}`),
+    api("GET", base + "/events"), api("GET", base + "/conversations")]);
+  const pageLink = (at, text) => el("a", { href: `#/users/${enc(user)}?offset=${at}`, text });
+  const pager = el("p", { class: "pager" },
+    offset > 0 ? pageLink(Math.max(0, offset - MEMORIES_PER_PAGE), "← previous") : null,
+    ` memories ${memories.data.length ? offset + 1 : 0}–${offset + memories.data.length} `,
+    memories.data.length === MEMORIES_PER_PAGE ? pageLink(offset + MEMORIES_PER_PAGE, "next →") : null);
   const results = el("div", {});
   const query = el("input", { id: "memory-query", placeholder: "search memories and past turns" });
   const search = el("form", { id: "memory-search", onsubmit: async (e) => {
@@ -103,7 +112,7 @@ async function userPage(user) {
       when(m.created_at_ms) + (m.valid_until_ms ? " (invalid since " + when(m.valid_until_ms) + ")" : ""),
       el("pre", { text: history }), actions];
   });
-  return [el("h1", { text: "User " + user }), search, results, el("h2", { text: "Memories" }), add,
+  return [el("h1", { text: "User " + user }), search, results, el("h2", { text: "Memories" }), add, pager,
     table(["id", "text", "kind", "from (conversation #turn)", "created", "history", ""], rows),
     el("h2", { text: "Conversations" }),
     table(["conversation", "agent", "turns", "updated"], conversations.data.map((c) => [
@@ -249,9 +258,9 @@ function evalPage() {
 // already left never replaces the one they went to.
 let navigation = 0;
 
-function page(parts) {
+function page(parts, params) {
   if (parts[0] === "users" && parts[1] && parts[2] === "conversations") return conversationPage(parts[1], parts[3]);
-  if (parts[0] === "users" && parts[1]) return userPage(parts[1]);
+  if (parts[0] === "users" && parts[1]) return userPage(parts[1], params);
   if (parts[0] === "agents" && parts[2]) return agentPage(parts[1], parts[2]);
   if (parts[0] === "agents") return agentsPage();
   if (parts[0] === "simulator") return simulatorPage();
@@ -264,7 +273,8 @@ async function route() {
   const hash = location.hash;
   let nodes;
   try {
-    nodes = await page(hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent));
+    const [path, query] = hash.replace(/^#\/?/, "").split("?");
+    nodes = await page(path.split("/").map(decodeURIComponent), new URLSearchParams(query || ""));
   } catch (error) {
     if (error.message === "unauthorized") return;
     nodes = [failure(error)];

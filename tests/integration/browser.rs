@@ -1,5 +1,6 @@
 //! The web console in a real headless Chromium: log in, search a memory, render hostile memory
-//! text inertly, edit a core memory block, run the context simulator. Screenshots go to
+//! text inertly, page through memories, edit a core memory block, run the context simulator, read
+//! eval results. Screenshots go to
 //! `target/ui-screenshots/`. `scripts/setup-browser` installs Chromium and playwright-core (the
 //! README's test command runs it first; this test runs it again so `cargo test` alone works).
 
@@ -41,6 +42,11 @@ async fn the_console_works_in_a_real_browser() {
     ] {
         assert_eq!(add("mallory", hostile).await.expect("add").status(), 201);
     }
+    // More memories than one console page holds.
+    for n in 0..105 {
+        let text = format!("Bulk note number {n}.");
+        assert_eq!(add("bulk", &text).await.expect("add").status(), 201);
+    }
     // An agent for ana, made by one explicit-mode turn.
     h.mock.push(Reply::ToolCalls(vec![(
         "send_message".to_owned(),
@@ -81,8 +87,10 @@ async fn the_console_works_in_a_real_browser() {
         "login",
         "memory-search",
         "xss-inert",
+        "paging",
         "edit-block",
         "simulator",
+        "eval-results",
     ] {
         assert!(
             stdout.contains(&format!("ok {check}")),

@@ -61,6 +61,16 @@ try {
     && xss === undefined && injected === 0 && dialogs.length === 0, "xss-inert", JSON.stringify({ texts, xss, injected, dialogs }));
   await page.screenshot({ path: path.join(shots, "03-hostile-text.png"), fullPage: true });
 
+  // Memories past the first page are one click away.
+  await page.goto(`${base}/ui#/users/bulk`);
+  await page.waitForSelector("#view[data-route='#/users/bulk'] .memory-text");
+  const firstPage = await page.locator(".memory-text").count();
+  await page.click("a:text-is('next →')");
+  await page.waitForSelector("#view[data-route='#/users/bulk?offset=100'] .memory-text");
+  const secondPage = await page.locator(".memory-text").allTextContents();
+  check(firstPage === 100 && secondPage.length === 5 && secondPage.includes("Bulk note number 104.")
+    && await page.locator("a:text-is('← previous')").count() === 1, "paging", JSON.stringify({ firstPage, secondPage }));
+
   // Edit an agent's core memory block.
   await page.goto(`${base}/ui#/agents/ana/default`);
   const human = page.locator("#view[data-route='#/agents/ana/default'] textarea[data-label=human]");
