@@ -2,6 +2,7 @@
 //! the memory-pressure thresholds and the agent's starting core memory.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -35,6 +36,11 @@ pub struct ExplicitConfig {
     /// Show the agent its past `send_message` calls as plain assistant messages (small models
     /// given a history of their own reply calls often answer nothing).
     pub replies_as_text: bool,
+    /// A streamed turn still running after this long starts its SSE answer at once and sends a
+    /// keep-alive comment this often, so chat apps and reverse proxies with read timeouts do not
+    /// give up on a long tool loop. 0 turns it off (the stream starts when the reply is ready).
+    #[serde(with = "humantime_serde")]
+    pub stream_keepalive: Duration,
 }
 
 impl Default for ExplicitConfig {
@@ -55,6 +61,7 @@ impl Default for ExplicitConfig {
             human: "Nothing is known about the user yet.".to_owned(),
             block_char_limit: 2000,
             replies_as_text: true,
+            stream_keepalive: Duration::from_secs(10),
         }
     }
 }

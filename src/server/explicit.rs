@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use crate::agent::{ModelError, TurnError, TurnInput, TurnOutcome, UpstreamModel};
@@ -40,34 +41,43 @@ pub async fn handle(
     };
     let agents = Arc::clone(&state.agents);
     // The turn changes memory: it runs to completion even if the client goes away.
-    let turn = state
+    let mut turn = state
         .tasks
-        .spawn(async move { agents.run_turn(&model, input).await })
-        .await
-        .map_err(|error| ProxyError::Internal(format!("agent turn: {error}")))?;
-    let outcome = match turn {
-        Ok(outcome) => outcome,
-        Err(error) => {
-            state
-                .metrics
-                .count_exchange("explicit", "upstream_failed", None);
-            return failure(error);
-        }
+        .spawn(async move { agents.run_turn(&model, input).await });
+    let answer = Answer {
+        model: request.model.clone().unwrap_or_default(),
+        include_usage: request.client_wants_usage(),
+        started,
     };
-    let elapsed = started.elapsed();
-    let llm = Duration::from_secs_f64(outcome.llm_ms / 1e3);
-    let overhead = elapsed.saturating_sub(llm);
-    state
-        .metrics
-        .observe_timing(ROUTE, "explicit", llm, overhead);
-    state
-        .metrics
-        .count_exchange("explicit", "completed", Some(outcome.usage));
-    let model_name = request.model.clone().unwrap_or_default();
-    let mut response = if request.is_stream() {
-        streamed(&outcome, &model_name, request.client_wants_usage())
+    let keepalive = state.agents.config().stream_keepalive;
+    let joined = if request.is_stream() && !keepalive.is_zero() {
+        match tokio::time::timeout(keepalive, &mut turn).await {
+            Ok(joined) => joined,
+            Err(_) => return Ok(early_stream(state, scope, answer, turn, keepalive)),
+        }
     } else {
-        whole(&outcome, &model_name)
+        turn.await
+    };
+    let outcome =
+        match joined.map_err(|error| ProxyError::Internal(format!("agent turn: {error}")))? {
+            Ok(outcome) => outcome,
+            Err(error) => {
+                state
+                    .metrics
+                    .count_exchange("explicit", "upstream_failed", None);
+                return failure(error);
+            }
+        };
+    let overhead = answer.record(&state, &outcome);
+    let mut response = if request.is_stream() {
+        sse_response(Body::from_stream(futures_util::stream::iter(
+            answer
+                .events(&outcome)
+                .into_iter()
+                .map(Ok::<_, std::io::Error>),
+        )))
+    } else {
+        whole(&outcome, &answer.model)
     };
     let answer_headers = response.headers_mut();
     let mut put = |name: &'static str, value: String| {
@@ -85,6 +95,149 @@ pub async fn handle(
         format!("{:.1}", overhead.as_secs_f64() * 1e3),
     );
     Ok(response)
+}
+
+/// What the answer needs besides the turn's outcome.
+#[derive(Clone)]
+struct Answer {
+    model: String,
+    include_usage: bool,
+    started: Instant,
+}
+
+impl Answer {
+    /// Books a finished turn in the metrics; returns memproxy's own time (total − LLM time).
+    fn record(&self, state: &SharedState, outcome: &TurnOutcome) -> Duration {
+        let llm = Duration::from_secs_f64(outcome.llm_ms / 1e3);
+        let overhead = self.started.elapsed().saturating_sub(llm);
+        state
+            .metrics
+            .observe_timing(ROUTE, "explicit", llm, overhead);
+        state
+            .metrics
+            .count_exchange("explicit", "completed", Some(outcome.usage));
+        overhead
+    }
+
+    /// The reply as OpenAI streams it: role chunk, content deltas, finish chunk, optional usage
+    /// chunk, `[DONE]`.
+    fn events(&self, outcome: &TurnOutcome) -> Vec<Bytes> {
+        let id = completion_id(outcome);
+        let created = created();
+        let model = &self.model;
+        let chunk = |delta: Value, finish: Value| {
+            let mut chunk = json!({
+                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            });
+            if self.include_usage {
+                chunk["usage"] = Value::Null;
+            }
+            Bytes::from(format!("data: {chunk}\n\n"))
+        };
+        let mut events = vec![chunk(
+            json!({"role": "assistant", "content": ""}),
+            Value::Null,
+        )];
+        for piece in outcome.reply.split_inclusive(' ') {
+            events.push(chunk(json!({"content": piece}), Value::Null));
+        }
+        events.push(chunk(json!({}), json!("stop")));
+        if self.include_usage {
+            let usage = json!({
+                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [], "usage": usage_json(outcome),
+            });
+            events.push(Bytes::from(format!("data: {usage}\n\n")));
+        }
+        events.push(Bytes::from_static(b"data: [DONE]\n\n"));
+        events
+    }
+}
+
+type TurnHandle = tokio::task::JoinHandle<Result<TurnOutcome, TurnError>>;
+
+enum Early {
+    Waiting(TurnHandle),
+    Sending(std::collections::VecDeque<Bytes>),
+}
+
+/// A streamed turn that outlasted `keepalive`: the SSE answer starts now and carries a comment
+/// line every `keepalive` until the reply is ready (comments are ignored by SSE clients but keep
+/// read timeouts from firing). Headers known only at the end are left out (the step trace and
+/// logs have them); a failure becomes an in-stream error event, as in the streaming relay.
+fn early_stream(
+    state: SharedState,
+    scope: Scope,
+    answer: Answer,
+    turn: TurnHandle,
+    keepalive: Duration,
+) -> Response {
+    const KEEPALIVE: &[u8] = b": memproxy agent working\n\n";
+    let body = futures_util::stream::unfold(Early::Waiting(turn), move |early| {
+        let (state, answer) = (Arc::clone(&state), answer.clone());
+        async move {
+            let mut turn = match early {
+                Early::Sending(mut events) => {
+                    return events
+                        .pop_front()
+                        .map(|event| (event, Early::Sending(events)))
+                }
+                Early::Waiting(turn) => turn,
+            };
+            let joined = tokio::select! {
+                joined = &mut turn => joined,
+                () = tokio::time::sleep(keepalive) => {
+                    return Some((Bytes::from_static(KEEPALIVE), Early::Waiting(turn)));
+                }
+            };
+            let mut events: std::collections::VecDeque<Bytes> = match joined {
+                Ok(Ok(outcome)) => {
+                    answer.record(&state, &outcome);
+                    answer.events(&outcome).into()
+                }
+                Ok(Err(error)) => {
+                    state
+                        .metrics
+                        .count_exchange("explicit", "upstream_failed", None);
+                    tracing::warn!(%error, "explicit turn failed after its stream started");
+                    [failure_event(error)].into()
+                }
+                Err(error) => {
+                    [ProxyError::Internal(format!("agent turn: {error}")).sse_event()].into()
+                }
+            };
+            let first = events.pop_front()?;
+            Some((first, Early::Sending(events)))
+        }
+    });
+    let body = futures_util::stream::once(async { Bytes::from_static(KEEPALIVE) })
+        .chain(body)
+        .map(Ok::<_, std::io::Error>);
+    let mut response = sse_response(Body::from_stream(body));
+    let headers = response.headers_mut();
+    headers.insert("x-memproxy-mode", HeaderValue::from_static("explicit"));
+    if let Ok(agent) = HeaderValue::from_str(&scope.agent) {
+        headers.insert("x-memproxy-agent", agent);
+    }
+    response
+}
+
+/// A failed turn as the in-stream error event: the upstream's own OpenAI error body when it sent
+/// one, otherwise the proxy's error.
+fn failure_event(error: TurnError) -> Bytes {
+    if let TurnError::Model(ModelError::Rejected { status, body, .. }) = &error {
+        let upstream: Option<Value> = serde_json::from_slice(body).ok();
+        if let Some(upstream) = upstream.filter(|value| value.get("error").is_some()) {
+            return Bytes::from(format!("data: {upstream}\n\n"));
+        }
+        let text = String::from_utf8_lossy(body);
+        return ProxyError::UpstreamBroken(format!("status {status}: {text}")).sse_event();
+    }
+    match failure(error) {
+        Err(error) => error.sse_event(),
+        Ok(_) => ProxyError::Internal("agent turn failed".to_owned()).sse_event(),
+    }
 }
 
 /// The agent's input: new user messages (after the last assistant message), the client's system
@@ -195,39 +348,8 @@ fn whole(outcome: &TurnOutcome, model: &str) -> Response {
     response
 }
 
-/// The reply as OpenAI streams it: role chunk, content deltas, finish chunk, optional usage
-/// chunk, `[DONE]`.
-fn streamed(outcome: &TurnOutcome, model: &str, include_usage: bool) -> Response {
-    let id = completion_id(outcome);
-    let created = created();
-    let chunk = |delta: Value, finish: Value| {
-        let mut chunk = json!({
-            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-        });
-        if include_usage {
-            chunk["usage"] = Value::Null;
-        }
-        Bytes::from(format!("data: {chunk}\n\n"))
-    };
-    let mut events = vec![chunk(
-        json!({"role": "assistant", "content": ""}),
-        Value::Null,
-    )];
-    for piece in outcome.reply.split_inclusive(' ') {
-        events.push(chunk(json!({"content": piece}), Value::Null));
-    }
-    events.push(chunk(json!({}), json!("stop")));
-    if include_usage {
-        let usage = json!({
-            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-            "choices": [], "usage": usage_json(outcome),
-        });
-        events.push(Bytes::from(format!("data: {usage}\n\n")));
-    }
-    events.push(Bytes::from_static(b"data: [DONE]\n\n"));
-    let stream = futures_util::stream::iter(events.into_iter().map(Ok::<_, std::io::Error>));
-    let mut response = Response::new(Body::from_stream(stream));
+fn sse_response(body: Body) -> Response {
+    let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,

@@ -12,6 +12,7 @@ mod errors;
 mod eval;
 mod explicit;
 mod explicit_memory;
+mod explicit_stream;
 mod implicit;
 mod lifecycle;
 mod memory;
