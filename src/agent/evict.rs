@@ -100,6 +100,34 @@ impl Agents {
         Ok(count)
     }
 
+    /// A private (read-only) turn may not write a summary: it only leaves the oldest messages
+    /// out of its own view, down to `target` tokens. They stay in the agent's queue, in the
+    /// stored summary's care next time a recorded turn evicts, and searchable meanwhile.
+    pub(super) fn trim_view(&self, turn: &mut Turn, target: usize, step: usize) -> usize {
+        let (total, _) = self.measure(turn);
+        let sizes: Vec<(String, usize)> = turn
+            .queue
+            .iter()
+            .map(|m| {
+                let size = context::message_tokens(&context::wire_message(m));
+                (m.role.clone(), size)
+            })
+            .collect();
+        let count = context::eviction_count(&sizes, total, target).min(turn.earlier);
+        if count > 0 {
+            turn.queue.drain(..count);
+            turn.earlier -= count;
+            turn.step(
+                step,
+                "(trim_view)",
+                format!("{{\"target_tokens\":{target}}}"),
+                "ok",
+                format!("left the {count} oldest messages out of this private turn's view (nothing stored)"),
+            );
+        }
+        count
+    }
+
     /// Folds `evicted` into `previous`, chunk by chunk, with the memory LLM.
     async fn summarize(
         &self,

@@ -194,10 +194,14 @@ impl Agents {
                     model: input.model.clone(),
                 });
             }
-            if total as f64 > window as f64 * self.config.evict_ratio && !turn.read_only {
+            if total as f64 > window as f64 * self.config.evict_ratio {
                 let target = (window as f64 * self.config.evict_target_ratio) as usize;
-                self.evict(turn, target, step).await?;
-                self.ensure_system(turn).await?;
+                if turn.read_only {
+                    self.trim_view(turn, target, step);
+                } else {
+                    self.evict(turn, target, step).await?;
+                    self.ensure_system(turn).await?;
+                }
             } else if total as f64 > window as f64 * self.config.pressure_alert_ratio
                 && !turn.alerted
             {
@@ -227,7 +231,7 @@ impl Agents {
             calls_made += 1;
             let answer = match answer {
                 Ok(answer) => answer,
-                Err(ModelError::ContextLength(message)) if !retried_overflow && !turn.read_only => {
+                Err(ModelError::ContextLength(message)) if !retried_overflow => {
                     // Our count and the upstream's differ (another tokenizer, a smaller window):
                     // evict relative to what was sent, then retry the same step once.
                     retried_overflow = true;
@@ -237,7 +241,11 @@ impl Agents {
                     let (total, _) = self.measure(turn);
                     let target =
                         (total.min(window) as f64 * self.config.evict_target_ratio) as usize;
-                    self.evict(turn, target, step).await?;
+                    if turn.read_only {
+                        self.trim_view(turn, target, step);
+                    } else {
+                        self.evict(turn, target, step).await?;
+                    }
                     step -= 1;
                     continue;
                 }

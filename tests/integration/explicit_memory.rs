@@ -406,3 +406,68 @@ async fn the_management_api_inspects_edits_and_resets_an_agent() {
     assert!(system_of(&fresh).contains("Nothing is known about the user yet."));
     assert_eq!(user_payloads(&fresh).len(), 1);
 }
+
+#[tokio::test]
+async fn a_private_turn_over_the_window_leaves_old_messages_out_of_view_and_stores_nothing() {
+    // The agent's history was built with a big model; the private question goes to a small one.
+    let h = harness_with(|c| {
+        c.explicit.context_window_tokens = 100_000;
+        c.explicit.context_windows.insert("small".to_owned(), 3000);
+    })
+    .await;
+    let filler = "apple ".repeat(250);
+    for turn in 0..12 {
+        h.mock.push(send(&format!("Noted turn {turn}.")));
+        say(&h, "pv", &format!("Turn {turn}. {filler}")).await;
+    }
+    let before = get_json(&h, "/memproxy/v1/users/pv/agents/default").await;
+    let recorded_steps = steps(&h, "pv", "default").await.len();
+
+    h.mock.push(send("From what I can see, turn 11."));
+    let response = h
+        .client
+        .post(h.url("/explicit/v1/chat/completions"))
+        .header("x-memproxy-user", "pv")
+        .header("x-memproxy-record", "false")
+        .json(&json!({"model": "small", "messages": [{"role": "user", "content": "Which turn was last?"}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(reply_of(&body), "From what I can see, turn 11.");
+
+    let sent = model_requests(&h).pop().expect("request");
+    let seen: Vec<String> = user_payloads(&sent)
+        .iter()
+        .filter_map(|p| p["message"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        seen.len() < 13 && !seen.iter().any(|m| m.starts_with("Turn 0.")),
+        "the oldest turns are out of view: {} user messages",
+        seen.len()
+    );
+    assert!(
+        seen.iter().any(|m| m.starts_with("Turn 11.")),
+        "the newest stay"
+    );
+    assert_eq!(
+        seen.last().map(String::as_str),
+        Some("Which turn was last?")
+    );
+    let size: usize = serde_json::to_string(&sent["messages"])
+        .expect("json")
+        .len();
+    assert!(
+        size / 4 < 3000,
+        "the prompt fits the small window (~{} tokens)",
+        size / 4
+    );
+
+    // Nothing was stored: no summary, no eviction, the same log and trace.
+    assert!(h.mock.chat_requests(Some("MEMPROXY-SUMMARIZE")).is_empty());
+    let after = get_json(&h, "/memproxy/v1/users/pv/agents/default").await;
+    assert_eq!(after["counts"], before["counts"]);
+    assert_eq!(after["summary"], before["summary"]);
+    assert_eq!(steps(&h, "pv", "default").await.len(), recorded_steps);
+}
