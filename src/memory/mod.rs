@@ -15,8 +15,8 @@ use std::sync::Arc;
 use crate::embed::{EmbedError, SharedEmbedder};
 use crate::store::sqlite::SqliteStore;
 use crate::store::{
-    now_ms, Corpus, Embedding, ImportCounts, Inserted, Memory, NewMemory, NewMessage, Page, Source,
-    Store, StoreError, StoredMessage, UserScope,
+    now_ms, Corpus, Embedding, ImportCounts, Inserted, Memory, NewMemory, NewMessage, Page,
+    PortableMessage, Source, Store, StoreError, StoredMessage, UserScope,
 };
 use crate::vector::{Change, VectorIndexes};
 
@@ -416,10 +416,13 @@ impl MemoryService {
         for ((_, slot), embedding) in bundle.memories.iter_mut().zip(embeddings) {
             *slot = Some(embedding);
         }
-        let texts = bundle.messages.iter().map(|(_, m, _)| m.content.clone());
-        let embeddings = self.embed(texts.collect()).await?;
-        for ((_, _, slot), embedding) in bundle.messages.iter_mut().zip(embeddings) {
-            *slot = Some(embedding);
+        // Turns with nothing searchable (an agent's bare tool-call entries) get no vector.
+        let searchable = |m: &PortableMessage| !m.searchable().trim().is_empty();
+        let texts = bundle.messages.iter().filter(|m| searchable(m));
+        let embeddings = self.embed(texts.map(|m| m.searchable().to_owned()).collect());
+        let mut embeddings = embeddings.await?.into_iter();
+        for message in bundle.messages.iter_mut().filter(|m| searchable(m)) {
+            message.embedding = embeddings.next();
         }
         let texts = bundle.passages.iter().map(|(_, t, _, _)| t.clone());
         let embeddings = self.embed(texts.collect()).await?;

@@ -4,6 +4,8 @@
 //! {"type":"header","format":"memproxy-export","version":1,"tenant":"t","user":"alice"}
 //! {"type":"conversation","id":"c-1","agent":"default"}
 //! {"type":"message","conversation":"c-1","position":0,"role":"user","content":"…","created_at_ms":…}
+//! {"type":"message",…,"superseded":true}            (a turn an edited history replaced)
+//! {"type":"message",…,"search_text":"…"}            (an agent's log entry: what search reads)
 //! {"type":"memory","text":"…","kind":"fact","sources":[…],"created_at_ms":…,"updated_at_ms":…,"valid_until_ms":null}
 //! {"type":"core_block","agent":"default","label":"human","value":"…","char_limit":2000,"read_only":false,"updated_at_ms":…}
 //! {"type":"passage","agent":"default","text":"…","created_at_ms":…}
@@ -17,7 +19,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::{MemoryError, MemoryResult};
-use crate::store::{CoreBlock, NewMessage, PortableMemory, Summary, UserBundle, UserScope};
+use crate::store::{CoreBlock, PortableMemory, PortableMessage, Summary, UserBundle, UserScope};
 
 const FORMAT: &str = "memproxy-export";
 const VERSION: u32 = 1;
@@ -37,11 +39,7 @@ enum Line {
         id: String,
         agent: String,
     },
-    Message {
-        conversation: String,
-        #[serde(flatten)]
-        message: NewMessage,
-    },
+    Message(PortableMessage),
     Memory(PortableMemory),
     CoreBlock {
         agent: String,
@@ -69,12 +67,7 @@ pub fn to_jsonl(scope: &UserScope, bundle: &UserBundle) -> MemoryResult<String> 
             agent: agent.clone(),
         });
     }
-    for (conversation, message, _) in &bundle.messages {
-        lines.push(Line::Message {
-            conversation: conversation.clone(),
-            message: message.clone(),
-        });
-    }
+    lines.extend(bundle.messages.iter().cloned().map(Line::Message));
     lines.extend(bundle.memories.iter().map(|(m, _)| Line::Memory(m.clone())));
     for (agent, block) in &bundle.blocks {
         lines.push(Line::CoreBlock {
@@ -129,16 +122,14 @@ pub fn parse_jsonl(text: &str) -> MemoryResult<UserBundle> {
                     bundle.conversations.push((id, agent));
                 }
             }
-            Line::Message {
-                conversation,
-                message,
-            } => {
-                if !conversations.contains(&conversation) {
+            Line::Message(message) => {
+                if !conversations.contains(&message.conversation) {
                     return Err(invalid(format!(
-                        "message of conversation '{conversation}', which no earlier line declares"
+                        "message of conversation '{}', which no earlier line declares",
+                        message.conversation
                     )));
                 }
-                bundle.messages.push((conversation, message, None));
+                bundle.messages.push(message);
             }
             Line::Memory(memory) => {
                 if memory.text.trim().is_empty() {

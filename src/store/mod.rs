@@ -249,12 +249,37 @@ pub struct PortableMemory {
     pub valid_until_ms: Option<i64>,
 }
 
+/// One turn of the recall log as exported: portable (no database ids), with what the log knows
+/// beyond the client's message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PortableMessage {
+    pub conversation: String,
+    #[serde(flatten)]
+    pub message: NewMessage,
+    /// Replaced by an edited or regenerated history (kept, not searched, not learned from).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superseded: bool,
+    /// What search and summaries read instead of the raw content (an agent's log entries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search_text: Option<String>,
+    /// Filled on import, never exported (vectors are recomputed by the importing instance).
+    #[serde(skip)]
+    pub embedding: Option<Embedding>,
+}
+
+impl PortableMessage {
+    /// The text that is embedded and searched.
+    pub fn searchable(&self) -> &str {
+        self.search_text.as_deref().unwrap_or(&self.message.content)
+    }
+}
+
 /// One user's whole memory, for export and import (embeddings only on the way in).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct UserBundle {
     /// `(conversation id, agent)`.
     pub conversations: Vec<(String, String)>,
-    pub messages: Vec<(String, NewMessage, Option<Embedding>)>,
+    pub messages: Vec<PortableMessage>,
     pub memories: Vec<(PortableMemory, Option<Embedding>)>,
     pub blocks: Vec<(String, CoreBlock)>,
     /// `(agent, text, created_at_ms, embedding)`.

@@ -622,3 +622,80 @@ fn a_new_memory_is_found_by_keyword_at_once() {
         1
     );
 }
+
+#[tokio::test]
+async fn export_keeps_superseded_turns_and_agent_search_text() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let memory = memory_in(dir.path());
+    let turn = |position: i64, role: &str, content: &str| NewMessage {
+        position,
+        role: role.into(),
+        content: content.into(),
+        name: None,
+        tool_calls: None,
+        tool_call_id: None,
+        created_at_ms: 1_700_000_000_000 + position,
+    };
+    let question = turn(0, "user", "Suggest a weekend sport.");
+    let first = turn(1, "assistant", "Try underwater hockey.");
+    let regenerated = turn(1, "assistant", "Try rowing on the river.");
+    for history in [vec![question.clone(), first], vec![question, regenerated]] {
+        memory
+            .record_messages(&alice(), "chat", "default", history)
+            .await
+            .expect("record");
+    }
+    let wrapped =
+        r#"{"type":"user_message","message":"I collect vintage typewriters.","time":"t"}"#;
+    memory
+        .append_agent_messages(
+            &alice(),
+            "coach",
+            vec![memproxy::store::AgentMessage {
+                role: "user".into(),
+                content: wrapped.into(),
+                tool_calls: None,
+                tool_call_id: None,
+                search_text: "I collect vintage typewriters.".into(),
+                created_at_ms: 1_700_000_000_500,
+            }],
+        )
+        .await
+        .expect("agent message");
+    let exported = memory.export(&alice()).await.expect("export");
+    assert!(
+        exported.contains(
+            r#""content":"Try underwater hockey.","created_at_ms":1700000000001,"superseded":true"#
+        ),
+        "{exported}"
+    );
+    assert!(exported.contains(r#""search_text":"I collect vintage typewriters.""#));
+
+    let copy = UserScope::new("acme", "alice-copy");
+    memory.import(&copy, &exported).await.expect("import");
+    let again = memory.export(&copy).await.expect("export copy");
+    let body = |text: &str| text.lines().skip(1).map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(body(&again), body(&exported));
+
+    let past_turns = |text: &str| RetrievalRequest {
+        corpora: vec![Corpus::Message],
+        ..query(text)
+    };
+    let hits = memory
+        .retrieve(&copy, past_turns("underwater hockey"))
+        .await
+        .expect("search");
+    assert!(
+        hits.iter().all(|h| !h.text.contains("underwater")),
+        "the replaced answer stays out of search: {hits:?}"
+    );
+    let hits = memory
+        .retrieve(&copy, past_turns("typewriters"))
+        .await
+        .expect("search");
+    assert!(
+        hits.iter()
+            .any(|h| h.keyword_rank.is_some() && h.text.contains("typewriters")),
+        "found by its search text: {hits:?}"
+    );
+}

@@ -4,7 +4,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 use super::{ensure_uid, find_uid, require_uid};
 use crate::store::{
-    content_hash, now_ms, Conversation, NewMessage, Page, StoreResult, StoredMessage, UserScope,
+    content_hash, now_ms, Conversation, NewMessage, Page, PortableMessage, StoreResult,
+    StoredMessage, UserScope,
 };
 
 pub(super) const MESSAGE_COLUMNS: &str = "m.id, c.external_id, m.position, m.role, m.content, \
@@ -56,13 +57,13 @@ pub(super) fn conversation_id(
     )?)
 }
 
-/// Stores turns at exactly the positions they carry (imports).
+/// Stores turns at exactly the positions they carry, superseded or not (imports).
 pub fn append(
     tx: &Transaction,
     scope: &UserScope,
     conversation: &str,
     agent: &str,
-    messages: &[NewMessage],
+    messages: &[&PortableMessage],
 ) -> StoreResult<Vec<StoredMessage>> {
     let uid = ensure_uid(tx, scope)?;
     let conversation_id = conversation_id(tx, uid, conversation, agent)?;
@@ -71,7 +72,12 @@ pub fn append(
         uid,
         conversation_id,
         conversation,
-        messages.iter().map(|m| (m.position, m)),
+        messages.iter().map(|m| Placement {
+            position: m.message.position,
+            message: &m.message,
+            search_text: m.search_text.as_deref(),
+            superseded: m.superseded,
+        }),
     )
 }
 
@@ -141,10 +147,23 @@ pub fn sync(
     };
     let mut placed = Vec::new();
     for message in &turns[first_new.min(turns.len())..] {
-        placed.push((position, message));
+        placed.push(Placement {
+            position,
+            message,
+            search_text: None,
+            superseded: false,
+        });
         position += 1;
     }
     insert_at(tx, uid, conversation_id, conversation, placed.into_iter())
+}
+
+/// A turn and where it goes in the log.
+struct Placement<'a> {
+    position: i64,
+    message: &'a NewMessage,
+    search_text: Option<&'a str>,
+    superseded: bool,
 }
 
 fn insert_at<'a>(
@@ -152,18 +171,24 @@ fn insert_at<'a>(
     uid: i64,
     conversation_id: i64,
     conversation: &str,
-    messages: impl Iterator<Item = (i64, &'a NewMessage)>,
+    messages: impl Iterator<Item = Placement<'a>>,
 ) -> StoreResult<Vec<StoredMessage>> {
     let mut insert = tx.prepare_cached(
         "INSERT OR IGNORE INTO messages (uid, conversation_id, position, role, content, name,
-             tool_calls, tool_call_id, created_at, token_count, content_hash)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+             tool_calls, tool_call_id, created_at, token_count, content_hash, search_text, superseded)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?;
     let mut stored = Vec::new();
-    let mut revive = tx.prepare_cached(
-        "UPDATE messages SET superseded = 0 WHERE conversation_id = ?1 AND position = ?2 AND content_hash = ?3",
+    let mut set_superseded = tx.prepare_cached(
+        "UPDATE messages SET superseded = ?4 WHERE conversation_id = ?1 AND position = ?2 AND content_hash = ?3",
     )?;
-    for (position, message) in messages {
+    for Placement {
+        position,
+        message,
+        search_text,
+        superseded,
+    } in messages
+    {
         let hash = turn_hash(message);
         let tokens = crate::tokens::count_message(&message.role, &message.content) as i64;
         let inserted = insert.execute(params![
@@ -177,11 +202,14 @@ fn insert_at<'a>(
             message.tool_call_id,
             message.created_at_ms,
             tokens,
-            hash
+            hash,
+            search_text,
+            superseded
         ])?;
         if inserted == 0 {
-            // Back to an earlier version of this turn: it is live again, and not new.
-            revive.execute(params![conversation_id, position, hash])?;
+            // Already stored: a chat back at an earlier version of this turn makes it live again
+            // (and it is not new); an import sets what its file says.
+            set_superseded.execute(params![conversation_id, position, hash, superseded])?;
         } else {
             stored.push(StoredMessage {
                 id: tx.last_insert_rowid(),
@@ -194,8 +222,8 @@ fn insert_at<'a>(
                 tool_call_id: message.tool_call_id.clone(),
                 created_at_ms: message.created_at_ms,
                 token_count: tokens,
-                superseded: false,
-                search_text: None,
+                superseded,
+                search_text: search_text.map(str::to_owned),
             });
         }
     }

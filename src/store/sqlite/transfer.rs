@@ -5,8 +5,8 @@ use rusqlite::{params, Connection, Transaction};
 
 use super::{agent, bump_generation, ensure_uid, find_uid, recall, to_blob};
 use crate::store::{
-    content_hash, CoreBlock, Corpus, ImportCounts, NewMessage, Page, PortableMemory, StoreResult,
-    UserBundle, UserScope,
+    content_hash, CoreBlock, Corpus, ImportCounts, NewMessage, Page, PortableMemory,
+    PortableMessage, StoreResult, UserBundle, UserScope,
 };
 
 const ALL: Page = Page {
@@ -26,17 +26,22 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
         .collect();
     ordered.sort();
     for (conversation, _) in &ordered {
-        for message in recall::messages(connection, scope, conversation, ALL)? {
-            let portable = NewMessage {
-                position: message.position,
-                role: message.role,
-                content: message.content,
-                name: message.name,
-                tool_calls: message.tool_calls,
-                tool_call_id: message.tool_call_id,
-                created_at_ms: message.created_at_ms,
-            };
-            bundle.messages.push((conversation.clone(), portable, None));
+        for stored in recall::messages(connection, scope, conversation, ALL)? {
+            bundle.messages.push(PortableMessage {
+                conversation: conversation.clone(),
+                message: NewMessage {
+                    position: stored.position,
+                    role: stored.role,
+                    content: stored.content,
+                    name: stored.name,
+                    tool_calls: stored.tool_calls,
+                    tool_call_id: stored.tool_call_id,
+                    created_at_ms: stored.created_at_ms,
+                },
+                superseded: stored.superseded,
+                search_text: stored.search_text,
+                embedding: None,
+            });
         }
         if let Some(summary) = agent::summary(connection, scope, conversation)? {
             bundle.summaries.push(summary);
@@ -103,20 +108,21 @@ pub fn import(
     let uid = ensure_uid(tx, scope)?;
     let mut counts = ImportCounts::default();
     for (conversation, agent_name) in &bundle.conversations {
-        let messages: Vec<_> = bundle
+        let messages: Vec<&PortableMessage> = bundle
             .messages
             .iter()
-            .filter(|(c, _, _)| c == conversation)
+            .filter(|m| &m.conversation == conversation)
             .collect();
-        let plain: Vec<NewMessage> = messages.iter().map(|(_, m, _)| m.clone()).collect();
-        let stored = recall::append(tx, scope, conversation, agent_name, &plain)?;
+        let stored = recall::append(tx, scope, conversation, agent_name, &messages)?;
         counts.conversations += 1;
         counts.messages += stored.len();
         for message in stored {
             let embedding = messages
                 .iter()
-                .find(|(_, m, _)| m.position == message.position && m.content == message.content)
-                .and_then(|(_, _, e)| e.as_ref());
+                .find(|m| {
+                    m.message.position == message.position && m.message.content == message.content
+                })
+                .and_then(|m| m.embedding.as_ref());
             if let Some(embedding) = embedding {
                 super::memories::set_embedding(tx, Corpus::Message, message.id, embedding)?;
             }
