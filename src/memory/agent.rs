@@ -112,7 +112,7 @@ impl MemoryService {
 }
 
 /// One agent with everything the management API and CLI show about it.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct AgentDetail {
     pub name: String,
     pub created_at_ms: i64,

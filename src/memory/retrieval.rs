@@ -13,7 +13,7 @@ use crate::embed::cosine;
 use crate::store::{Corpus, Document, Store, StoreResult, UserScope, Within};
 use crate::vector::VectorIndexes;
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct RetrievalRequest {
     pub query: String,
@@ -66,7 +66,7 @@ impl Default for RetrievalRequest {
     }
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Hit {
     pub corpus: Corpus,
     pub id: i64,

@@ -72,7 +72,7 @@ pub(super) fn list(data: impl serde::Serialize) -> Json<Value> {
     Json(json!({"object": "list", "data": data}))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct Listing {
     #[serde(default)]
     include_invalid: bool,
@@ -135,7 +135,7 @@ pub async fn list_memories(
     Ok(list(memories))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct NewMemoryBody {
     text: String,
     #[serde(default = "fact")]
@@ -168,7 +168,7 @@ pub async fn add_memory(
     })
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct UpdateBody {
     text: String,
 }
@@ -186,7 +186,7 @@ pub async fn update_memory(
     Ok(Json(json!({"id": id, "updated": true})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct RetireQuery {
     /// Keep the memory as history (`valid_until`) instead of deleting it.
     #[serde(default)]
@@ -253,7 +253,7 @@ pub async fn blocks(
     Ok(list(blocks))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct BlockBody {
     value: String,
     #[serde(default = "default_char_limit")]
@@ -344,7 +344,7 @@ pub async fn import(
     Ok(Json(json!({"imported": counts})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct JobQuery {
     state: Option<String>,
     #[serde(default = "default_limit")]

@@ -85,7 +85,7 @@ pub async fn delete_block(
     Ok(Json(json!({"deleted": true, "label": label})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct MessageQuery {
     /// Only the messages still in the context window.
     #[serde(default)]
@@ -133,7 +133,7 @@ pub async fn agent_messages(
     Ok(list(rows))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct ArchivalQuery {
     /// Search instead of listing.
     query: Option<String>,
@@ -169,7 +169,7 @@ pub async fn archival(
 }
 
 /// `{"text": …}`: a passage to add, or a summary's new text.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct TextField {
     text: String,
 }
@@ -228,7 +228,7 @@ pub async fn put_summary(
         .ok_or_else(|| unknown_agent(&user, &agent))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct StepQuery {
     user: Option<String>,
     #[serde(default = "default_turns")]

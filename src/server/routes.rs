@@ -8,7 +8,7 @@ use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use super::{admin, agents_api, auth, chat, console, ops, relay, simulate, SharedState};
+use super::{admin, agents_api, auth, chat, console, openapi, ops, relay, simulate, SharedState};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -87,7 +87,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/ui/", get(console::index))
         .route("/ui/app.js", get(console::app))
         .route("/ui/style.css", get(console::style))
-        .route("/memproxy/v1/openapi.json", get(console::openapi))
+        .route("/memproxy/v1/openapi.json", get(openapi::openapi))
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))

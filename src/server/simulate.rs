@@ -21,7 +21,7 @@ use super::admin::{scope, AdminTenant};
 use super::extract::JsonBody;
 use super::SharedState;
 
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 pub struct SimulateBody {
     /// A chat request as a client would send it; or `conversation` to take a stored one.
     request: Option<Value>,

@@ -41,7 +41,7 @@ pub struct AgentMessage {
 }
 
 /// Counts the system message reports to the agent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AgentCounts {
     /// Every message in the agent's log.
     pub messages: i64,
@@ -51,7 +51,7 @@ pub struct AgentCounts {
 }
 
 /// One step of an agent turn, as traced for operators.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StepRecord {
     pub turn: String,
     pub step: i64,
@@ -69,7 +69,7 @@ pub struct StepRecord {
 }
 
 /// Restricts a search to one agent's memory inside a user's.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Within {
     /// Archival passages of this agent.

@@ -53,7 +53,7 @@ pub enum StoreError {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// The searchable collections; each has its own keyword index and vector index per user.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Corpus {
     /// Extracted facts (`memories`).
@@ -98,7 +98,7 @@ pub struct NewMessage {
     pub created_at_ms: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct StoredMessage {
     pub id: i64,
     pub conversation: String,
@@ -117,7 +117,7 @@ pub struct StoredMessage {
     pub search_text: Option<String>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Conversation {
     pub id: String,
     pub agent: String,
@@ -127,7 +127,7 @@ pub struct Conversation {
 }
 
 /// Where a memory came from: a turn of a conversation (portable: no row ids).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Source {
     pub conversation: String,
     pub position: i64,
@@ -142,7 +142,7 @@ pub struct NewMemory {
     pub embedding: Option<Embedding>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Memory {
     pub id: i64,
     pub text: String,
@@ -166,7 +166,7 @@ pub enum Inserted {
     },
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryEvent {
     pub memory_id: i64,
     pub action: String,
@@ -176,7 +176,7 @@ pub struct MemoryEvent {
     pub created_at_ms: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CoreBlock {
     pub label: String,
     pub value: String,
@@ -186,7 +186,7 @@ pub struct CoreBlock {
     pub updated_at_ms: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Passage {
     pub id: i64,
     pub agent: String,
@@ -194,7 +194,7 @@ pub struct Passage {
     pub created_at_ms: i64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     pub conversation: String,
     pub text: String,
@@ -287,7 +287,7 @@ pub struct UserBundle {
     pub summaries: Vec<Summary>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ImportCounts {
     pub conversations: usize,
     pub messages: usize,

@@ -243,3 +243,77 @@ async fn the_simulator_shows_the_payload_and_stores_nothing() {
     );
     assert_eq!(other["retrieved"], json!([]));
 }
+
+/// Every `$ref` in `value`.
+fn references(value: &Value, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::String(target)) = map.get("$ref") {
+                found.push(target.clone());
+            }
+            map.values().for_each(|v| references(v, found));
+        }
+        Value::Array(items) => items.iter().for_each(|v| references(v, found)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_the_real_bodies_and_parameters() {
+    let h = seeded().await;
+    let spec: Value = h
+        .client
+        .get(h.url("/memproxy/v1/openapi.json"))
+        .send()
+        .await
+        .expect("spec")
+        .json()
+        .await
+        .expect("json");
+    let mut targets = Vec::new();
+    references(&spec, &mut targets);
+    assert!(targets.len() > 20);
+    for target in &targets {
+        let pointer = target.strip_prefix('#').expect("local reference");
+        assert!(spec.pointer(pointer).is_some(), "{target} resolves");
+    }
+    let schemas = &spec["components"]["schemas"];
+    let memories = &spec["paths"]["/memproxy/v1/users/{user}/memories"];
+    assert_eq!(
+        memories["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/NewMemoryBody"
+    );
+    assert_eq!(schemas["NewMemoryBody"]["required"], json!(["text"]));
+    let query: Vec<&str> = memories["get"]["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .filter(|p| p["in"] == "query")
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(query, ["include_invalid", "limit", "offset"]);
+    let listed = &memories["get"]["responses"]["200"]["content"]["application/json"]["schema"];
+    assert_eq!(
+        listed["properties"]["data"]["items"]["$ref"],
+        "#/components/schemas/Memory"
+    );
+    let memory_fields = schemas["Memory"]["properties"].as_object().expect("fields");
+    for field in ["id", "text", "kind", "sources", "valid_until_ms"] {
+        assert!(memory_fields.contains_key(field), "Memory.{field}");
+    }
+    assert!(schemas["RetrievalRequest"]["properties"]["query"].is_object());
+    // A documented enum is `oneOf` constants (each with its description).
+    let values = |schema: &Value| -> Vec<String> {
+        let options = schema["oneOf"].as_array().cloned().unwrap_or_default();
+        options
+            .iter()
+            .filter_map(|o| o["const"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert_eq!(values(&schemas["Corpus"]), ["memory", "message", "passage"]);
+    assert_eq!(
+        values(&schemas["Mode"]),
+        ["passthrough", "window", "summary", "implicit", "explicit"]
+    );
+    assert_eq!(schemas["SimulateBody"]["required"], json!(["strategy"]));
+}
