@@ -24,6 +24,22 @@ pub struct Conversation {
     pub probes: Vec<Probe>,
 }
 
+impl Conversation {
+    /// Keeps the first `sessions` sessions and the probes answerable from them: every evidence
+    /// turn in a kept session (probes without evidence, such as never-given answers, stay).
+    /// A subset of a long benchmark conversation that a small local model can replay in minutes.
+    pub fn keep_first_sessions(&mut self, sessions: usize) {
+        self.sessions.truncate(sessions);
+        let kept: std::collections::HashSet<&str> = self
+            .sessions
+            .iter()
+            .flat_map(|s| s.turns.iter().map(|t| t.id.as_str()))
+            .collect();
+        self.probes
+            .retain(|p| p.evidence.iter().all(|e| kept.contains(e.as_str())));
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Session {
     pub time_ms: Option<i64>,
@@ -397,4 +413,59 @@ fn scenarios(value: Value) -> anyhow::Result<Vec<Conversation>> {
         });
     }
     Ok(conversations)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(id: &str) -> Turn {
+        Turn {
+            id: id.to_owned(),
+            role: "user".to_owned(),
+            content: id.to_owned(),
+        }
+    }
+
+    fn probe(question: &str, evidence: &[&str]) -> Probe {
+        Probe {
+            question: question.to_owned(),
+            answer: String::new(),
+            category: "c".to_owned(),
+            evidence: evidence.iter().map(|e| (*e).to_owned()).collect(),
+            time_ms: None,
+            abstain: evidence.is_empty(),
+        }
+    }
+
+    #[test]
+    fn keeping_the_first_sessions_keeps_only_probes_they_answer() {
+        let session = |ids: &[&str]| Session {
+            time_ms: None,
+            turns: ids.iter().map(|id| turn(id)).collect(),
+        };
+        let mut conversation = Conversation {
+            id: "c".to_owned(),
+            system: String::new(),
+            sessions: vec![
+                session(&["D1:1", "D1:2"]),
+                session(&["D2:1"]),
+                session(&["D3:1"]),
+            ],
+            probes: vec![
+                probe("in one", &["D1:2"]),
+                probe("across two", &["D1:1", "D2:1"]),
+                probe("needs three", &["D2:1", "D3:1"]),
+                probe("never said", &[]),
+            ],
+        };
+        conversation.keep_first_sessions(2);
+        assert_eq!(conversation.sessions.len(), 2);
+        let kept: Vec<&str> = conversation
+            .probes
+            .iter()
+            .map(|p| p.question.as_str())
+            .collect();
+        assert_eq!(kept, ["in one", "across two", "never said"]);
+    }
 }

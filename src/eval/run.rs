@@ -49,6 +49,9 @@ pub struct RunArgs {
     /// Only the first N conversations.
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Only the first N sessions of each conversation, and the probes answerable from them.
+    #[arg(long)]
+    pub max_sessions: Option<usize>,
     /// Only the first N probes of each conversation.
     #[arg(long)]
     pub max_probes: Option<usize>,
@@ -506,6 +509,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut dataset = dataset::load(&path, args.format, args.include_adversarial)?;
     if let Some(limit) = args.limit {
         dataset.conversations.truncate(limit);
+    }
+    if let Some(sessions) = args.max_sessions {
+        for conversation in &mut dataset.conversations {
+            conversation.keep_first_sessions(sessions);
+        }
     }
     std::fs::create_dir_all(&args.out)?;
     let runs_path = args.out.join("runs.jsonl");

@@ -25,6 +25,7 @@ fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path
         model: Some("mock-model".to_owned()),
         judge_model: None,
         limit: None,
+        max_sessions: None,
         max_probes: None,
         include_adversarial: false,
         out: out.to_owned(),
@@ -63,6 +64,15 @@ fn loads_locomo_longmemeval_and_scenarios() {
     assert_eq!(categories, ["temporal", "single-hop", "multi-hop"]);
     assert_eq!(conversation.probes[2].answer, "3");
     assert_eq!(conversation.probes[2].evidence, ["D1:1", "D2:1"]);
+    // --max-sessions 1: the multi-hop question needs session 2 and goes.
+    let mut first_session = conversation.clone();
+    first_session.keep_first_sessions(1);
+    let kept: Vec<&str> = first_session
+        .probes
+        .iter()
+        .map(|p| p.category.as_str())
+        .collect();
+    assert_eq!(kept, ["temporal", "single-hop"]);
     let with_adversarial =
         dataset::load(&fixture("locomo-mini.json"), Some(Format::Locomo), true).expect("locomo");
     let adversarial = &with_adversarial.conversations[0].probes[2];
