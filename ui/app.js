@@ -233,24 +233,74 @@ async function simulatorPage() {
 }
 
 // ---- Eval results ----------------------------------------------------------------------------
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (name === "text") node.textContent = value; else node.setAttribute(name, String(value));
+  }
+  node.append(...children.flat(Infinity).filter((c) => c));
+  return node;
+}
+const STRATEGY_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
+
+// Tokens spent (chat + memory work) against answer F1: the cost/accuracy trade-off at a glance.
+function scatter(strategies) {
+  const [w, h, left, bottom] = [560, 300, 60, 40];
+  const maxTokens = Math.max(1, ...strategies.map((s) => s.chat_tokens + s.memory_tokens));
+  const x = (tokens) => left + (w - left - 20) * tokens / maxTokens;
+  const y = (f1) => h - bottom - (h - bottom - 16) * f1;
+  const ticks = [0, 0.25, 0.5, 0.75, 1].map((f) => [
+    svg("line", { x1: left, x2: w - 20, y1: y(f), y2: y(f), stroke: "#e3e6ea" }),
+    svg("text", { x: left - 8, y: y(f) + 4, "text-anchor": "end", "font-size": 11, text: f.toFixed(2) })]);
+  const points = strategies.map((s, i) => {
+    const tokens = s.chat_tokens + s.memory_tokens;
+    const color = STRATEGY_COLORS[i % STRATEGY_COLORS.length];
+    const anchor = x(tokens) > w - 140 ? "end" : "start";
+    return svg("g", { class: "point", "data-strategy": s.strategy },
+      svg("circle", { cx: x(tokens), cy: y(s.f1), r: 6, fill: color }),
+      svg("text", { x: x(tokens) + (anchor === "end" ? -9 : 9), y: y(s.f1) - 8 - 12 * (i % 2), "text-anchor": anchor, "font-size": 12, text: `${s.strategy} (${tokens.toLocaleString()})` }));
+  });
+  return svg("svg", { viewBox: `0 0 ${w} ${h}`, width: w, height: h, class: "chart", role: "img" },
+    ticks, points,
+    svg("line", { x1: left, x2: w - 20, y1: h - bottom, y2: h - bottom, stroke: "#555" }),
+    svg("text", { x: (w + left) / 2, y: h - 8, "text-anchor": "middle", "font-size": 12, text: "tokens (chat + memory work)" }),
+    svg("text", { x: 14, y: (h - bottom) / 2, "font-size": 12, transform: `rotate(-90 14 ${(h - bottom) / 2})`, "text-anchor": "middle", text: "F1" }));
+}
+
+// memproxy's own time and the total per request, p50 and p95, on one log scale.
+function latencyBars(strategies) {
+  const rows = strategies.flatMap((s) => [
+    [s.strategy, "own p50", s.overhead_p50_ms], ["", "own p95", s.overhead_p95_ms],
+    ["", "total p50", s.total_p50_ms], ["", "total p95", s.total_p95_ms]].filter((r) => typeof r[2] === "number"));
+  const max = Math.log10(Math.max(10, ...rows.map((r) => r[2] + 1)));
+  return el("div", { class: "latency" }, rows.map(([name, label, ms]) => el("div", { class: "latency-row" },
+    el("span", { class: "latency-name", text: name }), el("span", { class: "latency-label", text: label }),
+    el("span", { class: "latency-bar" }, el("span", { style: `width:${(100 * Math.log10(ms + 1) / max).toFixed(1)}%`, text: `${ms.toFixed(1)} ms` })))));
+}
+
 function evalPage() {
   const output = el("div", { id: "eval-output" });
   const input = el("input", { type: "file", accept: ".json", id: "eval-file" });
   input.onchange = async () => {
     try {
       const summary = JSON.parse(await input.files[0].text());
-      const maxTokens = Math.max(1, ...summary.strategies.map((s) => s.chat_tokens + s.memory_tokens));
+      const strategies = summary.strategies;
+      const categories = [...new Set(strategies.flatMap((s) => Object.keys(s.by_category || {})))].sort();
+      const score = (value) => value === null || value === undefined ? "-" : value.toFixed(3);
       output.replaceChildren(el("h2", { text: `${summary.dataset} (model ${summary.model || "default"})` }),
         table(["strategy", "probes", "F1", "contains", "judge", "evidence", "chat tokens", "memory tokens", "overhead p50/p95 ms"],
-          summary.strategies.map((s) => [s.strategy, String(s.probes), s.f1.toFixed(3), s.contains.toFixed(3),
-            s.judge === null ? "-" : s.judge.toFixed(3), s.evidence_in_context === null ? "-" : s.evidence_in_context.toFixed(3),
-            String(s.chat_tokens), String(s.memory_tokens), `${s.overhead_p50_ms.toFixed(1)}/${s.overhead_p95_ms.toFixed(1)}`])),
-        el("h3", { text: "Tokens (bar) and F1 per strategy" }),
-        ...summary.strategies.map((s) => el("div", {}, el("span", { text: `${s.strategy} — F1 ${s.f1.toFixed(2)}` }),
-          el("div", { class: "bar" }, el("div", { style: `width:${(100 * (s.chat_tokens + s.memory_tokens) / maxTokens).toFixed(1)}%;background:#1f77b4`, text: String(s.chat_tokens + s.memory_tokens) })))));
+          strategies.map((s) => [s.strategy, String(s.probes), score(s.f1), score(s.contains), score(s.judge),
+            score(s.evidence_in_context), String(s.chat_tokens), String(s.memory_tokens),
+            `${s.overhead_p50_ms.toFixed(1)}/${s.overhead_p95_ms.toFixed(1)}`])),
+        el("h3", { text: "Tokens against F1" }), scatter(strategies),
+        categories.length ? el("h3", { text: "F1 by question category" }) : null,
+        categories.length ? table(["strategy", ...categories], strategies.map((s) => [s.strategy,
+          ...categories.map((c) => s.by_category && s.by_category[c] ? score(s.by_category[c].f1) : "-")])) : null,
+        el("h3", { text: "Latency per request (log scale)" }), latencyBars(strategies));
     } catch (error) { output.replaceChildren(failure(error)); }
   };
-  return [el("h1", { text: "Eval results" }), el("p", { class: "muted", text: "Open results.json written by memproxy eval --out DIR (read in the browser; nothing is uploaded)." }), input, output];
+  return [el("h1", { text: "Eval results" }), el("p", { class: "muted", text: "Open results.json written by memproxy eval --out DIR (read in the browser; nothing is uploaded). The same run's report.html has these charts too." }), input, output];
 }
 
 // ---- Routing ---------------------------------------------------------------------------------

@@ -100,14 +100,19 @@ try {
   // Eval results, read from a results.json file in the browser.
   const results = path.join(shots, "results.json");
   fs.writeFileSync(results, JSON.stringify({ dataset: "scenarios", model: "m", strategies: [
-    { strategy: "implicit", probes: 3, f1: 0.5, contains: 0.66, judge: null, evidence_in_context: 0.8, chat_tokens: 900, memory_tokens: 300, overhead_p50_ms: 12.5, overhead_p95_ms: 20.1 },
-    { strategy: "passthrough", probes: 3, f1: 0.1, contains: 0, judge: null, evidence_in_context: null, chat_tokens: 400, memory_tokens: 0, overhead_p50_ms: 0.2, overhead_p95_ms: 0.4 }] }));
+    { strategy: "implicit", probes: 3, f1: 0.5, contains: 0.66, judge: null, evidence_in_context: 0.8, chat_tokens: 900, memory_tokens: 300, overhead_p50_ms: 12.5, overhead_p95_ms: 20.1,
+      total_p50_ms: 900, total_p95_ms: 2500, by_category: { "temporal": { probes: 1, f1: 0.25 }, "multi-hop": { probes: 2, f1: 0.625 } } },
+    { strategy: "passthrough", probes: 3, f1: 0.1, contains: 0, judge: null, evidence_in_context: null, chat_tokens: 400, memory_tokens: 0, overhead_p50_ms: 0.2, overhead_p95_ms: 0.4,
+      total_p50_ms: 700, total_p95_ms: 2000, by_category: { "temporal": { probes: 1, f1: 0 }, "multi-hop": { probes: 2, f1: 0.15 } } }] }));
   await page.goto(`${base}/ui#/eval`);
   await page.waitForSelector("#view[data-route='#/eval'] #eval-file");
   await page.setInputFiles("#eval-file", results);
   await page.waitForSelector("#eval-output td:text-is('implicit')");
   const cells = await page.locator("#eval-output td").allTextContents();
-  check(cells.includes("0.500") && cells.includes("12.5/20.1"), "eval-results", JSON.stringify(cells));
+  const points = await page.locator("#eval-output svg .point").evaluateAll((nodes) => nodes.map((n) => n.dataset.strategy));
+  const latency = await page.locator("#eval-output .latency-bar").count();
+  check(cells.includes("0.500") && cells.includes("12.5/20.1") && cells.includes("0.625") && cells.includes("0.150")
+    && points.join() === "implicit,passthrough" && latency === 8, "eval-results", JSON.stringify({ cells, points, latency }));
   await page.screenshot({ path: path.join(shots, "06-eval.png"), fullPage: true });
 } catch (error) {
   await page.screenshot({ path: path.join(shots, "failure.png"), fullPage: true }).catch(() => {});
