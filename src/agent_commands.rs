@@ -60,6 +60,12 @@ pub enum AgentsCommand {
         which: WhichAgent,
         id: i64,
     },
+    /// Delete a message from the agent's log (with the results of its tool calls).
+    DeleteMessage {
+        #[command(flatten)]
+        which: WhichAgent,
+        position: i64,
+    },
     /// The agent's log (JSON, one message per line); --in-context for the queue only.
     Messages {
         #[command(flatten)]
@@ -174,6 +180,12 @@ pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<(
                 .delete_passage(&scope_of(&which.who), &which.agent, id)
                 .await?;
             eprintln!("passage {id} deleted");
+        }
+        AgentsCommand::DeleteMessage { which, position } => {
+            let deleted = memory
+                .delete_agent_message(&scope_of(&which.who), &which.agent, position)
+                .await?;
+            print_json(&json!({"deleted": deleted}))?;
         }
         AgentsCommand::Messages {
             which,

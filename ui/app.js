@@ -174,7 +174,12 @@ async function agentPage(user, agent) {
     el("h2", { text: "Core memory" }), blocks,
     el("h2", { text: "Archival memory" }), archival, found,
     el("h2", { text: "Summary of evicted messages" }), el("pre", { text: detail.summary ? detail.summary.text : "(none)" }),
-    el("h2", { text: "Message queue" }), table(["#", "role", "content"], queue.data.map((m) => [String(m.position), m.role, m.search_text || m.content || m.tool_calls || ""])),
+    el("h2", { text: "Message queue" }), table(["#", "role", "content", ""], queue.data.map((m) => [String(m.position), m.role, m.search_text || m.content || m.tool_calls || "",
+      // A tool result goes with the call that made it.
+      m.role === "tool" ? "" : el("button", { text: "Delete", onclick: async () => {
+        if (!confirm(`Delete message ${m.position}${m.tool_calls ? " and its tool results" : ""}?`)) return;
+        try { await api("DELETE", `${base}/messages/${m.position}`); route(); } catch (error) { alert(error.message); }
+      } })])),
     el("h2", { text: "Recent steps" }), table(["turn", "step", "tool", "arguments", "status", "result", "tokens", "ms"],
       steps.data.map((s) => [s.turn.slice(0, 8), String(s.step), s.tool, s.arguments, s.status, s.result,
         `${s.prompt_tokens}+${s.completion_tokens}`, s.latency_ms.toFixed(0)]))];

@@ -140,6 +140,20 @@ impl Agents {
         *scale = 0.7 * *scale + 0.3 * observed;
     }
 
+    /// Runs a management edit of an agent's memory between its turns: a turn holds the queue in
+    /// memory, so an edit (a deleted message, a reset) must not land in the middle of one.
+    pub async fn between_turns<T>(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        edit: impl std::future::Future<Output = T>,
+    ) -> T {
+        let key = (scope.tenant.clone(), scope.user.clone(), agent.to_owned());
+        let lock = self.lock_of(&key);
+        let _turn_guard = lock.lock().await;
+        edit.await
+    }
+
     fn lock_of(&self, key: &AgentKey) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self
             .locks

@@ -96,6 +96,28 @@ impl MemoryService {
         .await
     }
 
+    /// Deletes one message of an agent's log (with the results of its tool calls) and its
+    /// vectors; returns the deleted positions. Callers hold the agent's turn lock.
+    pub async fn delete_agent_message(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        position: i64,
+    ) -> MemoryResult<Vec<i64>> {
+        let (scope, agent) = (scope.clone(), agent.to_owned());
+        self.blocking(move |store, vectors| {
+            let (deleted, generation) = store.delete_agent_message(&scope, &agent, position)?;
+            let uid = store.ensure_user(&scope)?;
+            let changes: Vec<_> = deleted
+                .iter()
+                .map(|(id, _)| (generation, Change::Remove(*id)))
+                .collect();
+            vectors.apply(uid, Corpus::Message, &changes)?;
+            Ok(deleted.into_iter().map(|(_, position)| position).collect())
+        })
+        .await
+    }
+
     /// Forgets an agent entirely; returns whether it existed.
     pub async fn reset_agent(&self, scope: &UserScope, agent: &str) -> MemoryResult<bool> {
         let (scope, agent) = (scope.clone(), agent.to_owned());

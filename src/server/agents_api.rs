@@ -56,14 +56,27 @@ pub async fn reset_agent(
     Extension(tenant): Extension<AdminTenant>,
     ApiPath((user, agent)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, ProxyError> {
-    if !state
-        .memory
-        .reset_agent(&scope(&tenant, &user), &agent)
-        .await?
-    {
+    let scope = scope(&tenant, &user);
+    let reset = state.memory.reset_agent(&scope, &agent);
+    if !state.agents.between_turns(&scope, &agent, reset).await? {
         return Err(unknown_agent(&user, &agent));
     }
     Ok(Json(json!({"deleted": true, "agent": agent, "user": user})))
+}
+
+/// `DELETE …/agents/{agent}/messages/{position}`: one message out of the agent's log (and its
+/// context), with the results of the tool calls it made.
+pub async fn delete_message(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent, position)): ApiPath<(String, String, i64)>,
+) -> Result<Json<Value>, ProxyError> {
+    let scope = scope(&tenant, &user);
+    let delete = state.memory.delete_agent_message(&scope, &agent, position);
+    let deleted = state.agents.between_turns(&scope, &agent, delete).await?;
+    Ok(Json(
+        json!({"deleted": deleted, "agent": agent, "user": user}),
+    ))
 }
 
 pub async fn delete_block(

@@ -107,6 +107,7 @@ const ROUTES: &[Route] = &[
     route("delete", "/memproxy/v1/users/{user}/agents/{agent}/blocks/{label}", "Remove a block"),
     route("get", "/memproxy/v1/users/{user}/agents/{agent}/messages", "The agent's log, or its queue (in_context=true)")
         .query(schema::<MessageQuery>).answers(Answer::ListOf(schema::<StoredMessage>)),
+    route("delete", "/memproxy/v1/users/{user}/agents/{agent}/messages/{position}", "Delete a message from the agent's log and context, with the results of its tool calls (a tool result alone is refused)"),
     route("get", "/memproxy/v1/users/{user}/agents/{agent}/archival", "Archival passages (with query: search hits instead)")
         .query(schema::<ArchivalQuery>).answers(Answer::ListOf(schema::<Passage>)),
     route("post", "/memproxy/v1/users/{user}/agents/{agent}/archival", "Add a passage").body(schema::<TextField>),
@@ -127,7 +128,11 @@ fn path_parameters(path: &str) -> impl Iterator<Item = Value> + '_ {
     path.split('/')
         .filter_map(|part| part.strip_prefix('{')?.strip_suffix('}'))
         .map(|name| {
-            let kind = if name == "id" { "integer" } else { "string" };
+            let kind = if matches!(name, "id" | "position") {
+                "integer"
+            } else {
+                "string"
+            };
             json!({"name": name, "in": "path", "required": true, "schema": {"type": kind}})
         })
 }

@@ -53,6 +53,10 @@ pub fn router(state: SharedState) -> Router {
             get(agents_api::agent_messages),
         )
         .route(
+            &format!("{user}/agents/{{agent}}/messages/{{position}}"),
+            axum::routing::delete(agents_api::delete_message),
+        )
+        .route(
             &format!("{user}/agents/{{agent}}/archival"),
             get(agents_api::archival).post(agents_api::add_passage),
         )

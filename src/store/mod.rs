@@ -427,6 +427,14 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// Forgets an agent: blocks, passages, log, summary, steps. Returns whether it existed.
     fn reset_agent(&self, scope: &UserScope, agent: &str) -> StoreResult<bool>;
+    /// Deletes one message of an agent's log with the results of its tool calls; returns the
+    /// deleted `(id, position)`s and the new message-vector generation.
+    fn delete_agent_message(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        position: i64,
+    ) -> StoreResult<(Vec<(i64, i64)>, u64)>;
     /// Appends to the agent's log (one transaction), each message with its optional embedding.
     /// Returns the stored messages and `(uid, generation)` when vectors were written.
     #[allow(clippy::type_complexity)]

@@ -471,3 +471,79 @@ async fn a_private_turn_over_the_window_leaves_old_messages_out_of_view_and_stor
     assert_eq!(after["summary"], before["summary"]);
     assert_eq!(steps(&h, "pv", "default").await.len(), recorded_steps);
 }
+
+#[tokio::test]
+async fn a_message_deleted_from_the_log_leaves_context_and_search_with_its_tool_results() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(call(
+        "archival_memory_insert",
+        json!({"content": "Locker notes.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Noted."));
+    say(&h, "del", "My locker code is 4711.").await;
+    let base = "/memproxy/v1/users/del/agents/default";
+    let log = get_json(&h, &format!("{base}/messages")).await;
+    let rows = log["data"].as_array().expect("log").clone();
+    let position_of = |pred: &dyn Fn(&Value) -> bool| {
+        rows.iter()
+            .find(|m| pred(m))
+            .and_then(|m| m["position"].as_i64())
+            .expect("message")
+    };
+    let said = position_of(&|m| m["role"] == "user" && m["content"].to_string().contains("4711"));
+    let insert_call = position_of(&|m| {
+        m["tool_calls"]
+            .as_str()
+            .is_some_and(|c| c.contains("archival_memory_insert"))
+    });
+    let insert_result = position_of(&|m| m["role"] == "tool");
+    let delete = |position: i64| {
+        h.client
+            .delete(h.url(&format!("{base}/messages/{position}")))
+            .send()
+    };
+
+    let refused = delete(insert_result).await.expect("answer");
+    assert_eq!(refused.status(), 400, "a tool result alone is refused");
+    let gone = delete(99_999).await.expect("answer");
+    assert_eq!(gone.status(), 404);
+
+    let deleted: Value = delete(insert_call)
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(
+        deleted["deleted"],
+        json!([insert_call, insert_result]),
+        "{deleted}"
+    );
+    let deleted: Value = delete(said)
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(deleted["deleted"], json!([said]));
+
+    // The next turn neither sees nor finds them.
+    h.mock.push(call(
+        "conversation_search",
+        json!({"query": "locker code", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("I have no note of a locker code."));
+    say(&h, "del", "What is my locker code?").await;
+    let requests = model_requests(&h);
+    let last = requests.last().expect("request").to_string();
+    assert!(!last.contains("4711"), "{last}");
+    assert!(!last.contains("Locker notes."));
+    let searched = tool_results(requests.last().expect("request"));
+    assert!(
+        searched
+            .iter()
+            .any(|r| r.to_string().contains("Showing 0") || r.to_string().contains("No results")),
+        "{searched:?}"
+    );
+    assert_tool_pairs_intact(&requests);
+}

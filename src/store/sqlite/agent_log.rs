@@ -8,7 +8,8 @@ use super::recall::{conversation_id, message_row, MESSAGE_COLUMNS};
 use super::{bump_generation, ensure_uid, find_uid, to_blob};
 use crate::store::{
     agent_conversation, content_hash, now_ms, AgentCounts, AgentMessage, AgentRecord, CoreBlock,
-    Corpus, Embedding, Page, StepRecord, StoreResult, StoredMessage, Summary, UserScope,
+    Corpus, Embedding, Page, StepRecord, StoreError, StoreResult, StoredMessage, Summary,
+    UserScope,
 };
 
 const AGENT_COLUMNS: &str = "name, system_message, pressure_alerted, created_at, updated_at";
@@ -101,6 +102,60 @@ pub fn invalidate_system(tx: &Transaction, uid: i64, agent: &str) -> StoreResult
         params![uid, agent],
     )?;
     Ok(())
+}
+
+/// Deletes one message of an agent's log together with the results of the tool calls it made
+/// (a result never stays without its call; a result alone is refused). The compiled system
+/// message is dropped, since its counts changed. Returns the deleted `(id, position)`s and the
+/// new message-vector generation.
+pub fn delete_message(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    position: i64,
+) -> StoreResult<(Vec<(i64, i64)>, u64)> {
+    let missing = || StoreError::NotFound(format!("message {position} of agent '{agent}'"));
+    let uid = find_uid(tx, scope)?.ok_or_else(missing)?;
+    let found: Option<(i64, i64, String, Option<String>)> = tx
+        .query_row(
+            "SELECT m.id, m.conversation_id, m.role, m.tool_calls FROM messages m
+             JOIN conversations c ON c.id = m.conversation_id
+             WHERE c.uid = ?1 AND c.external_id = ?2 AND m.position = ?3",
+            params![uid, agent_conversation(agent), position],
+            |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?)),
+        )
+        .optional()?;
+    let (id, conversation, role, tool_calls) = found.ok_or_else(missing)?;
+    if role == "tool" {
+        return Err(StoreError::Invalid(format!(
+            "message {position} is a tool result; delete the assistant message that made the call (its results go with it)"
+        )));
+    }
+    let mut deleted = vec![(id, position)];
+    let calls: Vec<serde_json::Value> = tool_calls
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let mut results = tx.prepare_cached(
+        "SELECT id, position FROM messages
+         WHERE conversation_id = ?1 AND role = 'tool' AND tool_call_id = ?2 AND position > ?3",
+    )?;
+    for call in calls.iter().filter_map(|c| c["id"].as_str()) {
+        let rows = results.query_map(params![conversation, call, position], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })?;
+        for row in rows {
+            deleted.push(row?);
+        }
+    }
+    let mut delete = tx.prepare_cached("DELETE FROM messages WHERE id = ?1")?;
+    for (id, _) in &deleted {
+        delete.execute([id])?;
+    }
+    tx.execute(
+        "UPDATE agents SET system_message = NULL, updated_at = ?3 WHERE uid = ?1 AND name = ?2",
+        params![uid, agent, now_ms()],
+    )?;
+    Ok((deleted, bump_generation(tx, uid, Corpus::Message)?))
 }
 
 pub fn reset(tx: &Transaction, scope: &UserScope, agent: &str) -> StoreResult<bool> {

@@ -424,6 +424,15 @@ impl super::Store for SqliteStore {
         self.write(|tx| agent_log::reset(tx, scope, agent))
     }
 
+    fn delete_agent_message(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        position: i64,
+    ) -> StoreResult<(Vec<(i64, i64)>, u64)> {
+        self.write(|tx| agent_log::delete_message(tx, scope, agent, position))
+    }
+
     fn append_agent_messages(
         &self,
         scope: &UserScope,
