@@ -1,0 +1,214 @@
+//! Explicit mode, edge cases met with real small models and real clients: empty or echoed answers,
+//! replayed conversations with their own dates, private (read-only) turns, tools not offered.
+
+use memproxy::mock::Reply;
+use serde_json::{json, Value};
+
+use crate::common::{get_json, harness_with};
+use crate::explicit::{
+    ask, call, model_requests, reply_of, say, send, statuses, steps, system_of, tool_results,
+    user_payloads,
+};
+
+#[tokio::test]
+async fn an_empty_or_echoed_answer_is_asked_again() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(Reply::Text(String::new()));
+    h.mock.push(Reply::Text(
+        r#"{"type":"user_message","message":"I moved to Porto.","time":"2026-11-30"}"#.to_owned(),
+    ));
+    h.mock.push(send("Porto, noted."));
+    let response = ask(
+        &h,
+        "ki",
+        "default",
+        json!([{"role": "user", "content": "I moved to Porto."}]),
+    )
+    .await;
+    assert_eq!(response.headers()["x-memproxy-steps"], "3");
+    assert_eq!(
+        reply_of(&response.json().await.expect("json")),
+        "Porto, noted."
+    );
+    let requests = model_requests(&h);
+    assert_eq!(
+        requests[1]["tools"].as_array().expect("tools").len(),
+        1,
+        "only send_message offered"
+    );
+    assert_eq!(
+        statuses(&steps(&h, "ki", "default").await),
+        ["(empty):failed", "(echo):failed", "send_message:reply"]
+    );
+    // The nudge was shown for this turn only.
+    assert!(requests[1]
+        .to_string()
+        .contains("You did not answer the user"));
+    let stored = get_json(&h, "/memproxy/v1/users/ki/agents/default/messages")
+        .await
+        .to_string();
+    assert!(!stored.contains("You did not answer the user"), "{stored}");
+    // Neither non-answer is kept in the agent's queue.
+    let log = get_json(&h, "/memproxy/v1/users/ki/agents/default/messages")
+        .await
+        .to_string();
+    assert!(!log.contains(
+        r#"\"type\":\"user_message\",\"message\":\"I moved to Porto.\",\"time\":\"2026-11-30\""#
+    ));
+}
+
+#[tokio::test]
+async fn a_replayed_conversation_keeps_its_own_dates() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(send("Enjoy the hike!"));
+    let response = h
+        .client
+        .post(h.url("/explicit/v1/chat/completions"))
+        .header("x-memproxy-user", "li")
+        .header("x-memproxy-time", "2023-05-08T13:56:00Z")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "Hiking tomorrow."}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    let wrapped = user_payloads(&model_requests(&h)[0]);
+    assert_eq!(wrapped[0]["time"], "2023-05-08 13:56:00 UTC");
+    let log = get_json(&h, "/memproxy/v1/users/li/agents/default/messages").await;
+    assert_eq!(log["data"][0]["created_at_ms"], 1_683_554_160_000_i64);
+
+    // Implicit mode stores the turns with that date too.
+    let response = h.client.post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-user", "li")
+        .header("x-memproxy-conversation", "trip")
+        .header("x-memproxy-time", "2023-05-09")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "Back from the hike."}]}))
+        .send().await.expect("answer");
+    assert_eq!(response.status(), 200);
+    let turns = get_json(&h, "/memproxy/v1/users/li/conversations/trip/messages").await;
+    assert_eq!(turns["data"][0]["created_at_ms"], 1_683_590_400_000_i64);
+
+    let response = h
+        .client
+        .post(h.url("/v1/chat/completions"))
+        .header("x-memproxy-time", "last tuesday")
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(body["error"]["param"], "x-memproxy-time");
+}
+
+#[tokio::test]
+async fn a_private_turn_reads_memory_and_stores_nothing() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(call(
+        "core_memory_append",
+        json!({"label": "human", "content": "Name: Mo.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Hi Mo."));
+    say(&h, "mo", "I'm Mo.").await;
+    let before = get_json(&h, "/memproxy/v1/users/mo/agents/default").await;
+
+    h.mock.push(call(
+        "core_memory_append",
+        json!({"label": "human", "content": "Secret: likes karaoke.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Your name is Mo."));
+    let private = |user: &'static str| {
+        h.client.post(h.url("/explicit/v1/chat/completions"))
+            .header("x-memproxy-user", user)
+            .header("x-memproxy-record", "false")
+            .json(&json!({"model": "m", "messages": [{"role": "user", "content": "What's my name? (I like karaoke)"}]}))
+            .send()
+    };
+    let response = private("mo").await.expect("answer");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        reply_of(&response.json().await.expect("json")),
+        "Your name is Mo."
+    );
+    let requests = model_requests(&h);
+    let offered: Vec<&str> = requests[requests.len() - 2]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(
+        !offered.contains(&"core_memory_append") && offered.contains(&"conversation_search"),
+        "{offered:?}"
+    );
+    assert!(
+        system_of(&requests[requests.len() - 2]).contains("Name: Mo."),
+        "memory is read"
+    );
+    let refused = tool_results(requests.last().expect("request"))
+        .pop()
+        .expect("result");
+    assert_eq!(refused["status"], "Failed");
+    let after = get_json(&h, "/memproxy/v1/users/mo/agents/default").await;
+    assert_eq!(after["blocks"], before["blocks"]);
+    assert_eq!(
+        after["counts"], before["counts"],
+        "no message of the private turn was stored"
+    );
+    assert_eq!(steps(&h, "mo", "default").await.len(), 2, "nor its trace");
+
+    // A private first contact does not even create the agent.
+    h.mock.push(send("Hello."));
+    assert_eq!(private("nobody").await.expect("answer").status(), 200);
+    let agents = get_json(&h, "/memproxy/v1/users/nobody/agents").await;
+    assert_eq!(agents["data"], json!([]));
+}
+
+#[tokio::test]
+async fn a_tool_that_was_not_offered_is_refused_and_then_no_tools_are_offered() {
+    let h = harness_with(|_| {}).await;
+    let search = || {
+        call(
+            "conversation_search",
+            json!({"query": "dinner", "request_heartbeat": true}),
+        )
+    };
+    h.mock.push(search());
+    h.mock.push(search()); // repeated: next step offers only send_message...
+    h.mock.push(search()); // ...which a server that ignores tool_choice lets the model ignore
+    h.mock.push(Reply::Text(
+        r#"{"name": "conversation_search", "arguments": {"query": "dinner"}}"#.to_owned(),
+    ));
+    h.mock
+        .push(Reply::Text("We talked about dinner at Luigi's.".to_owned()));
+    let response = ask(
+        &h,
+        "ny",
+        "default",
+        json!([{"role": "user", "content": "What did we say about dinner?"}]),
+    )
+    .await;
+    assert_eq!(
+        reply_of(&response.json().await.expect("json")),
+        "We talked about dinner at Luigi's."
+    );
+    let requests = model_requests(&h);
+    assert_eq!(requests.len(), 5);
+    assert_eq!(requests[2]["tools"].as_array().expect("tools").len(), 1);
+    let refused = tool_results(&requests[3]).pop().expect("result");
+    assert_eq!(refused["status"], "Failed");
+    assert!(refused["message"]
+        .as_str()
+        .expect("m")
+        .contains("not available now"));
+    assert!(requests[3].get("tools").is_none() && requests[4].get("tools").is_none());
+    assert_eq!(
+        statuses(&steps(&h, "ny", "default").await),
+        [
+            "conversation_search:ok",
+            "conversation_search:ok",
+            "conversation_search:failed",
+            "(echo):failed",
+            "(text):reply"
+        ]
+    );
+}
