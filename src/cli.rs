@@ -177,7 +177,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             runtime()?.block_on(crate::commands::reindex(&config))
         }
         Command::Bench(command) => runtime()?.block_on(crate::bench::run(command)),
-        Command::Eval(command) => runtime()?.block_on(crate::eval::run(*command)),
+        Command::Eval(command) => {
+            // Warnings (failed memory jobs, upstream errors) matter while a long run goes by;
+            // RUST_LOG asks for more.
+            let mut quiet = Config::default();
+            quiet.log.level = "warn".to_owned();
+            init_logging(&quiet);
+            runtime()?.block_on(crate::eval::run(*command))
+        }
     }
 }
 

@@ -134,6 +134,9 @@ impl From<crate::memory::MemoryError> for ProxyError {
         use crate::store::StoreError;
         match error {
             MemoryError::Store(StoreError::NotFound(what)) => ProxyError::ResourceNotFound(what),
+            MemoryError::Store(error @ StoreError::DuplicateText) => {
+                ProxyError::invalid(error.to_string(), Some("text"))
+            }
             MemoryError::Store(StoreError::Invalid(message)) | MemoryError::Invalid(message) => {
                 ProxyError::invalid(message, None)
             }

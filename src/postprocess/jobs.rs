@@ -10,9 +10,9 @@ use serde_json::Value;
 use super::llm::json_object;
 use super::PostProcessor;
 use crate::dates::ymd_weekday;
-use crate::memory::{RetrievalRequest, MAX_MEMORY_CHARS};
+use crate::memory::{MemoryError, RetrievalRequest, MAX_MEMORY_CHARS};
 use crate::store::{
-    content_hash, now_ms, Corpus, Job, Page, Source, StoredMessage, Summary, UserScope,
+    content_hash, now_ms, Corpus, Job, Page, Source, StoreError, StoredMessage, Summary, UserScope,
 };
 
 /// Earlier turns shown with the new ones, to understand them (not to extract from).
@@ -227,11 +227,19 @@ async fn reconcile(
                 "added"
             }
             Decision::Update(id, text) => {
-                pp.memory
-                    .update_memory(scope, id, &text, &cause)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                "updated"
+                match pp.memory.update_memory(scope, id, &text, &cause).await {
+                    Ok(()) => "updated",
+                    // Another memory already says it (often one added by this very job): the
+                    // old one is superseded, not rewritten into a duplicate.
+                    Err(MemoryError::Store(StoreError::DuplicateText)) => {
+                        pp.memory
+                            .retire_memory(scope, id, false, &cause)
+                            .await
+                            .map_err(|e| e.to_string())?;
+                        "invalidated"
+                    }
+                    Err(error) => return Err(error.to_string()),
+                }
             }
             Decision::Invalidate(id) => {
                 pp.memory

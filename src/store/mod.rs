@@ -44,6 +44,9 @@ pub enum StoreError {
     NotFound(String),
     #[error("{0}")]
     Invalid(String),
+    /// An edit would give a memory the text of another live memory.
+    #[error("another live memory already has this text")]
+    DuplicateText,
     #[error("database error: {0}")]
     Database(#[from] rusqlite::Error),
     #[error("storage I/O error: {0}")]

@@ -540,3 +540,52 @@ async fn an_unrecorded_request_uses_memory_but_leaves_none() {
         .expect("answer");
     assert_eq!(bad.status(), 400);
 }
+
+#[tokio::test]
+async fn an_update_that_would_duplicate_another_memory_retires_the_old_one() {
+    let h = fast_harness().await;
+    let added = h
+        .client
+        .post(h.url("/memproxy/v1/users/ana/memories"))
+        .json(&json!({"text": "Ana lives in Lisbon."}))
+        .send()
+        .await
+        .expect("add");
+    assert_eq!(added.status(), 201);
+    // One job adds the new fact, then (as small models do) also rewrites the old memory into
+    // that very text: the old memory is superseded, the job does not fail.
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        Reply::Text(
+            r#"{"facts": [{"text": "Ana lives in Porto."}, {"text": "Ana moved to Porto."}]}"#
+                .into(),
+        ),
+    );
+    h.mock.push_marked("MEMPROXY-RECONCILE", Reply::Text(r#"{"decisions": [{"fact": 0, "action": "ADD"}, {"fact": 1, "action": "UPDATE", "memory": 0, "text": "Ana lives in Porto."}]}"#.into()));
+    implicit(
+        &h,
+        "ana",
+        json!([{"role": "user", "content": "I moved from Lisbon to Porto."}]),
+    )
+    .await;
+    eventually("Porto replaces Lisbon", || async {
+        memories(&h, "ana").await == ["Ana lives in Porto."]
+    })
+    .await;
+    let jobs = get_json(&h, "/memproxy/v1/jobs").await;
+    let states: Vec<&str> = jobs["data"]
+        .as_array()
+        .expect("jobs")
+        .iter()
+        .filter_map(|j| j["state"].as_str())
+        .collect();
+    assert_eq!(states, ["done"], "{jobs}");
+    let all = get_json(&h, "/memproxy/v1/users/ana/memories?include_invalid=true").await;
+    let lisbon = all["data"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .find(|m| m["text"] == "Ana lives in Lisbon.")
+        .expect("kept as history");
+    assert!(lisbon["valid_until_ms"].is_i64(), "{lisbon}");
+}

@@ -121,7 +121,7 @@ pub fn update(
         rusqlite::Error::SqliteFailure(failure, _)
             if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
         {
-            StoreError::Invalid("another live memory already has this text".to_owned())
+            StoreError::DuplicateText
         }
         other => other.into(),
     })?;
