@@ -157,6 +157,8 @@ fn config_for(args: &RunArgs, mode: Mode, data: &Path, tap: &Tap) -> Config {
         }
     }
     config.memory.extraction_debounce = Duration::ZERO;
+    // The run waits for the queue between sessions: a lost job must not stall it for long.
+    config.memory.job_lease = Duration::from_secs(5 * 60);
     config.memory.preprocess_timeout = Duration::from_secs(120);
     config.memory.llm.max_tokens = Some(args.memory_max_tokens);
     if let Some(window) = args.context_window {

@@ -109,9 +109,10 @@ impl PostProcessor {
                 if stop.is_cancelled() {
                     break;
                 }
+                let lease = this.config.job_lease.as_millis() as i64;
                 let claimed = this
                     .memory
-                    .blocking(|store, _| Ok(store.claim_job(now_ms())?))
+                    .blocking(move |store, _| Ok(store.claim_job(now_ms(), lease)?))
                     .await;
                 match claimed {
                     Ok(Some(job)) => this.run(job).await,
@@ -160,6 +161,7 @@ impl PostProcessor {
             }
         };
         if let Err(error) = result {
+            // The job stays `running` until its lease expires, then runs again.
             tracing::error!(job = id, %error, "cannot record the job's outcome");
         }
     }

@@ -538,8 +538,9 @@ pub trait Store: Send + Sync + 'static {
 
     // Durable jobs.
     fn enqueue_job(&self, job: &NewJob) -> StoreResult<i64>;
-    /// Takes the oldest due job (state → running, attempts + 1).
-    fn claim_job(&self, now_ms: i64) -> StoreResult<Option<Job>>;
+    /// Takes the oldest due job (state → running, attempts + 1), or one `running` for longer than
+    /// `lease_ms` (its worker is gone).
+    fn claim_job(&self, now_ms: i64, lease_ms: i64) -> StoreResult<Option<Job>>;
     fn complete_job(&self, id: i64) -> StoreResult<()>;
     /// `retry_at_ms`: queue again then; `None`: give up (state failed).
     fn fail_job(&self, id: i64, error: &str, retry_at_ms: Option<i64>) -> StoreResult<()>;

@@ -44,6 +44,10 @@ pub struct MemoryConfig {
     pub add_only: bool,
     /// Attempts of a post-processing job before it is marked failed.
     pub job_attempts: i64,
+    /// A job still `running` after this long lost its worker and is run again. Longer than any
+    /// job takes (two memory LLM calls, each bounded by the upstream timeouts).
+    #[serde(with = "humantime_serde")]
+    pub job_lease: Duration,
     /// Directory with prompt files overriding the built-in ones (extract.md, reconcile.md, summarize.md).
     pub prompts_dir: Option<PathBuf>,
     /// Vector indexes kept in memory (one per user and corpus); the least recently used close first.
@@ -91,6 +95,7 @@ impl Default for MemoryConfig {
             summary_min_turns: 6,
             add_only: false,
             job_attempts: 5,
+            job_lease: Duration::from_secs(20 * 60),
             prompts_dir: None,
             open_vector_indexes: crate::vector::DEFAULT_OPEN_LIMIT,
             llm: MemoryLlmConfig::default(),

@@ -172,10 +172,10 @@ fn jobs_survive_restarts_and_retry() {
     let debounced = store.enqueue_job(&job("c1", 200)).expect("enqueue");
     assert_eq!(first, debounced, "one pending job per key");
     assert!(
-        store.claim_job(150).expect("claim").is_none(),
+        store.claim_job(150, LEASE).expect("claim").is_none(),
         "pushed back to 200"
     );
-    let claimed = store.claim_job(250).expect("claim").expect("due");
+    let claimed = store.claim_job(250, LEASE).expect("claim").expect("due");
     assert_eq!(
         (claimed.attempts, claimed.payload["at"].as_i64()),
         (1, Some(200))
@@ -185,13 +185,16 @@ fn jobs_survive_restarts_and_retry() {
 
     let store = SqliteStore::open(&path).expect("reopen");
     assert_eq!(store.requeue_interrupted_jobs().expect("requeue"), 1);
-    let again = store.claim_job(250).expect("claim").expect("requeued");
+    let again = store
+        .claim_job(250, LEASE)
+        .expect("claim")
+        .expect("requeued");
     assert_eq!(again.attempts, 2);
     store
         .fail_job(again.id, "LLM answered nonsense", Some(400))
         .expect("fail");
-    assert!(store.claim_job(300).expect("claim").is_none());
-    let retried = store.claim_job(400).expect("claim").expect("retry");
+    assert!(store.claim_job(300, LEASE).expect("claim").is_none());
+    let retried = store.claim_job(400, LEASE).expect("claim").expect("retry");
     store
         .fail_job(retried.id, "still nonsense", None)
         .expect("give up");
@@ -199,7 +202,24 @@ fn jobs_survive_restarts_and_retry() {
         .list_jobs(Some("failed"), Page::default())
         .expect("list");
     assert_eq!(failed[0].last_error.as_deref(), Some("still nonsense"));
+
+    // A job whose worker vanished mid-run (no restart to requeue it) is taken again after its
+    // lease, not before.
+    store.enqueue_job(&job("c2", 0)).expect("enqueue");
+    let now = memproxy::store::now_ms();
+    let lost = store.claim_job(now, LEASE).expect("claim").expect("due");
+    assert!(store
+        .claim_job(now + LEASE - 1_000, LEASE)
+        .expect("claim")
+        .is_none());
+    let taken_again = store
+        .claim_job(now + LEASE + 1_000, LEASE)
+        .expect("claim")
+        .expect("lease expired");
+    assert_eq!((taken_again.id, taken_again.attempts), (lost.id, 2));
 }
+
+const LEASE: i64 = 60_000;
 
 #[tokio::test]
 async fn the_openai_embedder_uses_any_embeddings_endpoint() {

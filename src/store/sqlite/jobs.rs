@@ -1,7 +1,8 @@
 //! The durable job queue: post-processing work that must survive restarts.
 //!
 //! A job is claimed by flipping it to `running` inside the write transaction, so two workers never
-//! take the same job; jobs found `running` at start-up were interrupted and go back to the queue.
+//! take the same job; jobs found `running` at start-up were interrupted and go back to the queue,
+//! and a job `running` past its lease is claimed again.
 
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
@@ -71,14 +72,18 @@ pub fn enqueue(tx: &Transaction, job: &NewJob) -> StoreResult<i64> {
     Ok(tx.last_insert_rowid())
 }
 
-pub fn claim(tx: &Transaction, now: i64) -> StoreResult<Option<Job>> {
+pub fn claim(tx: &Transaction, now: i64, lease_ms: i64) -> StoreResult<Option<Job>> {
+    // A job `running` for longer than the lease lost its worker (a crashed replica, a run that
+    // never reported back): it is taken again rather than waiting for a restart.
     let job = tx
         .query_row(
             &format!(
                 "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN users u ON u.id = j.uid
-                 WHERE j.state = 'queued' AND j.run_after <= ?1 ORDER BY j.run_after, j.id LIMIT 1"
+                 WHERE (j.state = 'queued' AND j.run_after <= ?1)
+                    OR (j.state = 'running' AND j.updated_at <= ?1 - ?2)
+                 ORDER BY j.run_after, j.id LIMIT 1"
             ),
-            [now],
+            params![now, lease_ms],
             job_row,
         )
         .optional()?;

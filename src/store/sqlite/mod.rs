@@ -603,8 +603,8 @@ impl super::Store for SqliteStore {
         self.write(|tx| jobs::enqueue(tx, job))
     }
 
-    fn claim_job(&self, now_ms: i64) -> StoreResult<Option<super::Job>> {
-        self.write(|tx| jobs::claim(tx, now_ms))
+    fn claim_job(&self, now_ms: i64, lease_ms: i64) -> StoreResult<Option<super::Job>> {
+        self.write(|tx| jobs::claim(tx, now_ms, lease_ms))
     }
 
     fn complete_job(&self, id: i64) -> StoreResult<()> {
