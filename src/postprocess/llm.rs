@@ -110,8 +110,55 @@ pub fn json_object(answer: &str) -> Result<Value, LlmError> {
             truncate(answer)
         )));
     }
-    serde_json::from_str(&answer[start..=end])
-        .map_err(|e| LlmError::Malformed(format!("{e} in {:?}", truncate(answer))))
+    match serde_json::from_str(&answer[start..=end]) {
+        Ok(value) => Ok(value),
+        // Small models repeat themselves until `max_tokens` cuts the answer mid-list: keep the
+        // items that were complete rather than lose the whole answer.
+        Err(error) => salvage_cut_list(&answer[start..])
+            .ok_or_else(|| LlmError::Malformed(format!("{error} in {:?}", truncate(answer)))),
+    }
+}
+
+/// `{"key": [item, item, item-cut-off…` → `{"key": [item, item]}`. Only for an answer that
+/// breaks off inside a list of the top-level object; anything else is not guessed at.
+fn salvage_cut_list(text: &str) -> Option<Value> {
+    let mut open: Vec<char> = Vec::new();
+    let (mut in_string, mut escaped) = (false, false);
+    // Where the last complete item of a top-level list ended, and the brackets then open.
+    let mut last_cut: Option<(usize, Vec<char>)> = None;
+    for (at, c) in text.char_indices() {
+        if in_string {
+            match (escaped, c) {
+                (true, _) => escaped = false,
+                (false, '\\') => escaped = true,
+                (false, '"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => open.push(c),
+            '}' | ']' => {
+                open.pop();
+                if open.is_empty() {
+                    return None; // The object closed: a real syntax error, not a cut.
+                }
+                if open == ['{', '['] {
+                    last_cut = Some((at + c.len_utf8(), open.clone()));
+                }
+            }
+            _ => {}
+        }
+    }
+    let (cut, still_open) = last_cut?;
+    let mut repaired = text[..cut].to_owned();
+    for bracket in still_open.iter().rev() {
+        repaired.push(if *bracket == '{' { '}' } else { ']' });
+    }
+    let value: Value = serde_json::from_str(&repaired).ok()?;
+    tracing::warn!(kept = %truncate(&repaired), "memory LLM answer was cut off; its complete items are kept");
+    Some(value)
 }
 
 fn truncate(text: &str) -> String {
@@ -135,5 +182,23 @@ mod tests {
         );
         assert!(json_object("no json here").is_err());
         assert!(json_object("{\"facts\": [").is_err());
+    }
+
+    #[test]
+    fn an_answer_cut_inside_its_list_keeps_the_complete_items() {
+        let cut = r#"{"facts": [{"text": "Ana lives in Porto."}, {"text": "She has a dog \"Pixel\" [a beagle]."}, {"text": "Ana li"#;
+        assert_eq!(
+            json_object(cut).expect("salvaged")["facts"],
+            json!([{"text": "Ana lives in Porto."}, {"text": "She has a dog \"Pixel\" [a beagle]."}])
+        );
+        let decisions = r#"```json
+{"decisions": [{"fact": 0, "action": "ADD"}, {"fact": 1, "action": "UPD"#;
+        assert_eq!(
+            json_object(decisions).expect("salvaged")["decisions"],
+            json!([{"fact": 0, "action": "ADD"}])
+        );
+        // Not a cut: a closed object with an error in it, or nothing complete to keep.
+        assert!(json_object(r#"{"facts": [{"text": "a"},, ]}"#).is_err());
+        assert!(json_object(r#"{"facts": [{"text": "a"#).is_err());
     }
 }
