@@ -411,7 +411,17 @@ async fn a_broken_memory_layer_forwards_the_request_unmodified() {
         "forwarded as the client sent it"
     );
 
-    let slow = harness_with(|c| c.memory.preprocess_timeout = Duration::from_micros(1)).await;
+    // An embeddings endpoint that accepts and never answers: the pre-processor cannot finish, so
+    // the timeout fires whatever the machine's load (a 1 µs timeout raced a fast pre-processor).
+    let black_hole = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let silent = format!("http://{}/v1", black_hole.local_addr().expect("addr"));
+    let slow = harness_with(|c| {
+        c.embedding.url = silent;
+        c.memory.preprocess_timeout = Duration::from_millis(300);
+    })
+    .await;
     let response = slow
         .client
         .post(slow.url("/implicit/v1/chat/completions"))
