@@ -219,3 +219,30 @@ pub async fn get_json(h: &Harness, path: &str) -> Value {
         .await
         .expect("json")
 }
+
+/// The user most memory-layer tests act for.
+pub fn alice() -> memproxy::store::UserScope {
+    memproxy::store::UserScope::new("acme", "alice")
+}
+
+/// A retrieval of the top 5 for `text`, everything else default.
+pub fn query(text: &str) -> memproxy::memory::RetrievalRequest {
+    memproxy::memory::RetrievalRequest {
+        query: text.to_owned(),
+        top_k: 5,
+        ..memproxy::memory::RetrievalRequest::default()
+    }
+}
+
+/// A plain chat turn at `position`, dated by it.
+pub fn turn(position: i64, role: &str, content: &str) -> memproxy::store::NewMessage {
+    memproxy::store::NewMessage {
+        position,
+        role: role.into(),
+        content: content.into(),
+        name: None,
+        tool_calls: None,
+        tool_call_id: None,
+        created_at_ms: 1_700_000_000_000 + position,
+    }
+}

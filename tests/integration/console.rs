@@ -4,7 +4,7 @@
 use memproxy::config::Secret;
 use serde_json::{json, Value};
 
-use crate::common::{harness_with, Harness};
+use crate::common::{get_json, harness_with, Harness};
 
 async fn admin(
     h: &Harness,
@@ -85,15 +85,7 @@ async fn the_console_is_served_from_the_binary_with_a_strict_policy() {
 #[tokio::test]
 async fn every_route_in_the_openapi_document_answers() {
     let h = seeded().await;
-    let spec: Value = h
-        .client
-        .get(h.url("/memproxy/v1/openapi.json"))
-        .send()
-        .await
-        .expect("spec")
-        .json()
-        .await
-        .expect("json");
+    let spec = get_json(&h, "/memproxy/v1/openapi.json").await;
     assert_eq!(spec["openapi"], "3.1.0");
     let paths = spec["paths"].as_object().expect("paths");
     assert!(paths.len() >= 20);
@@ -267,15 +259,7 @@ fn references(value: &Value, found: &mut Vec<String>) {
 #[tokio::test]
 async fn the_openapi_document_describes_the_real_bodies_and_parameters() {
     let h = seeded().await;
-    let spec: Value = h
-        .client
-        .get(h.url("/memproxy/v1/openapi.json"))
-        .send()
-        .await
-        .expect("spec")
-        .json()
-        .await
-        .expect("json");
+    let spec = get_json(&h, "/memproxy/v1/openapi.json").await;
     let mut targets = Vec::new();
     references(&spec, &mut targets);
     assert!(targets.len() > 20);

@@ -1,24 +1,12 @@
 //! The memory layer on real SQLite files, the real local model and real usearch indexes.
 
 use memproxy::memory::{MemoryError, RetrievalRequest};
-use memproxy::store::{Corpus, Inserted, NewMessage, Page, UserScope};
+use memproxy::store::{Corpus, Inserted, Page, UserScope};
 
-use crate::common::{local_embedder, memory_in};
-
-fn alice() -> UserScope {
-    UserScope::new("acme", "alice")
-}
+use crate::common::{alice, local_embedder, memory_in, query, turn};
 
 fn texts(hits: &[memproxy::memory::Hit]) -> Vec<&str> {
     hits.iter().map(|h| h.text.as_str()).collect()
-}
-
-fn query(text: &str) -> RetrievalRequest {
-    RetrievalRequest {
-        query: text.to_owned(),
-        top_k: 5,
-        ..RetrievalRequest::default()
-    }
 }
 
 #[tokio::test]
@@ -252,15 +240,6 @@ async fn bad_input_is_refused_and_writes_nothing() {
 async fn recall_log_stores_each_turn_once_and_searches_it() {
     let dir = tempfile::tempdir().expect("tempdir");
     let memory = memory_in(dir.path());
-    let turn = |position: i64, role: &str, content: &str| NewMessage {
-        position,
-        role: role.into(),
-        content: content.into(),
-        name: None,
-        tool_calls: None,
-        tool_call_id: None,
-        created_at_ms: 1_700_000_000_000 + position,
-    };
     let first = vec![
         turn(0, "user", "I just adopted a cat named Miso."),
         turn(1, "assistant", "Congratulations!"),

@@ -9,19 +9,7 @@ use memproxy::store::sqlite::SqliteStore;
 use memproxy::store::{Corpus, Embedding, NewJob, NewMemory, NewMessage, Page, Store, UserScope};
 use rusqlite::Connection;
 
-use crate::common::{local_embedder, memory_in};
-
-fn alice() -> UserScope {
-    UserScope::new("acme", "alice")
-}
-
-fn query(text: &str) -> RetrievalRequest {
-    RetrievalRequest {
-        query: text.to_owned(),
-        top_k: 5,
-        ..RetrievalRequest::default()
-    }
-}
+use crate::common::{alice, local_embedder, memory_in, query};
 
 #[test]
 fn migrations_apply_from_empty_and_reopen_keeps_data() {

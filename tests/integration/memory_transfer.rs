@@ -5,19 +5,7 @@ use memproxy::memory::{MemoryService, RetrievalRequest};
 use memproxy::store::{CoreBlock, Corpus, NewJob, NewMessage, Summary, UserScope};
 use rusqlite::Connection;
 
-use crate::common::memory_in;
-
-fn alice() -> UserScope {
-    UserScope::new("acme", "alice")
-}
-
-fn query(text: &str) -> RetrievalRequest {
-    RetrievalRequest {
-        query: text.to_owned(),
-        top_k: 5,
-        ..RetrievalRequest::default()
-    }
-}
+use crate::common::{alice, memory_in, query, turn};
 
 async fn populate(memory: &MemoryService, scope: &UserScope) {
     let turns = vec![
@@ -232,15 +220,6 @@ async fn deleting_a_user_leaves_nothing_behind() {
 async fn export_keeps_superseded_turns_and_agent_search_text() {
     let dir = tempfile::tempdir().expect("tempdir");
     let memory = memory_in(dir.path());
-    let turn = |position: i64, role: &str, content: &str| NewMessage {
-        position,
-        role: role.into(),
-        content: content.into(),
-        name: None,
-        tool_calls: None,
-        tool_call_id: None,
-        created_at_ms: 1_700_000_000_000 + position,
-    };
     let question = turn(0, "user", "Suggest a weekend sport.");
     let first = turn(1, "assistant", "Try underwater hockey.");
     let regenerated = turn(1, "assistant", "Try rowing on the river.");
