@@ -103,6 +103,9 @@ impl VectorIndexes {
             let excess = open
                 .len()
                 .saturating_sub(self.open_limit.load(Ordering::Relaxed));
+            if excess == 0 {
+                return Ok(());
+            }
             let mut by_age: Vec<_> = open
                 .iter()
                 .map(|(key, scope)| (scope.last_used.load(Ordering::Relaxed), *key))

@@ -30,19 +30,7 @@ impl Agents {
                 .await?;
             turn.queue.extend(stored);
         }
-        let (total, _) = self.measure(turn);
-        let sizes: Vec<(String, usize)> = turn
-            .queue
-            .iter()
-            .map(|m| {
-                (
-                    m.role.clone(),
-                    context::message_tokens(&context::wire_message(m)),
-                )
-            })
-            .collect();
-        // This turn's messages start at a user message, a clean cut for tool pairs.
-        let count = context::eviction_count(&sizes, total, target).min(turn.earlier);
+        let count = self.evictable(turn, target);
         if count == 0 {
             return Ok(0);
         }
@@ -104,16 +92,7 @@ impl Agents {
     /// out of its own view, down to `target` tokens. They stay in the agent's queue, in the
     /// stored summary's care next time a recorded turn evicts, and searchable meanwhile.
     pub(super) fn trim_view(&self, turn: &mut Turn, target: usize, step: usize) -> usize {
-        let (total, _) = self.measure(turn);
-        let sizes: Vec<(String, usize)> = turn
-            .queue
-            .iter()
-            .map(|m| {
-                let size = context::message_tokens(&context::wire_message(m));
-                (m.role.clone(), size)
-            })
-            .collect();
-        let count = context::eviction_count(&sizes, total, target).min(turn.earlier);
+        let count = self.evictable(turn, target);
         if count > 0 {
             turn.queue.drain(..count);
             turn.earlier -= count;
@@ -126,6 +105,22 @@ impl Agents {
             );
         }
         count
+    }
+
+    /// How many of the oldest queued messages must go for the prompt to fit `target` tokens:
+    /// never a tool result without its call, never this turn's messages (they start at a user
+    /// message, a clean cut for tool pairs).
+    fn evictable(&self, turn: &Turn, target: usize) -> usize {
+        let (total, _) = self.measure(turn);
+        let sizes: Vec<(String, usize)> = turn
+            .queue
+            .iter()
+            .map(|m| {
+                let size = context::message_tokens(&context::wire_message(m));
+                (m.role.clone(), size)
+            })
+            .collect();
+        context::eviction_count(&sizes, total, target).min(turn.earlier)
     }
 
     /// Folds `evicted` into `previous`, chunk by chunk, with the memory LLM.
