@@ -65,7 +65,7 @@ enum Command {
 
 #[derive(Subcommand)]
 enum JobsCommand {
-    /// List jobs (JSON, one per line), optionally of one state: queued, running, done, failed.
+    /// List jobs (JSON, one per line), optionally of one state: queued, running, done, failed, merged.
     List {
         #[command(flatten)]
         config: ConfigArgs,

@@ -216,44 +216,18 @@ async fn reconcile(
         decide(pp, job, &fresh, &candidates).await?
     };
     let mut counts: HashMap<&str, usize> = HashMap::new();
+    // Memories this job already changed: a second decision about one of them saw text that is
+    // no longer there, so its fact is added instead.
+    let mut touched = std::collections::HashSet::new();
     for (fact, decision) in fresh.into_iter().zip(decisions) {
-        let item = || vec![(fact.text.clone(), fact.kind.clone(), sources.clone())];
-        let label = match decision {
-            Decision::Add => {
-                pp.memory
-                    .add_memories_at(scope, item(), &cause, said_at_ms)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                "added"
+        let decision = match decision {
+            Decision::Update(id, _) | Decision::Invalidate(id) if !touched.insert(id) => {
+                tracing::info!(job = job.id, memory = id, fact = %fact.text, "a second decision about one memory in one job: the fact is added instead");
+                Decision::Add
             }
-            Decision::Update(id, text) => {
-                match pp.memory.update_memory(scope, id, &text, &cause).await {
-                    Ok(()) => "updated",
-                    // Another memory already says it (often one added by this very job): the
-                    // old one is superseded, not rewritten into a duplicate.
-                    Err(MemoryError::Store(StoreError::DuplicateText)) => {
-                        pp.memory
-                            .retire_memory(scope, id, false, &cause)
-                            .await
-                            .map_err(|e| e.to_string())?;
-                        "invalidated"
-                    }
-                    Err(error) => return Err(error.to_string()),
-                }
-            }
-            Decision::Invalidate(id) => {
-                pp.memory
-                    .retire_memory(scope, id, false, &cause)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                pp.memory
-                    .add_memories_at(scope, item(), &cause, said_at_ms)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                "invalidated"
-            }
-            Decision::Noop => "unchanged",
+            decision => decision,
         };
+        let label = apply(pp, scope, &fact, decision, &sources, &cause, said_at_ms).await?;
         *counts.entry(label).or_default() += 1;
     }
     let mut report: Vec<String> = counts
@@ -262,6 +236,62 @@ async fn reconcile(
         .collect();
     report.sort();
     Ok(report.join(", "))
+}
+
+/// Applies one reconcile decision. A decision naming a memory that is no longer live (retired by
+/// an edit or an earlier decision) is applied as an ADD of its fact: one stale decision never
+/// fails the job and loses the other facts.
+async fn apply(
+    pp: &PostProcessor,
+    scope: &UserScope,
+    fact: &Fact,
+    decision: Decision,
+    sources: &[Source],
+    cause: &str,
+    said_at_ms: i64,
+) -> Result<&'static str, String> {
+    let add = || async {
+        let item = vec![(fact.text.clone(), fact.kind.clone(), sources.to_vec())];
+        pp.memory
+            .add_memories_at(scope, item, cause, said_at_ms)
+            .await
+            .map_err(|e| e.to_string())
+    };
+    let gone = |id: i64| {
+        tracing::info!(memory = id, fact = %fact.text, "a reconcile decision names a memory that is no longer live: the fact is added instead");
+    };
+    match decision {
+        Decision::Add => add().await.map(|_| "added"),
+        Decision::Noop => Ok("unchanged"),
+        Decision::Update(id, text) => {
+            match pp.memory.update_memory(scope, id, &text, cause).await {
+                Ok(()) => Ok("updated"),
+                // Another memory already says it (often one added by this very job): the old one is
+                // superseded, not rewritten into a duplicate.
+                Err(MemoryError::Store(StoreError::DuplicateText)) => {
+                    match pp.memory.retire_memory(scope, id, false, cause).await {
+                        Ok(()) | Err(MemoryError::Store(StoreError::NotFound(_))) => {
+                            Ok("invalidated")
+                        }
+                        Err(error) => Err(error.to_string()),
+                    }
+                }
+                Err(MemoryError::Store(StoreError::NotFound(_))) => {
+                    gone(id);
+                    add().await.map(|_| "added")
+                }
+                Err(error) => Err(error.to_string()),
+            }
+        }
+        Decision::Invalidate(id) => {
+            match pp.memory.retire_memory(scope, id, false, cause).await {
+                Ok(()) => {}
+                Err(MemoryError::Store(StoreError::NotFound(_))) => gone(id),
+                Err(error) => return Err(error.to_string()),
+            }
+            add().await.map(|_| "invalidated")
+        }
+    }
 }
 
 /// One reconcile call for all new facts. Stored memories are shown as M0, M1, ... (small numbers:

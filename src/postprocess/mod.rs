@@ -101,8 +101,15 @@ impl PostProcessor {
         }
     }
 
-    /// Runs jobs until `stop`; interrupted jobs are requeued at the next start.
-    pub fn spawn_worker(self: &Arc<Self>, tasks: &TaskTracker, stop: CancellationToken) {
+    /// Runs `memory.job_workers` workers until `stop`; interrupted jobs are requeued at the next
+    /// start. The queue never gives two workers jobs of one user at once.
+    pub fn spawn_workers(self: &Arc<Self>, tasks: &TaskTracker, stop: CancellationToken) {
+        for _ in 0..self.config.job_workers.max(1) {
+            self.spawn_worker(tasks, stop.clone());
+        }
+    }
+
+    fn spawn_worker(self: &Arc<Self>, tasks: &TaskTracker, stop: CancellationToken) {
         let this = Arc::clone(self);
         tasks.spawn(async move {
             loop {
@@ -115,7 +122,11 @@ impl PostProcessor {
                     .blocking(move |store, _| Ok(store.claim_job(now_ms(), lease)?))
                     .await;
                 match claimed {
-                    Ok(Some(job)) => this.run(job).await,
+                    Ok(Some(job)) => {
+                        this.run(job).await;
+                        // A job of this user may have waited for this one.
+                        this.wake.notify_waiters();
+                    }
                     Ok(None) => {
                         tokio::select! {
                             _ = stop.cancelled() => break,
@@ -139,13 +150,11 @@ impl PostProcessor {
             (kind, _) => Err(format!("unknown job kind '{kind}'")),
         };
         let id = job.id;
-        let result = match outcome {
+        let (error, retry) = match outcome {
             Ok(report) => {
                 tracing::info!(job = id, kind = %job.kind, %report, "memory job done");
                 self.metrics.count_job(&job.kind, "done");
-                self.memory
-                    .blocking(move |store, _| Ok(store.complete_job(id)?))
-                    .await
+                (None, None)
             }
             Err(error) => {
                 let retry = (job.attempts < self.config.job_attempts).then(|| {
@@ -155,17 +164,36 @@ impl PostProcessor {
                 let label = if retry.is_some() { "retry" } else { "failed" };
                 tracing::warn!(job = id, kind = %job.kind, attempts = job.attempts, %error, label, "memory job failed");
                 self.metrics.count_job(&job.kind, label);
-                self.memory
-                    .blocking(move |store, _| Ok(store.fail_job(id, &error, retry)?))
-                    .await
+                (Some(error), retry)
             }
         };
-        if let Err(error) = result {
-            // The job stays `running` until its lease expires, then runs again.
-            tracing::error!(job = id, %error, "cannot record the job's outcome");
+        // The outcome is always recorded: a job left `running` would block its user's queue until
+        // its lease ran out. A store that refuses the write is retried with backoff.
+        for attempt in 0..RECORD_ATTEMPTS {
+            let error = error.clone();
+            let recorded = self
+                .memory
+                .blocking(move |store, _| {
+                    Ok(match error {
+                        None => store.complete_job(id)?,
+                        Some(error) => store.fail_job(id, &error, retry)?,
+                    })
+                })
+                .await;
+            match recorded {
+                Ok(()) => return,
+                Err(store_error) => {
+                    tracing::error!(job = id, attempt, error = %store_error, "cannot record the job's outcome");
+                    self.metrics.count_job(&job.kind, "unrecorded");
+                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                }
+            }
         }
     }
 }
+
+/// Tries to write a job's outcome before leaving it to its lease (0.2 s, 0.4 s, … 3.2 s apart).
+const RECORD_ATTEMPTS: u32 = 5;
 
 /// The assistant's reply as a chat message (for the log and for window arithmetic).
 fn reply_message(exchange: &Exchange) -> Option<ChatMessage> {

@@ -48,6 +48,8 @@ pub struct MemoryConfig {
     /// job takes (two memory LLM calls, each bounded by the upstream timeouts).
     #[serde(with = "humantime_serde")]
     pub job_lease: Duration,
+    /// Jobs run at once (of different users: one user's jobs never overlap).
+    pub job_workers: usize,
     /// Directory with prompt files overriding the built-in ones (extract.md, reconcile.md, summarize.md).
     pub prompts_dir: Option<PathBuf>,
     /// Vector indexes kept in memory (one per user and corpus); the least recently used close first.
@@ -96,6 +98,7 @@ impl Default for MemoryConfig {
             add_only: false,
             job_attempts: 5,
             job_lease: Duration::from_secs(20 * 60),
+            job_workers: 2,
             prompts_dir: None,
             open_vector_indexes: crate::vector::DEFAULT_OPEN_LIMIT,
             llm: MemoryLlmConfig::default(),

@@ -76,6 +76,11 @@ async fn start_proxy(config: &Config) -> (RunningServer, Mutex<mpsc::UnboundedRe
 
 /// Stops the proxy (gracefully) and starts a new one on the same data directory and upstream.
 pub async fn restart(h: Harness) -> Harness {
+    restart_after(h, |_| {}).await
+}
+
+/// [`restart`], with `between` run on the data directory while no proxy runs.
+pub async fn restart_after(h: Harness, between: impl FnOnce(&std::path::Path)) -> Harness {
     let Harness {
         data,
         mock,
@@ -85,6 +90,7 @@ pub async fn restart(h: Harness) -> Harness {
         ..
     } = h;
     proxy.shutdown().await;
+    between(data.path());
     let (proxy, exchanges) = start_proxy(&config).await;
     Harness {
         data,
@@ -245,4 +251,29 @@ pub fn turn(position: i64, role: &str, content: &str) -> memproxy::store::NewMes
         tool_call_id: None,
         created_at_ms: 1_700_000_000_000 + position,
     }
+}
+
+/// Polls `check` until it holds (post-processing runs in the background).
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..100 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+pub async fn memories(h: &Harness, user: &str) -> Vec<String> {
+    let list = get_json(h, &format!("/memproxy/v1/users/{user}/memories")).await;
+    list["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["text"].as_str().map(str::to_owned))
+        .collect()
 }

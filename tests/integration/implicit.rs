@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
-use crate::common::{get_json, harness_with, restart, Harness};
+use crate::common::{eventually, get_json, harness_with, memories, restart, Harness};
 
 async fn implicit(h: &Harness, user: &str, messages: Value) -> reqwest::Response {
     h.client
@@ -18,31 +18,6 @@ async fn implicit(h: &Harness, user: &str, messages: Value) -> reqwest::Response
         .send()
         .await
         .expect("answer")
-}
-
-/// Polls `check` until it holds (post-processing runs in the background).
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..100 {
-        if check().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
-
-async fn memories(h: &Harness, user: &str) -> Vec<String> {
-    let list = get_json(h, &format!("/memproxy/v1/users/{user}/memories")).await;
-    list["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["text"].as_str().map(str::to_owned))
-        .collect()
 }
 
 /// What the chat model (not the memory LLM) saw in its last request.

@@ -15,6 +15,7 @@ mod explicit_edges;
 mod explicit_memory;
 mod explicit_wire;
 mod implicit;
+mod jobs;
 mod lifecycle;
 mod memory;
 mod memory_storage;

@@ -2,7 +2,10 @@
 //!
 //! A job is claimed by flipping it to `running` inside the write transaction, so two workers never
 //! take the same job; jobs found `running` at start-up were interrupted and go back to the queue,
-//! and a job `running` past its lease is claimed again.
+//! and a job `running` past its lease is claimed again. A job is never claimed while another job
+//! of its user runs (within its lease): one user's memory writes are serialised, whatever the
+//! number of workers. At most one job per dedupe key is queued: a job that goes back to the queue
+//! while a newer one with its key waits merges into that one (which covers the newer turns).
 
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
@@ -79,8 +82,11 @@ pub fn claim(tx: &Transaction, now: i64, lease_ms: i64) -> StoreResult<Option<Jo
         .query_row(
             &format!(
                 "SELECT {JOB_COLUMNS} FROM jobs j LEFT JOIN users u ON u.id = j.uid
-                 WHERE (j.state = 'queued' AND j.run_after <= ?1)
-                    OR (j.state = 'running' AND j.updated_at <= ?1 - ?2)
+                 WHERE ((j.state = 'queued' AND j.run_after <= ?1)
+                        OR (j.state = 'running' AND j.updated_at <= ?1 - ?2))
+                   AND (j.uid IS NULL OR NOT EXISTS (
+                        SELECT 1 FROM jobs r WHERE r.uid = j.uid AND r.state = 'running'
+                           AND r.id != j.id AND r.updated_at > ?1 - ?2))
                  ORDER BY j.run_after, j.id LIMIT 1"
             ),
             params![now, lease_ms],
@@ -109,23 +115,71 @@ pub fn complete(tx: &Transaction, id: i64) -> StoreResult<()> {
 
 pub fn fail(tx: &Transaction, id: i64, error: &str, retry_at: Option<i64>) -> StoreResult<()> {
     match retry_at {
-        Some(at) => tx.execute(
-            "UPDATE jobs SET state = 'queued', last_error = ?1, run_after = ?2, updated_at = ?3 WHERE id = ?4",
-            params![error, at, now_ms(), id],
-        )?,
-        None => tx.execute(
-            "UPDATE jobs SET state = 'failed', last_error = ?1, updated_at = ?2 WHERE id = ?3",
-            params![error, now_ms(), id],
-        )?,
-    };
+        Some(at) => requeue(tx, id, Some(error), at),
+        None => {
+            tx.execute(
+                "UPDATE jobs SET state = 'failed', last_error = ?1, updated_at = ?2 WHERE id = ?3",
+                params![error, now_ms(), id],
+            )?;
+            Ok(())
+        }
+    }
+}
+
+/// Puts a job back in the queue to run at `run_after`. When a job with the same key is queued
+/// already, the two merge: the queued one (it covers the newer turns) keeps the larger attempt
+/// count, the latest error and the later start; this one becomes `merged`, naming it.
+fn requeue(tx: &Transaction, id: i64, error: Option<&str>, run_after: i64) -> StoreResult<()> {
+    let now = now_ms();
+    let waiting: Option<i64> = tx
+        .query_row(
+            "SELECT q.id FROM jobs j JOIN jobs q ON q.dedupe_key = j.dedupe_key
+             WHERE j.id = ?1 AND q.state = 'queued' AND q.id != j.id",
+            [id],
+            |row| row.get(0),
+        )
+        .optional()?;
+    match waiting {
+        Some(into) => {
+            tx.execute(
+                "UPDATE jobs SET
+                     attempts = MAX(attempts, (SELECT attempts FROM jobs WHERE id = ?1)),
+                     last_error = COALESCE(?2, (SELECT last_error FROM jobs WHERE id = ?1), last_error),
+                     run_after = MAX(run_after, ?3), updated_at = ?4
+                 WHERE id = ?5",
+                params![id, error, run_after, now, into],
+            )?;
+            let note = match error {
+                Some(error) => format!("merged into job {into}; last error: {error}"),
+                None => format!("merged into job {into}"),
+            };
+            tx.execute(
+                "UPDATE jobs SET state = 'merged', last_error = ?1, updated_at = ?2 WHERE id = ?3",
+                params![note, now, id],
+            )?;
+        }
+        None => {
+            tx.execute(
+                "UPDATE jobs SET state = 'queued', last_error = COALESCE(?1, last_error),
+                     run_after = ?2, updated_at = ?3 WHERE id = ?4",
+                params![error, run_after, now, id],
+            )?;
+        }
+    }
     Ok(())
 }
 
+/// Start-up: every job a stop left `running` goes back to the queue (or merges, as in [`fail`]).
 pub fn requeue_interrupted(tx: &Transaction) -> StoreResult<usize> {
-    Ok(tx.execute(
-        "UPDATE jobs SET state = 'queued', updated_at = ?1 WHERE state = 'running'",
-        [now_ms()],
-    )?)
+    let running: Vec<i64> = tx
+        .prepare("SELECT id FROM jobs WHERE state = 'running' ORDER BY id")?
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    let now = now_ms();
+    for id in &running {
+        requeue(tx, *id, None, now)?;
+    }
+    Ok(running.len())
 }
 
 pub fn list(connection: &Connection, state: Option<&str>, page: Page) -> StoreResult<Vec<Job>> {

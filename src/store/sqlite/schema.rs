@@ -206,4 +206,28 @@ CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
     VALUES (new.id, COALESCE(new.search_text, new.content), 'u' || new.uid);
 END;
 "#,
+    // 3: a job that must go back to the queue while a newer one with its key is queued merges
+    // into that one (state `merged`) instead of colliding with the one-queued-job-per-key index.
+    r#"
+CREATE TABLE jobs_v3 (
+    id          INTEGER PRIMARY KEY,
+    uid         INTEGER REFERENCES users(id) ON DELETE CASCADE,
+    kind        TEXT NOT NULL,
+    dedupe_key  TEXT,
+    payload     TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'failed', 'merged')),
+    attempts    INTEGER NOT NULL DEFAULT 0,
+    run_after   INTEGER NOT NULL,
+    last_error  TEXT,
+    created_at  INTEGER NOT NULL,
+    updated_at  INTEGER NOT NULL
+);
+INSERT INTO jobs_v3 SELECT id, uid, kind, dedupe_key, payload, state, attempts, run_after,
+    last_error, created_at, updated_at FROM jobs;
+DROP TABLE jobs;
+ALTER TABLE jobs_v3 RENAME TO jobs;
+CREATE INDEX jobs_ready ON jobs(state, run_after);
+CREATE UNIQUE INDEX jobs_pending_dedupe ON jobs(dedupe_key) WHERE state = 'queued';
+CREATE INDEX jobs_running_by_user ON jobs(uid) WHERE state = 'running';
+"#,
 ];
