@@ -1,7 +1,10 @@
 # memproxy container: multi-stage build, non-root user, data directory as a volume.
 #   docker build -t memproxy .
-#   docker run -p 8080:8080 -e MEMPROXY_UPSTREAM_URL=https://api.openai.com/v1 \
-#     -e OPENAI_API_KEY=sk-... -v memproxy-data:/var/lib/memproxy memproxy
+#   docker run -p 8080:8080 -e MEMPROXY_API_KEYS=me:$(openssl rand -hex 24) \
+#     -e MEMPROXY_UPSTREAM_URL=https://api.openai.com/v1 -e OPENAI_API_KEY=sk-... \
+#     -v memproxy-data:/var/lib/memproxy memproxy
+# It listens on 0.0.0.0, so it refuses to start without MEMPROXY_API_KEYS (anyone reaching the port
+# could read every user's memories); MEMPROXY_ALLOW_UNAUTHENTICATED=true opts out, with a warning.
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./

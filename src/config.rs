@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::mode::Mode;
+pub use crate::secret::Secret;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -32,32 +33,6 @@ fn invalid(key: &str, message: impl fmt::Display) -> ConfigError {
     ConfigError::Invalid {
         key: key.to_owned(),
         message: message.to_string(),
-    }
-}
-
-/// A string that never appears in logs, `Debug` output or `check-config`.
-#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(transparent)]
-pub struct Secret(String);
-
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Self {
-        Secret(value.into())
-    }
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("[redacted]")
-    }
-}
-
-impl Serialize for Secret {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str("[redacted]")
     }
 }
 
@@ -119,6 +94,9 @@ pub struct AuthConfig {
     pub api_keys: Vec<Secret>,
     /// Key for the management API (`/memproxy/v1`), acting for any tenant.
     pub admin_key: Option<Secret>,
+    /// Serve on a non-loopback address without proxy keys: anyone who reaches it can chat as
+    /// any user (and so read their memories) and spend the upstream key. Off by default.
+    pub allow_unauthenticated: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -248,6 +226,9 @@ impl Config {
         if let Some(key) = non_empty("MEMPROXY_ADMIN_KEY") {
             self.auth.admin_key = Some(Secret::new(key));
         }
+        if let Some(allow) = non_empty("MEMPROXY_ALLOW_UNAUTHENTICATED") {
+            self.auth.allow_unauthenticated = parse_bool("MEMPROXY_ALLOW_UNAUTHENTICATED", &allow)?;
+        }
         if let Some(keys) = env("MEMPROXY_API_KEYS") {
             self.auth.api_keys = keys
                 .split(',')
@@ -300,6 +281,7 @@ impl Config {
             return Err(invalid("server.max_body_bytes", "must be at least 1024"));
         }
         self.tenant_keys()?;
+        self.exposure(self.listen)?;
         if self
             .auth
             .admin_key
@@ -322,6 +304,37 @@ impl Config {
             }
         }
         Ok(())
+    }
+
+    /// Whether serving on `addr` exposes memories: without proxy keys anyone who reaches the
+    /// address can chat as any user (their memories are injected into the answer), read the
+    /// management API when no admin key is set either, and spend the upstream key. That is only
+    /// allowed on loopback, or with `auth.allow_unauthenticated`; the answer is then the warning
+    /// to log and show on `/readyz`.
+    pub fn exposure(&self, addr: SocketAddr) -> Result<Option<String>, ConfigError> {
+        if !self.auth.api_keys.is_empty() || addr.ip().is_loopback() {
+            return Ok(None);
+        }
+        let what = if self.auth.admin_key.is_some() {
+            "the chat routes are open: anyone who reaches it can chat as any user, get that user's memories injected into the answer and spend the upstream key"
+        } else {
+            "anyone who reaches it can read, edit and delete every user's memories, chat as any user and spend the upstream key"
+        };
+        if self.auth.allow_unauthenticated {
+            return Ok(Some(format!(
+                "memproxy serves {addr} without proxy keys (auth.allow_unauthenticated): {what}"
+            )));
+        }
+        Err(invalid(
+            "auth",
+            format!(
+                "memproxy would listen on {addr}, which is not a loopback address, with no proxy keys: {what}. \
+                 Either set keys (MEMPROXY_API_KEYS=tenant:key,... for clients, and MEMPROXY_ADMIN_KEY=... for the \
+                 management API and console; or auth.api_keys / auth.admin_key in the config file), or opt out \
+                 knowingly with MEMPROXY_ALLOW_UNAUTHENTICATED=true (auth.allow_unauthenticated = true), \
+                 or listen on 127.0.0.1"
+            ),
+        ))
     }
 
     /// The proxy keys as a map from the SHA-256 of the key to its tenant.
@@ -357,6 +370,14 @@ impl Config {
             }
         }
         Ok(keys)
+    }
+}
+
+fn parse_bool(key: &str, text: &str) -> Result<bool, ConfigError> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        other => Err(invalid(key, format!("'{other}' is not true or false"))),
     }
 }
 

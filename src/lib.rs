@@ -22,6 +22,7 @@ pub mod mock;
 pub mod mode;
 pub mod openai;
 pub mod postprocess;
+pub mod secret;
 pub mod server;
 pub mod store;
 pub mod strategy;

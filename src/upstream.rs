@@ -55,6 +55,11 @@ impl Upstream {
         &self.base
     }
 
+    /// The base URL as it may be shown (no credentials), and `text` with it in place of the real one.
+    pub fn shown(&self, text: &str) -> String {
+        text.replace(&self.base, &crate::secret::shown_url(&self.base))
+    }
+
     /// The `Authorization` the upstream gets: the configured upstream key; else, only when proxy
     /// auth is off, the client's own header (so users can keep their key in the chat app).
     /// A proxy key is never passed on.

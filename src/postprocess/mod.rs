@@ -174,10 +174,11 @@ impl PostProcessor {
             let recorded = self
                 .memory
                 .blocking(move |store, _| {
-                    Ok(match error {
+                    match error {
                         None => store.complete_job(id)?,
                         Some(error) => store.fail_job(id, &error, retry)?,
-                    })
+                    }
+                    Ok(())
                 })
                 .await;
             match recorded {

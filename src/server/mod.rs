@@ -54,6 +54,9 @@ pub struct AppState {
     pub tasks: TaskTracker,
     /// SHA-256 of each proxy key → tenant. Empty: auth off.
     pub tenant_keys: HashMap<[u8; 32], String>,
+    /// Set when serving a non-loopback address without proxy keys (the operator opted in):
+    /// logged at start-up and shown on `/readyz`.
+    pub exposure_warning: std::sync::OnceLock<String>,
 }
 
 pub type SharedState = Arc<AppState>;
@@ -69,6 +72,7 @@ impl AppState {
             upstream: Arc::new(Upstream::new(&config.upstream)?),
             metrics,
             tenant_keys: config.tenant_keys()?,
+            exposure_warning: std::sync::OnceLock::new(),
             hooks,
             agents: Arc::new(crate::agent::Agents::new(Arc::clone(&memory), &config)?),
             memory,
@@ -127,6 +131,8 @@ pub async fn start_on(
     hook: SharedHook,
 ) -> anyhow::Result<RunningServer> {
     let addr = listener.local_addr()?;
+    // The address really bound decides (the config's may have been replaced by a flag).
+    let exposure = config.exposure(addr)?;
     let memory = open_memory(&config).await?;
     let metrics = Arc::new(Metrics::new()?);
     let post = Arc::new(PostProcessor::new(
@@ -136,6 +142,10 @@ pub async fn start_on(
     )?);
     let hooks: Vec<SharedHook> = vec![post.clone(), hook];
     let state = AppState::new(config, hooks, memory, metrics)?;
+    if let Some(warning) = exposure {
+        tracing::warn!("{warning}");
+        let _ = state.exposure_warning.set(warning);
+    }
     let stop = CancellationToken::new();
     let stop_maintenance = CancellationToken::new();
     spawn_maintenance(&state, stop_maintenance.clone());
@@ -146,7 +156,7 @@ pub async fn start_on(
             .with_graceful_shutdown(stop.clone().cancelled_owned())
             .into_future(),
     );
-    tracing::info!(%addr, upstream = state.upstream.base_url(), mode = %state.config.mode, "memproxy listening");
+    tracing::info!(%addr, upstream = state.upstream.shown(state.upstream.base_url()), mode = %state.config.mode, "memproxy listening");
     Ok(RunningServer {
         addr,
         state,

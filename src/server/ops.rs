@@ -19,10 +19,10 @@ pub async fn healthz() -> Json<serde_json::Value> {
 pub async fn readyz(State(state): State<SharedState>) -> Response {
     let upstream = match state.upstream.probe().await {
         Ok(status) => {
-            json!({"url": state.upstream.base_url(), "reachable": true, "status": status})
+            json!({"url": state.upstream.shown(state.upstream.base_url()), "reachable": true, "status": status})
         }
         Err(error) => {
-            json!({"url": state.upstream.base_url(), "reachable": false, "error": error.to_string()})
+            json!({"url": state.upstream.shown(state.upstream.base_url()), "reachable": false, "error": state.upstream.shown(&error.to_string())})
         }
     };
     let store = match state
@@ -34,7 +34,10 @@ pub async fn readyz(State(state): State<SharedState>) -> Response {
         Err(error) => json!({"ready": false, "error": error.to_string()}),
     };
     let ready = upstream["reachable"] == true && store["ready"] == true;
-    let body = json!({"status": if ready { "ready" } else { "not_ready" }, "upstream": upstream, "store": store});
+    let mut body = json!({"status": if ready { "ready" } else { "not_ready" }, "upstream": upstream, "store": store});
+    if let Some(warning) = state.exposure_warning.get() {
+        body["auth"] = json!({"warning": warning});
+    }
     let status = if ready {
         StatusCode::OK
     } else {

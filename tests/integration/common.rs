@@ -40,18 +40,7 @@ pub async fn harness() -> Harness {
 pub async fn harness_with(adjust: impl FnOnce(&mut Config)) -> Harness {
     let mock = MockUpstream::start().await.expect("mock upstream starts");
     let data = tempfile::tempdir().expect("data dir");
-    let mut config = Config {
-        data_dir: data.path().to_owned(),
-        ..Config::default()
-    };
-    config.upstream.url = mock.base_url();
-    config.upstream.api_key = None;
-    // Proxy tests embed through the mock's /v1/embeddings: fast and deterministic.
-    config.embedding.provider = memproxy::embed::EmbeddingProvider::Openai;
-    config.embedding.url = mock.base_url();
-    config.embedding.model = "mock-embed".to_owned();
-    config.embedding.dimensions = 64;
-    config.server.shutdown_grace = Duration::from_secs(5);
+    let mut config = test_config(&mock, data.path());
     adjust(&mut config);
     config.validate().expect("test config is valid");
     let (proxy, exchanges) = start_proxy(&config).await;
@@ -63,6 +52,31 @@ pub async fn harness_with(adjust: impl FnOnce(&mut Config)) -> Harness {
         exchanges,
         config,
     }
+}
+
+/// The config of a test proxy: data in `data`, upstream and embeddings from `mock`.
+pub fn test_config(mock: &MockUpstream, data: &std::path::Path) -> Config {
+    let mut config = Config {
+        data_dir: data.to_owned(),
+        ..Config::default()
+    };
+    config.upstream.url = mock.base_url();
+    config.upstream.api_key = None;
+    // Proxy tests embed through the mock's /v1/embeddings: fast and deterministic.
+    config.embedding.provider = memproxy::embed::EmbeddingProvider::Openai;
+    config.embedding.url = mock.base_url();
+    config.embedding.model = "mock-embed".to_owned();
+    config.embedding.dimensions = 64;
+    config.server.shutdown_grace = Duration::from_secs(5);
+    config
+}
+
+/// A hook that ignores every exchange (for proxies a test starts by hand).
+pub struct NoHook;
+
+#[async_trait]
+impl ExchangeHook for NoHook {
+    async fn on_exchange(&self, _exchange: Exchange) {}
 }
 
 async fn start_proxy(config: &Config) -> (RunningServer, Mutex<mpsc::UnboundedReceiver<Exchange>>) {

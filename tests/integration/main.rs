@@ -14,6 +14,7 @@ mod explicit;
 mod explicit_edges;
 mod explicit_memory;
 mod explicit_wire;
+mod exposure;
 mod implicit;
 mod jobs;
 mod lifecycle;
