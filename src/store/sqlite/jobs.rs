@@ -115,7 +115,7 @@ pub fn complete(tx: &Transaction, id: i64) -> StoreResult<()> {
 
 pub fn fail(tx: &Transaction, id: i64, error: &str, retry_at: Option<i64>) -> StoreResult<()> {
     match retry_at {
-        Some(at) => requeue(tx, id, Some(error), at),
+        Some(at) => requeue(tx, id, Some(error), Some(at)),
         None => {
             tx.execute(
                 "UPDATE jobs SET state = 'failed', last_error = ?1, updated_at = ?2 WHERE id = ?3",
@@ -126,10 +126,15 @@ pub fn fail(tx: &Transaction, id: i64, error: &str, retry_at: Option<i64>) -> St
     }
 }
 
-/// Puts a job back in the queue to run at `run_after`. When a job with the same key is queued
+/// Puts a job back in the queue to run at `run_after` (`None`: when it was due). When a job with the same key is queued
 /// already, the two merge: the queued one (it covers the newer turns) keeps the larger attempt
 /// count, the latest error and the later start; this one becomes `merged`, naming it.
-fn requeue(tx: &Transaction, id: i64, error: Option<&str>, run_after: i64) -> StoreResult<()> {
+fn requeue(
+    tx: &Transaction,
+    id: i64,
+    error: Option<&str>,
+    run_after: Option<i64>,
+) -> StoreResult<()> {
     let now = now_ms();
     let waiting: Option<i64> = tx
         .query_row(
@@ -145,7 +150,8 @@ fn requeue(tx: &Transaction, id: i64, error: Option<&str>, run_after: i64) -> St
                 "UPDATE jobs SET
                      attempts = MAX(attempts, (SELECT attempts FROM jobs WHERE id = ?1)),
                      last_error = COALESCE(?2, (SELECT last_error FROM jobs WHERE id = ?1), last_error),
-                     run_after = MAX(run_after, ?3), updated_at = ?4
+                     run_after = MAX(run_after, COALESCE(?3, (SELECT run_after FROM jobs WHERE id = ?1))),
+                     updated_at = ?4
                  WHERE id = ?5",
                 params![id, error, run_after, now, into],
             )?;
@@ -161,7 +167,7 @@ fn requeue(tx: &Transaction, id: i64, error: Option<&str>, run_after: i64) -> St
         None => {
             tx.execute(
                 "UPDATE jobs SET state = 'queued', last_error = COALESCE(?1, last_error),
-                     run_after = ?2, updated_at = ?3 WHERE id = ?4",
+                     run_after = COALESCE(?2, run_after), updated_at = ?3 WHERE id = ?4",
                 params![error, run_after, now, id],
             )?;
         }
@@ -175,9 +181,8 @@ pub fn requeue_interrupted(tx: &Transaction) -> StoreResult<usize> {
         .prepare("SELECT id FROM jobs WHERE state = 'running' ORDER BY id")?
         .query_map([], |row| row.get(0))?
         .collect::<Result<_, _>>()?;
-    let now = now_ms();
     for id in &running {
-        requeue(tx, *id, None, now)?;
+        requeue(tx, *id, None, None)?;
     }
     Ok(running.len())
 }
