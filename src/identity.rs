@@ -3,7 +3,9 @@
 //! The scope decides whose memory a request may touch, so it is derived in one place (design §1):
 //! tenant from the proxy key, user from `X-Memproxy-User` or the body's `user`, agent from
 //! `X-Memproxy-Agent`, conversation from `X-Memproxy-Conversation` or a stable hash of the chat's
-//! opening (chat apps resend the whole history, so the opening identifies the chat).
+//! opening (chat apps resend the whole history, so the opening identifies the chat; two chats
+//! with the same opening part where they differ, into branches). Identifiers that common clients
+//! send on their own are read too: Open WebUI's `X-OpenWebUI-Chat-Id` and `X-OpenWebUI-User-Id`.
 
 use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
@@ -15,6 +17,9 @@ use crate::openai::ChatRequest;
 pub const USER_HEADER: &str = "x-memproxy-user";
 pub const AGENT_HEADER: &str = "x-memproxy-agent";
 pub const CONVERSATION_HEADER: &str = "x-memproxy-conversation";
+/// Sent by Open WebUI with `ENABLE_FORWARD_USER_INFO_HEADERS=true`: its chat's id and its user's.
+pub const OPEN_WEBUI_CHAT_HEADER: &str = "x-openwebui-chat-id";
+pub const OPEN_WEBUI_USER_HEADER: &str = "x-openwebui-user-id";
 pub const MODE_HEADER: &str = "x-memproxy-mode";
 /// `false`: use memory for this request but remember nothing of it (private chats, evaluations).
 pub const RECORD_HEADER: &str = "x-memproxy-record";
@@ -49,7 +54,9 @@ impl Scope {
         headers: &HeaderMap,
         request: &ChatRequest,
     ) -> Result<Scope, ProxyError> {
-        let user = match header_id(headers, USER_HEADER)? {
+        let user = match header_id(headers, USER_HEADER)?
+            .or(header_id(headers, OPEN_WEBUI_USER_HEADER)?)
+        {
             Some(user) => user,
             None => match request.user.as_deref().filter(|u| !u.is_empty()) {
                 Some(user) => checked_id(user, "user")?.to_owned(),
@@ -70,7 +77,12 @@ impl Scope {
                 ))
             }
             Some(conversation) => conversation,
-            None => conversation_fingerprint(request),
+            None => match header_id(headers, OPEN_WEBUI_CHAT_HEADER)? {
+                Some(chat) => format!("owui-{chat}"),
+                // Chat apps resend the whole history: its opening names the chat, and a history
+                // that leaves the stored one continues in a branch (see `store::history`).
+                None => conversation_fingerprint(request),
+            },
         };
         let record = match header_id(headers, RECORD_HEADER)?.as_deref() {
             None | Some("true" | "1" | "on") => true,

@@ -115,8 +115,11 @@ async function userPage(user, params) {
   return [el("h1", { text: "User " + user }), search, results, el("h2", { text: "Memories" }), add, pager,
     table(["id", "text", "kind", "from (conversation #turn)", "created", "history", ""], rows),
     el("h2", { text: "Conversations" }),
-    table(["conversation", "agent", "turns", "updated"], conversations.data.map((c) => [
-      el("a", { href: `#/users/${enc(user)}/conversations/${enc(c.id)}`, text: c.id }), c.agent, String(c.messages), when(c.updated_at_ms)]))];
+    table(["conversation", "branch of (from turn)", "agent", "turns", "updated"], conversations.data.map((c) => [
+      el("a", { href: `#/users/${enc(user)}/conversations/${enc(c.id)}`, text: c.id }),
+      c.parent ? el("span", {}, el("a", { href: `#/users/${enc(user)}/conversations/${enc(c.parent)}`, text: c.parent }),
+        ` #${c.fork_position}`) : "",
+      c.agent, String(c.messages), when(c.updated_at_ms)]))];
 }
 
 async function conversationPage(user, conversation) {

@@ -179,7 +179,8 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
                 .collect();
             let stored = memory
                 .record_messages(&scope, &format!("session_{session}"), "default", messages)
-                .await?;
+                .await?
+                .stored;
             turns_loaded += stored.len();
             for message in stored {
                 let dia = turns[message.position as usize].dia_id.clone();

@@ -6,6 +6,8 @@
 
 mod agent;
 pub use agent::AgentDetail;
+mod recording;
+pub use recording::{Recorded, INLINE_EMBED_TURNS};
 pub mod retrieval;
 pub mod transfer;
 
@@ -15,8 +17,8 @@ use std::sync::Arc;
 use crate::embed::{EmbedError, SharedEmbedder};
 use crate::store::sqlite::SqliteStore;
 use crate::store::{
-    now_ms, Corpus, Embedding, ImportCounts, Inserted, Memory, NewMemory, NewMessage, Page,
-    PortableMessage, Source, Store, StoreError, StoredMessage, UserScope,
+    now_ms, Corpus, Embedding, ImportCounts, Inserted, Memory, NewMemory, Page, PortableMessage,
+    Source, Store, StoreError, UserScope,
 };
 use crate::vector::{Change, VectorIndexes};
 
@@ -43,6 +45,8 @@ pub struct MemoryService {
     store: Arc<dyn Store>,
     embedder: SharedEmbedder,
     vectors: Arc<VectorIndexes>,
+    /// Wakes the background embedder (a request left turns without vectors).
+    backlog: tokio::sync::Notify,
 }
 
 impl MemoryService {
@@ -78,6 +82,7 @@ impl MemoryService {
             store,
             embedder,
             vectors: Arc::new(vectors),
+            backlog: tokio::sync::Notify::new(),
         })
     }
 
@@ -105,7 +110,7 @@ impl MemoryService {
             .map_err(|error| MemoryError::Task(error.to_string()))?
     }
 
-    async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Embedding>> {
+    pub(crate) async fn embed(&self, texts: Vec<String>) -> MemoryResult<Vec<Embedding>> {
         let model = self.embedder.model_id().to_owned();
         let vectors = self.embedder.embed(texts).await?;
         Ok(vectors
@@ -258,101 +263,6 @@ impl MemoryService {
             .await
     }
 
-    /// Stores the turns not seen before (aligned by content, see `Store::sync_messages`) and
-    /// embeds only those: chat apps resend the whole history every turn, and embedding it again
-    /// each time would cost O(turns).
-    pub async fn record_messages(
-        &self,
-        scope: &UserScope,
-        conversation: &str,
-        agent: &str,
-        messages: Vec<NewMessage>,
-    ) -> MemoryResult<Vec<StoredMessage>> {
-        Ok(self
-            .record_messages_and_embed(scope, conversation, agent, messages, None)
-            .await?
-            .0)
-    }
-
-    /// As [`Self::record_messages`], also embedding `query`: the pre-processor's query is the
-    /// newest user turn, usually the only new text, so it is embedded once, before the write, and
-    /// stored with the turn in the same transaction.
-    pub async fn record_messages_and_embed(
-        &self,
-        scope: &UserScope,
-        conversation: &str,
-        agent: &str,
-        messages: Vec<NewMessage>,
-        query: Option<String>,
-    ) -> MemoryResult<(Vec<StoredMessage>, Option<Vec<f32>>)> {
-        let query = query.filter(|q| !q.trim().is_empty());
-        let known: Vec<(String, Embedding)> = match &query {
-            Some(query) => self
-                .embed(vec![query.clone()])
-                .await?
-                .into_iter()
-                .map(|e| (query.clone(), e))
-                .collect(),
-            None => Vec::new(),
-        };
-        let query_vector = known.first().map(|(_, e)| e.vector.clone());
-        let (scope_for_sync, conversation, agent) =
-            (scope.clone(), conversation.to_owned(), agent.to_owned());
-        let stored = self
-            .blocking(move |store, vectors| {
-                let (stored, embedded) = store.sync_messages_embedded(
-                    &scope_for_sync,
-                    &conversation,
-                    &agent,
-                    &messages,
-                    &known,
-                )?;
-                if let Some((_, uid, _)) = embedded.first() {
-                    let changes: Vec<(u64, Change)> = embedded
-                        .iter()
-                        .filter_map(|(id, _, generation)| {
-                            let message = stored.iter().find(|m| m.id == *id)?;
-                            let (_, e) = known.iter().find(|(t, _)| *t == message.content)?;
-                            Some((*generation, Change::Add(*id, &e.vector)))
-                        })
-                        .collect();
-                    vectors.apply(*uid, Corpus::Message, &changes)?;
-                }
-                let missing: Vec<StoredMessage> = stored
-                    .iter()
-                    .filter(|m| !m.content.trim().is_empty())
-                    .filter(|m| !embedded.iter().any(|(id, _, _)| *id == m.id))
-                    .cloned()
-                    .collect();
-                Ok((stored, missing))
-            })
-            .await?;
-        let (stored, missing) = stored;
-        if !missing.is_empty() {
-            let embeddings = self
-                .embed(missing.iter().map(|m| m.content.clone()).collect())
-                .await?;
-            let rows: Vec<(i64, Embedding)> =
-                missing.iter().map(|m| m.id).zip(embeddings).collect();
-            self.blocking(move |store, vectors| {
-                let written = store.set_embeddings(Corpus::Message, &rows)?;
-                if let Some((_, uid, _)) = written.first() {
-                    let changes: Vec<(u64, Change)> = written
-                        .iter()
-                        .zip(&rows)
-                        .map(|((id, _, generation), (_, e))| {
-                            (*generation, Change::Add(*id, &e.vector))
-                        })
-                        .collect();
-                    vectors.apply(*uid, Corpus::Message, &changes)?;
-                }
-                Ok(())
-            })
-            .await?;
-        }
-        Ok((stored, query_vector))
-    }
-
     /// Hybrid retrieval for one user.
     pub async fn retrieve(
         &self,
@@ -452,41 +362,6 @@ impl MemoryService {
                 ))
             })?;
         transfer::to_jsonl(scope, &bundle)
-    }
-
-    /// Embeds every row that lacks a vector of the current model (after a model change).
-    pub async fn reindex(&self) -> MemoryResult<usize> {
-        let model = self.embedder.model_id().to_owned();
-        let mut total = 0;
-        for corpus in Corpus::ALL {
-            loop {
-                let wanted = model.clone();
-                let rows = self
-                    .blocking(move |store, _| Ok(store.rows_to_embed(corpus, &wanted, 256)?))
-                    .await?;
-                if rows.is_empty() {
-                    break;
-                }
-                let embeddings = self
-                    .embed(rows.iter().map(|(_, _, t)| t.clone()).collect())
-                    .await?;
-                let updates: Vec<(i64, Embedding)> =
-                    rows.iter().map(|(id, _, _)| *id).zip(embeddings).collect();
-                total += updates.len();
-                self.blocking(move |store, vectors| {
-                    let written = store.set_embeddings(corpus, &updates)?;
-                    let mut users: Vec<i64> = written.iter().map(|(_, uid, _)| *uid).collect();
-                    users.dedup();
-                    for uid in users {
-                        vectors.verify(uid)?;
-                    }
-                    Ok(())
-                })
-                .await?;
-            }
-        }
-        self.flush().await?;
-        Ok(total)
     }
 
     /// Start-up check: brings every user's vector indexes in step with the database (rebuilding

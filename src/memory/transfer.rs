@@ -19,7 +19,10 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 
 use super::{MemoryError, MemoryResult};
-use crate::store::{CoreBlock, PortableMemory, PortableMessage, Summary, UserBundle, UserScope};
+use crate::store::{
+    CoreBlock, PortableConversation, PortableMemory, PortableMessage, Summary, UserBundle,
+    UserScope,
+};
 
 const FORMAT: &str = "memproxy-export";
 const VERSION: u32 = 1;
@@ -35,10 +38,7 @@ enum Line {
         #[serde(default)]
         user: String,
     },
-    Conversation {
-        id: String,
-        agent: String,
-    },
+    Conversation(PortableConversation),
     Message(PortableMessage),
     Memory(PortableMemory),
     CoreBlock {
@@ -61,12 +61,7 @@ pub fn to_jsonl(scope: &UserScope, bundle: &UserBundle) -> MemoryResult<String> 
         tenant: scope.tenant.clone(),
         user: scope.user.clone(),
     }];
-    for (id, agent) in &bundle.conversations {
-        lines.push(Line::Conversation {
-            id: id.clone(),
-            agent: agent.clone(),
-        });
-    }
+    lines.extend(bundle.conversations.iter().cloned().map(Line::Conversation));
     lines.extend(bundle.messages.iter().cloned().map(Line::Message));
     lines.extend(bundle.memories.iter().map(|(m, _)| Line::Memory(m.clone())));
     for (agent, block) in &bundle.blocks {
@@ -114,12 +109,20 @@ pub fn parse_jsonl(text: &str) -> MemoryResult<UserBundle> {
                     )));
                 }
             }
-            Line::Conversation { id, agent } => {
-                if id.is_empty() {
+            Line::Conversation(conversation) => {
+                if conversation.id.is_empty() {
                     return Err(invalid("a conversation needs an id".to_owned()));
                 }
-                if conversations.insert(id.clone()) {
-                    bundle.conversations.push((id, agent));
+                if let Some(parent) = &conversation.parent {
+                    if !conversations.contains(parent) {
+                        return Err(invalid(format!(
+                            "branch '{}' of conversation '{parent}', which no earlier line declares",
+                            conversation.id
+                        )));
+                    }
+                }
+                if conversations.insert(conversation.id.clone()) {
+                    bundle.conversations.push(conversation);
                 }
             }
             Line::Message(message) => {

@@ -29,6 +29,11 @@ fn field<'a>(job: &'a Job, name: &str) -> &'a str {
     job.payload[name].as_str().unwrap_or_default()
 }
 
+/// Branches a lineage walks at most (a guard against a corrupted parent chain).
+const MAX_LINEAGE: usize = 64;
+
+/// A conversation's live turns as the chat saw them: for a branch, the turns of the conversations
+/// it branched from, each up to where the next one left it, then its own.
 async fn live_turns(
     pp: &PostProcessor,
     scope: &UserScope,
@@ -41,7 +46,26 @@ async fn live_turns(
     };
     let messages = pp
         .memory
-        .blocking(move |store, _| Ok(store.list_messages(&scope, &conversation, page)?))
+        .blocking(move |store, _| {
+            let conversations = store.list_conversations(&scope)?;
+            let mut chain = vec![(conversation.clone(), i64::MAX)];
+            while chain.len() < MAX_LINEAGE {
+                let (current, _) = &chain[chain.len() - 1];
+                let Some(found) = conversations.iter().find(|c| &c.id == current) else {
+                    break;
+                };
+                let Some(parent) = &found.parent else {
+                    break;
+                };
+                chain.push((parent.clone(), found.fork_position));
+            }
+            let mut turns = Vec::new();
+            for (id, before) in chain.into_iter().rev() {
+                let own = store.list_messages(&scope, &id, page)?;
+                turns.extend(own.into_iter().filter(|m| m.position < before));
+            }
+            Ok(turns)
+        })
         .await
         .map_err(|e| e.to_string())?;
     Ok(messages
@@ -80,9 +104,10 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         .await
         .map_err(|e| e.to_string())?;
     let turns = live_turns(pp, scope, conversation).await?;
+    // Only this conversation's own turns are new: a branch's beginning belongs to its parent.
     let first_new = turns
         .iter()
-        .position(|m| m.position > progress)
+        .position(|m| m.conversation == conversation && m.position > progress)
         .unwrap_or(turns.len());
     let new = &turns[first_new..];
     let Some(last) = new.last() else {

@@ -230,14 +230,19 @@ impl ExchangeHook for PostProcessor {
         let mut messages = exchange.request.messages.clone();
         messages.push(reply);
         let turns: Vec<NewMessage> = crate::strategy::turns_of(&messages, exchange.scope.now_ms());
-        if let Err(error) = self
+        // The branch the history continues (another chat with the same opening has its own):
+        // its turns are the ones to learn from and summarise.
+        let conversation = match self
             .memory
             .record_messages(&scope, &conversation, &exchange.scope.agent, turns)
             .await
         {
-            tracing::error!(%error, "could not store the assistant's reply");
-            return;
-        }
+            Ok(recorded) => recorded.conversation,
+            Err(error) => {
+                tracing::error!(%error, "could not store the assistant's reply");
+                return;
+            }
+        };
         let model = exchange.request.model.clone().unwrap_or_default();
         let payload = json!({"conversation": conversation, "model": model});
         if exchange.mode == Mode::Implicit {

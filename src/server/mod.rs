@@ -149,6 +149,9 @@ pub async fn start_on(
     let stop = CancellationToken::new();
     let stop_maintenance = CancellationToken::new();
     spawn_maintenance(&state, stop_maintenance.clone());
+    state
+        .memory
+        .spawn_backlog_embedder(&state.tasks, stop_maintenance.clone());
     post.spawn_workers(&state.tasks, stop_maintenance.clone());
     let app = router(Arc::clone(&state));
     let serving = tokio::spawn(

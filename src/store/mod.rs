@@ -7,6 +7,7 @@
 //! [`crate::memory::MemoryService`], which runs these calls on the blocking pool.
 
 pub mod agent;
+pub mod history;
 pub mod sqlite;
 
 pub use agent::{
@@ -120,6 +121,17 @@ pub struct StoredMessage {
     pub search_text: Option<String>,
 }
 
+/// What storing a chat app's view of a conversation did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Synced {
+    /// The conversation, or the branch of it, that the history continues.
+    pub conversation: String,
+    /// The turns stored now.
+    pub stored: Vec<StoredMessage>,
+    /// `(id, uid, generation)` of each new turn embedded in the same transaction.
+    pub embedded: Vec<(i64, i64, u64)>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Conversation {
     pub id: String,
@@ -127,6 +139,10 @@ pub struct Conversation {
     pub messages: i64,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+    /// A branch's parent conversation (see [`history`]); its own turns start at `fork_position`,
+    /// the parent's turns before it are its beginning.
+    pub parent: Option<String>,
+    pub fork_position: i64,
 }
 
 /// Where a memory came from: a turn of a conversation (portable: no row ids).
@@ -277,11 +293,25 @@ impl PortableMessage {
     }
 }
 
+/// A conversation in an export: its id, agent and, for a branch, where it left its parent.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PortableConversation {
+    pub id: String,
+    pub agent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub fork_position: i64,
+}
+
+fn is_zero(value: &i64) -> bool {
+    *value == 0
+}
+
 /// One user's whole memory, for export and import (embeddings only on the way in).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct UserBundle {
-    /// `(conversation id, agent)`.
-    pub conversations: Vec<(String, String)>,
+    pub conversations: Vec<PortableConversation>,
     pub messages: Vec<PortableMessage>,
     pub memories: Vec<(PortableMemory, Option<Embedding>)>,
     pub blocks: Vec<(String, CoreBlock)>,
@@ -327,21 +357,18 @@ pub trait Store: Send + Sync + 'static {
 
     // Recall log (imports keep their positions through `import_user`).
     /// Stores a chat app's view of a conversation, aligned with the log by content (positions are
-    /// assigned here; edits and regenerations supersede the replaced turns). Returns new turns.
+    /// assigned here; a history that leaves the log continues in a branch, see [`history`]).
     fn sync_messages(
         &self,
         scope: &UserScope,
         conversation: &str,
         agent: &str,
         turns: &[NewMessage],
-    ) -> StoreResult<Vec<StoredMessage>> {
-        Ok(self
-            .sync_messages_embedded(scope, conversation, agent, turns, &[])?
-            .0)
+    ) -> StoreResult<Synced> {
+        self.sync_messages_embedded(scope, conversation, agent, turns, &[])
     }
     /// As `sync_messages`, giving the new turns whose text is in `known` that embedding in the
-    /// same transaction; also returns `(id, uid, generation)` of each turn so embedded.
-    #[allow(clippy::type_complexity)]
+    /// same transaction.
     fn sync_messages_embedded(
         &self,
         scope: &UserScope,
@@ -349,7 +376,7 @@ pub trait Store: Send + Sync + 'static {
         agent: &str,
         turns: &[NewMessage],
         known: &[(String, Embedding)],
-    ) -> StoreResult<(Vec<StoredMessage>, Vec<(i64, i64, u64)>)>;
+    ) -> StoreResult<Synced>;
     fn list_conversations(&self, scope: &UserScope) -> StoreResult<Vec<Conversation>>;
     /// Newest log position the fact extractor has read (-1: none).
     fn extraction_progress(&self, scope: &UserScope, conversation: &str) -> StoreResult<i64>;

@@ -142,19 +142,22 @@ async fn with_memory(
     // The vector is the question's (the newest user turn, stored with it); keywords also get the
     // end of the previous assistant turn.
     let question = query.as_ref().map(|(question, _)| question.clone());
-    let query_vector = if scope.record {
-        memory
+    // The conversation, or the branch of it, this history continues: its summary is this
+    // request's (another chat with the same opening has a summary of its own).
+    let (conversation, query_vector) = if scope.record {
+        let recorded = memory
             .record_messages_and_embed(&user, &scope.conversation, &scope.agent, turns, question)
             .await
-            .map_err(|e| e.to_string())?
-            .1
+            .map_err(|e| e.to_string())?;
+        (recorded.conversation, recorded.query_vector)
     } else {
-        None // retrieval embeds the query itself; nothing is stored
+        // Retrieval embeds the query itself; nothing is stored.
+        (scope.conversation.clone(), None)
     };
     let window = compact::window(&request.messages, config.history_budget_tokens);
     let mut block = MemoryBlock::default();
     if !window.dropped.is_empty() {
-        let (summary_scope, conversation) = (user.clone(), scope.conversation.clone());
+        let summary_scope = user.clone();
         block.summary = memory
             .blocking(move |store, _| Ok(store.summary(&summary_scope, &conversation)?))
             .await
@@ -166,10 +169,7 @@ async fn with_memory(
             query: keywords,
             vector: query_vector,
         };
-        retrieve_into(
-            &mut block, memory, config, scope, &user, request, &window, found,
-        )
-        .await?;
+        retrieve_into(&mut block, memory, config, &user, request, &window, found).await?;
     }
     Ok(build(request, &window, Some(block), config))
 }
@@ -205,7 +205,6 @@ async fn retrieve_into(
     block: &mut MemoryBlock,
     memory: &Arc<MemoryService>,
     config: &MemoryConfig,
-    scope: &Scope,
     user: &UserScope,
     request: &ChatRequest,
     window: &Window,
@@ -235,9 +234,9 @@ async fn retrieve_into(
         .map_err(|e| e.to_string())?;
     let mut budget = config.memory_budget_tokens;
     for hit in hits {
-        let in_context = hit.corpus == Corpus::Message
-            && hit.conversation.as_deref() == Some(scope.conversation.as_str())
-            && in_window.iter().any(|text| *text == hit.text.trim());
+        // A turn the window holds (from this chat or the one it branched from) is there already.
+        let in_context =
+            hit.corpus == Corpus::Message && in_window.iter().any(|text| *text == hit.text.trim());
         // A fact extracted word for word from a turn, or the same turn twice: one is enough.
         let repeated = block
             .facts

@@ -5,6 +5,7 @@ mod common;
 
 mod admin;
 mod auth;
+mod branches;
 mod browser;
 mod chat;
 mod console;

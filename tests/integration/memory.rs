@@ -248,7 +248,7 @@ async fn recall_log_stores_each_turn_once_and_searches_it() {
         .record_messages(&alice(), "chat-1", "default", first.clone())
         .await
         .expect("record");
-    assert_eq!(stored.len(), 2);
+    assert_eq!(stored.stored.len(), 2);
     // The app resends the whole history plus one new turn: only the new turn is stored.
     let mut resent = first;
     resent.push(turn(2, "user", "What food is best for kittens?"));
@@ -256,7 +256,10 @@ async fn recall_log_stores_each_turn_once_and_searches_it() {
         .record_messages(&alice(), "chat-1", "default", resent)
         .await
         .expect("record");
-    assert_eq!(stored.iter().map(|m| m.position).collect::<Vec<_>>(), [2]);
+    assert_eq!(
+        stored.stored.iter().map(|m| m.position).collect::<Vec<_>>(),
+        [2]
+    );
 
     let request = RetrievalRequest {
         corpora: vec![Corpus::Message],

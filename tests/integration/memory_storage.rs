@@ -318,7 +318,7 @@ fn keyword_search_of_a_big_user_keeps_the_informative_words() {
 }
 
 #[test]
-fn resent_windowed_edited_and_regenerated_histories_keep_the_log_straight() {
+fn resent_windowed_edited_and_regenerated_histories_branch_and_keep_every_turn_live() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = SqliteStore::open(&dir.path().join("memproxy.db")).expect("open");
     let turn = |role: &str, content: &str| NewMessage {
@@ -330,13 +330,16 @@ fn resent_windowed_edited_and_regenerated_histories_keep_the_log_straight() {
         tool_call_id: None,
         created_at_ms: 1,
     };
-    let sync = |turns: &[NewMessage]| -> Vec<(i64, String)> {
-        store
+    let sync = |turns: &[NewMessage]| -> (String, Vec<(i64, String)>) {
+        let synced = store
             .sync_messages(&alice(), "c", "default", turns)
-            .expect("sync")
+            .expect("sync");
+        let stored = synced
+            .stored
             .into_iter()
             .map(|m| (m.position, m.content))
-            .collect()
+            .collect();
+        (synced.conversation, stored)
     };
     let (u1, a1, u2, a2, u3) = (
         turn("user", "u1"),
@@ -345,54 +348,73 @@ fn resent_windowed_edited_and_regenerated_histories_keep_the_log_straight() {
         turn("assistant", "a2"),
         turn("user", "u3"),
     );
+    let main = |stored: Vec<(i64, &str)>| {
+        (
+            "c".to_owned(),
+            stored
+                .into_iter()
+                .map(|(p, t)| (p, t.to_owned()))
+                .collect::<Vec<_>>(),
+        )
+    };
     assert_eq!(
         sync(&[u1.clone(), a1.clone()]),
-        [(0, "u1".into()), (1, "a1".into())]
+        main(vec![(0, "u1"), (1, "a1")])
     );
     // The whole history again plus one turn: only the new turn is stored.
     assert_eq!(
         sync(&[u1.clone(), a1.clone(), u2.clone()]),
-        [(2, "u2".into())]
+        main(vec![(2, "u2")])
     );
     // An app that sends only its newest turns: aligned by content, not by index.
     assert_eq!(
         sync(&[u2.clone(), a2.clone(), u3.clone()]),
-        [(3, "a2".into()), (4, "u3".into())]
+        main(vec![(3, "a2"), (4, "u3")])
     );
-    // A regenerated answer replaces the old one at the same place.
+    // A regenerated answer goes to a branch that leaves the log where the old answer stands.
     sync(&[u2.clone(), a2.clone(), u3.clone(), turn("assistant", "a3")]);
+    let (regenerated, stored) = sync(&[u3.clone(), turn("assistant", "a3 again")]);
+    assert!(regenerated.starts_with("c~"), "{regenerated}");
+    assert_eq!(stored, [(5, "a3 again".to_owned())]);
+    // An edit of turn 2 branches off at position 2; the same history finds the same branch.
+    let (edited, stored) = sync(&[u1.clone(), a1.clone(), turn("user", "u2 edited")]);
+    assert_eq!(stored, [(2, "u2 edited".to_owned())]);
+    assert!(edited.starts_with("c~") && edited != regenerated);
+    let (again, stored) = sync(&[
+        u1.clone(),
+        a1.clone(),
+        turn("user", "u2 edited"),
+        turn("assistant", "a2 of the edit"),
+    ]);
     assert_eq!(
-        sync(&[u3.clone(), turn("assistant", "a3 again")]),
-        [(5, "a3 again".into())]
+        (again.as_str(), stored),
+        (edited.as_str(), vec![(3, "a2 of the edit".to_owned())])
     );
-    // An edit of turn 2 supersedes everything after it; going back revives the old branch start.
-    assert_eq!(
-        sync(&[u1.clone(), a1.clone(), turn("user", "u2 edited")]),
-        [(2, "u2 edited".into())]
-    );
-    let live = |store: &SqliteStore| -> Vec<String> {
-        let ids: Vec<i64> = store
-            .list_messages(&alice(), "c", Page::default())
-            .expect("list")
-            .iter()
-            .map(|m| m.id)
-            .collect();
+    // Going back to the original history continues the original log: nothing was replaced.
+    assert_eq!(sync(&[u1.clone(), a1.clone(), u2.clone()]), main(vec![]));
+    let live = |conversation: &str| -> Vec<String> {
+        let messages = store
+            .list_messages(&alice(), conversation, Page::default())
+            .expect("list");
+        assert!(messages.iter().all(|m| !m.superseded), "{messages:?}");
+        let ids: Vec<i64> = messages.iter().map(|m| m.id).collect();
         let mut docs = store
             .documents(&alice(), Corpus::Message, &ids)
             .expect("docs");
         docs.sort_by_key(|d| d.id);
         docs.into_iter().map(|d| d.text).collect()
     };
-    assert_eq!(live(&store), ["u1", "a1", "u2 edited"]);
-    assert!(
-        sync(&[u1, a1, u2]).is_empty(),
-        "the old turn is revived, not stored twice"
-    );
-    assert_eq!(live(&store), ["u1", "a1", "u2"]);
-    let all = store
-        .list_messages(&alice(), "c", Page::default())
-        .expect("list");
-    assert_eq!(all.len(), 8, "nothing was deleted: {all:?}");
+    assert_eq!(live("c"), ["u1", "a1", "u2", "a2", "u3", "a3"]);
+    assert_eq!(live(&regenerated), ["a3 again"]);
+    assert_eq!(live(&edited), ["u2 edited", "a2 of the edit"]);
+    let conversations = store.list_conversations(&alice()).expect("list");
+    let branch = |id: &str| {
+        let c = conversations.iter().find(|c| c.id == id).expect("listed");
+        (c.parent.clone(), c.fork_position)
+    };
+    assert_eq!(branch("c"), (None, 0));
+    assert_eq!(branch(&regenerated), (Some("c".to_owned()), 5));
+    assert_eq!(branch(&edited), (Some("c".to_owned()), 2));
 }
 
 #[test]

@@ -217,7 +217,7 @@ async fn deleting_a_user_leaves_nothing_behind() {
 }
 
 #[tokio::test]
-async fn export_keeps_superseded_turns_and_agent_search_text() {
+async fn export_keeps_branches_superseded_turns_and_agent_search_text() {
     let dir = tempfile::tempdir().expect("tempdir");
     let memory = memory_in(dir.path());
     let question = turn(0, "user", "Suggest a weekend sport.");
@@ -247,18 +247,26 @@ async fn export_keeps_superseded_turns_and_agent_search_text() {
         .await
         .expect("agent message");
     let exported = memory.export(&alice()).await.expect("export");
-    assert!(
-        exported.contains(
-            r#""content":"Try underwater hockey.","created_at_ms":1700000000001,"superseded":true"#
-        ),
-        "{exported}"
-    );
+    // The regenerated answer is a branch of the chat, leaving it at position 1; both answers live.
+    let branch = exported
+        .lines()
+        .find(|l| l.contains(r#""type":"conversation""#) && l.contains(r#""parent":"chat""#))
+        .unwrap_or_else(|| panic!("a branch line in: {exported}"));
+    assert!(branch.contains(r#""fork_position":1"#), "{branch}");
+    assert!(!exported.contains("superseded"), "{exported}");
+    // A turn an older memproxy marked superseded (edits replaced turns then) still imports as such.
+    let legacy = r#"{"type":"message","conversation":"chat","position":2,"role":"user","content":"An abandoned draft.","created_at_ms":1700000000002,"superseded":true}"#;
+    let exported = format!("{exported}{legacy}\n");
     assert!(exported.contains(r#""search_text":"I collect vintage typewriters.""#));
 
     let copy = UserScope::new("acme", "alice-copy");
     memory.import(&copy, &exported).await.expect("import");
     let again = memory.export(&copy).await.expect("export copy");
-    let body = |text: &str| text.lines().skip(1).map(str::to_owned).collect::<Vec<_>>();
+    let body = |text: &str| {
+        let mut lines = text.lines().skip(1).map(str::to_owned).collect::<Vec<_>>();
+        lines.sort();
+        lines
+    };
     assert_eq!(body(&again), body(&exported));
 
     let past_turns = |text: &str| RetrievalRequest {
@@ -270,8 +278,16 @@ async fn export_keeps_superseded_turns_and_agent_search_text() {
         .await
         .expect("search");
     assert!(
-        hits.iter().all(|h| !h.text.contains("underwater")),
-        "the replaced answer stays out of search: {hits:?}"
+        hits.iter().any(|h| h.text.contains("underwater")),
+        "the answer a regeneration replaced was still said, and is found: {hits:?}"
+    );
+    let hits = memory
+        .retrieve(&copy, past_turns("abandoned draft"))
+        .await
+        .expect("search");
+    assert!(
+        hits.iter().all(|h| !h.text.contains("abandoned")),
+        "a superseded turn stays out of search: {hits:?}"
     );
     let hits = memory
         .retrieve(&copy, past_turns("typewriters"))

@@ -269,9 +269,9 @@ impl super::Store for SqliteStore {
         agent: &str,
         turns: &[super::NewMessage],
         known: &[(String, super::Embedding)],
-    ) -> StoreResult<(Vec<super::StoredMessage>, Vec<(i64, i64, u64)>)> {
+    ) -> StoreResult<super::Synced> {
         self.write(|tx| {
-            let stored = recall::sync(tx, scope, conversation, agent, turns)?;
+            let (conversation, stored) = recall::sync(tx, scope, conversation, agent, turns)?;
             let mut embedded = Vec::new();
             for message in &stored {
                 if let Some((_, embedding)) =
@@ -282,7 +282,11 @@ impl super::Store for SqliteStore {
                     embedded.push((message.id, uid, generation));
                 }
             }
-            Ok((stored, embedded))
+            Ok(super::Synced {
+                conversation,
+                stored,
+                embedded,
+            })
         })
     }
 

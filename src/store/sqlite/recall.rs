@@ -3,9 +3,9 @@
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 use super::{ensure_uid, find_uid, require_uid};
+use crate::store::history;
 use crate::store::{
-    content_hash, now_ms, Conversation, NewMessage, Page, PortableMessage, StoreResult,
-    StoredMessage, UserScope,
+    now_ms, Conversation, NewMessage, Page, PortableMessage, StoreResult, StoredMessage, UserScope,
 };
 
 pub(super) const MESSAGE_COLUMNS: &str = "m.id, c.external_id, m.position, m.role, m.content, \
@@ -29,12 +29,11 @@ pub(super) fn message_row(row: &Row) -> rusqlite::Result<StoredMessage> {
 }
 
 fn turn_hash(message: &NewMessage) -> String {
-    content_hash(&format!(
-        "{}\u{0}{}\u{0}{}",
-        message.role,
-        message.content,
-        message.tool_calls.as_deref().unwrap_or_default()
-    ))
+    history::turn_hash(
+        &message.role,
+        &message.content,
+        message.tool_calls.as_deref(),
+    )
 }
 
 pub(super) fn conversation_id(
@@ -82,80 +81,81 @@ pub fn append(
 }
 
 /// Stores what a chat app sent, which is the whole history again, or only its newest part (apps
-/// with a context limit), or a history edited or regenerated from some turn on. The turns are
-/// aligned with the stored log by content: turns already stored are skipped, new turns get the
-/// positions after the aligned ones, and stored turns that the new history replaces are marked
-/// superseded (kept, no longer searched). Returns the newly stored turns.
+/// with a context limit), or a history that leaves the stored log somewhere: another chat that
+/// opened with the same words, an edited message, a regenerated answer. Turns already stored are
+/// skipped, new turns get the positions after the aligned ones, and where the history leaves the
+/// log the rest goes to a branch (see [`history`]): nothing stored is replaced. Returns the
+/// conversation or branch the history continues and the newly stored turns.
 pub fn sync(
     tx: &Transaction,
     scope: &UserScope,
     conversation: &str,
     agent: &str,
     turns: &[NewMessage],
-) -> StoreResult<Vec<StoredMessage>> {
+) -> StoreResult<(String, Vec<StoredMessage>)> {
     let uid = ensure_uid(tx, scope)?;
-    let conversation_id = conversation_id(tx, uid, conversation, agent)?;
-    let mut statement = tx.prepare_cached(
-        "SELECT position, content_hash FROM messages WHERE conversation_id = ?1 AND superseded = 0 ORDER BY position",
-    )?;
-    let live: Vec<(i64, String)> = statement
-        .query_map([conversation_id], |row| Ok((row.get(0)?, row.get(1)?)))?
-        .collect::<Result<_, _>>()?;
     let hashes: Vec<String> = turns.iter().map(turn_hash).collect();
-
-    // The first incoming turn found in the log, at the stored occurrence that matches longest.
-    let mut alignment = None;
-    for (k, hash) in hashes.iter().enumerate() {
-        let best = live
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, stored))| stored == hash)
-            .map(|(j, _)| {
-                let run = hashes[k..]
-                    .iter()
-                    .zip(&live[j..])
-                    .take_while(|(a, (_, b))| *a == b)
-                    .count();
-                (run, j)
-            })
-            .max();
-        if let Some((run, j)) = best {
-            alignment = Some((k, j, run));
-            break;
-        }
-    }
-    let next_position = live.last().map_or(0, |(p, _)| p + 1);
-    let (first_new, mut position) = match alignment {
-        None => (0, next_position),
-        Some((k, j, run)) => {
-            let (first_new, diverged) = (k + run, j + run);
-            if first_new < turns.len() && diverged < live.len() {
-                // Edited or regenerated from here on: the old branch stays, superseded.
-                let from = live[diverged].0;
-                tx.execute(
-                    "UPDATE messages SET superseded = 1 WHERE conversation_id = ?1 AND position >= ?2 AND superseded = 0",
-                    params![conversation_id, from],
-                )?;
-                (first_new, from)
-            } else {
-                (
-                    first_new,
-                    live.get(diverged).map_or(next_position, |(p, _)| *p),
-                )
+    let mut current = conversation.to_owned();
+    // Incoming turns before `skip` are in the ancestors of `current`.
+    let mut skip = 0;
+    let mut fork: Option<(String, i64)> = None;
+    loop {
+        let (conversation_id, start) = branch_row(tx, uid, &current, agent, fork.as_ref())?;
+        let mut statement = tx.prepare_cached(
+            "SELECT position, content_hash FROM messages WHERE conversation_id = ?1 AND superseded = 0 ORDER BY position",
+        )?;
+        let live: Vec<(i64, String)> = statement
+            .query_map([conversation_id], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        match history::align(&hashes[skip..], &live, start) {
+            history::Alignment::Diverges { at, position } => {
+                let branch = history::branch_id(&current, position, &hashes[skip + at]);
+                fork = Some((std::mem::replace(&mut current, branch), position));
+                skip += at;
+            }
+            history::Alignment::Continues {
+                first_new,
+                mut position,
+            } => {
+                let mut placed = Vec::new();
+                for message in &turns[(skip + first_new).min(turns.len())..] {
+                    placed.push(Placement {
+                        position,
+                        message,
+                        search_text: None,
+                        superseded: false,
+                    });
+                    position += 1;
+                }
+                let stored = insert_at(tx, uid, conversation_id, &current, placed.into_iter())?;
+                return Ok((current, stored));
             }
         }
-    };
-    let mut placed = Vec::new();
-    for message in &turns[first_new.min(turns.len())..] {
-        placed.push(Placement {
-            position,
-            message,
-            search_text: None,
-            superseded: false,
-        });
-        position += 1;
     }
-    insert_at(tx, uid, conversation_id, conversation, placed.into_iter())
+}
+
+/// The row of a conversation (created when new: a branch with its parent and fork position),
+/// and the position its own turns start at.
+fn branch_row(
+    tx: &Transaction,
+    uid: i64,
+    conversation: &str,
+    agent: &str,
+    fork: Option<&(String, i64)>,
+) -> StoreResult<(i64, i64)> {
+    let id = conversation_id(tx, uid, conversation, agent)?;
+    if let Some((parent, position)) = fork {
+        tx.execute(
+            "UPDATE conversations SET parent = ?1, fork_position = ?2 WHERE id = ?3 AND parent IS NULL",
+            params![parent, position, id],
+        )?;
+    }
+    let start = tx.query_row(
+        "SELECT fork_position FROM conversations WHERE id = ?1",
+        [id],
+        |row| row.get(0),
+    )?;
+    Ok((id, start))
 }
 
 /// A turn and where it goes in the log.
@@ -235,7 +235,8 @@ pub fn conversations(connection: &Connection, scope: &UserScope) -> StoreResult<
         return Ok(Vec::new());
     };
     let mut statement = connection.prepare(
-        "SELECT c.external_id, c.agent, COUNT(m.id), c.created_at, c.updated_at
+        "SELECT c.external_id, c.agent, COUNT(m.id), c.created_at, c.updated_at, c.parent,
+                c.fork_position
          FROM conversations c LEFT JOIN messages m ON m.conversation_id = c.id
          WHERE c.uid = ?1 GROUP BY c.id ORDER BY c.updated_at DESC",
     )?;
@@ -247,6 +248,8 @@ pub fn conversations(connection: &Connection, scope: &UserScope) -> StoreResult<
                 messages: row.get(2)?,
                 created_at_ms: row.get(3)?,
                 updated_at_ms: row.get(4)?,
+                parent: row.get(5)?,
+                fork_position: row.get(6)?,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;

@@ -230,4 +230,11 @@ CREATE INDEX jobs_ready ON jobs(state, run_after);
 CREATE UNIQUE INDEX jobs_pending_dedupe ON jobs(dedupe_key) WHERE state = 'queued';
 CREATE INDEX jobs_running_by_user ON jobs(uid) WHERE state = 'running';
 "#,
+    // 4: branches. A history that leaves a conversation's log (another chat with the same
+    // opening, an edit, a regeneration) continues in a conversation of its own that names its
+    // parent and the position it leaves it at; nothing is superseded any more.
+    r#"
+ALTER TABLE conversations ADD COLUMN parent TEXT;
+ALTER TABLE conversations ADD COLUMN fork_position INTEGER NOT NULL DEFAULT 0;
+"#,
 ];

@@ -5,8 +5,8 @@ use rusqlite::{params, Connection, Transaction};
 
 use super::{agent, bump_generation, ensure_uid, find_uid, recall, to_blob};
 use crate::store::{
-    content_hash, CoreBlock, Corpus, ImportCounts, NewMessage, Page, PortableMemory,
-    PortableMessage, StoreResult, UserBundle, UserScope,
+    content_hash, CoreBlock, Corpus, ImportCounts, NewMessage, Page, PortableConversation,
+    PortableMemory, PortableMessage, StoreResult, UserBundle, UserScope,
 };
 
 const ALL: Page = Page {
@@ -20,12 +20,22 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
     };
     let mut bundle = UserBundle::default();
     let conversations = recall::conversations(connection, scope)?;
-    let mut ordered: Vec<_> = conversations
+    // Parents before their branches (an import checks that order).
+    let mut ordered: Vec<PortableConversation> = conversations
         .iter()
-        .map(|c| (c.id.clone(), c.agent.clone()))
+        .map(|c| PortableConversation {
+            id: c.id.clone(),
+            agent: c.agent.clone(),
+            parent: c.parent.clone(),
+            fork_position: c.fork_position,
+        })
         .collect();
-    ordered.sort();
-    for (conversation, _) in &ordered {
+    ordered.sort_by(|a, b| a.id.cmp(&b.id));
+    let ordered = parents_first(ordered);
+    for PortableConversation {
+        id: conversation, ..
+    } in &ordered
+    {
         for stored in recall::messages(connection, scope, conversation, ALL)? {
             bundle.messages.push(PortableMessage {
                 conversation: conversation.clone(),
@@ -100,6 +110,29 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
     Ok(Some(bundle))
 }
 
+/// Conversations ordered so that each branch comes after its parent.
+fn parents_first(mut pending: Vec<PortableConversation>) -> Vec<PortableConversation> {
+    let mut ordered: Vec<PortableConversation> = Vec::with_capacity(pending.len());
+    while !pending.is_empty() {
+        let before = pending.len();
+        let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|c| {
+            c.parent
+                .as_ref()
+                .is_none_or(|p| ordered.iter().any(|o| &o.id == p))
+        });
+        ordered.extend(ready);
+        pending = rest;
+        if pending.len() == before {
+            // A parent that is not there (or a cycle): keep them, as roots.
+            for mut orphan in pending.drain(..) {
+                orphan.parent = None;
+                ordered.push(orphan);
+            }
+        }
+    }
+    ordered
+}
+
 pub fn import(
     tx: &Transaction,
     scope: &UserScope,
@@ -107,13 +140,21 @@ pub fn import(
 ) -> StoreResult<ImportCounts> {
     let uid = ensure_uid(tx, scope)?;
     let mut counts = ImportCounts::default();
-    for (conversation, agent_name) in &bundle.conversations {
+    for portable in &bundle.conversations {
+        let conversation = &portable.id;
         let messages: Vec<&PortableMessage> = bundle
             .messages
             .iter()
             .filter(|m| &m.conversation == conversation)
             .collect();
-        let stored = recall::append(tx, scope, conversation, agent_name, &messages)?;
+        let stored = recall::append(tx, scope, conversation, &portable.agent, &messages)?;
+        if portable.parent.is_some() {
+            tx.execute(
+                "UPDATE conversations SET parent = ?1, fork_position = ?2
+                 WHERE uid = ?3 AND external_id = ?4",
+                params![portable.parent, portable.fork_position, uid, conversation],
+            )?;
+        }
         counts.conversations += 1;
         counts.messages += stored.len();
         for message in stored {
