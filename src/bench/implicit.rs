@@ -5,6 +5,7 @@
 //! synthetic memories (as in `bench retrieval`), then each request opens a new chat with a question
 //! and the pre-processor stores the turn, embeds it, retrieves, and injects. Post-processing is
 //! deferred (long debounce) so it does not compete for the two cores during the measurement.
+//! Then the "cold long chat" case ([`super::cold`]): long existing chats sent for the first time.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -30,6 +31,12 @@ pub struct ImplicitBench {
     /// Requests measured.
     #[arg(long, default_value_t = 200)]
     requests: usize,
+    /// Exchanges of each cold long chat (an existing chat sent to memproxy for the first time).
+    #[arg(long, default_value_t = 300)]
+    cold_exchanges: usize,
+    /// Cold long chats measured (0: skip the case).
+    #[arg(long, default_value_t = 5)]
+    cold_chats: usize,
     /// Where the local model is installed (scripts/fetch-model).
     #[arg(long, default_value = "./.memproxy")]
     model_data_dir: PathBuf,
@@ -154,6 +161,17 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
         "memories injected per request: {:.1} on average",
         injected as f64 / options.requests.max(1) as f64
     );
+    if options.cold_chats > 0 {
+        super::cold::ColdChat {
+            client: &client,
+            proxy_url: &proxy_url,
+            memory: &memory,
+            exchanges: options.cold_exchanges,
+            chats: options.cold_chats,
+        }
+        .run(&mut rng)
+        .await?;
+    }
     server.shutdown().await;
     Ok(())
 }

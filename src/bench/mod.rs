@@ -1,5 +1,6 @@
 //! Benchmarks that print figures (never assertions): `memproxy bench proxy|retrieval`.
 
+mod cold;
 mod implicit;
 mod proxy;
 mod retrieval;

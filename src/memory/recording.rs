@@ -10,14 +10,15 @@ use super::{MemoryResult, MemoryService};
 use crate::store::{Corpus, Embedding, NewMessage, StoredMessage, UserScope};
 use crate::vector::Change;
 
-/// New turns embedded on the request path at most (the newest); the query is embedded besides.
-/// About 4 ms each with the local model on this project's 2-core reference machine, so a cold
-/// long chat stays within the pre-processor's latency target (`memproxy bench implicit`).
+/// New turns embedded at once when turns are recorded off the request path (the post-processor
+/// storing a reply), the newest first; more are left to the background embedder. On the request
+/// path only the query is embedded (stored with its turn): the other new turns are in the
+/// request's own window, so this request would not search for them anyway.
 pub const INLINE_EMBED_TURNS: usize = 4;
-/// Rows the background embedder embeds at once, and its pause between batches, during which
-/// requests get the (single) embedding model.
-const BACKLOG_BATCH: usize = 16;
-const BACKLOG_PAUSE: Duration = Duration::from_millis(20);
+/// Rows the background embedder embeds at once (a request needing the single embedding model
+/// waits for at most one batch: ~15 ms), and its pause between batches.
+const BACKLOG_BATCH: usize = 4;
+const BACKLOG_PAUSE: Duration = Duration::from_millis(10);
 /// How often the background embedder looks for work nobody woke it for (e.g. a failed batch).
 const BACKLOG_RETRY: Duration = Duration::from_secs(30);
 
@@ -51,9 +52,10 @@ impl MemoryService {
     /// newest user turn, usually the only new text, so it is embedded once, before the write, and
     /// stored with the turn in the same transaction.
     ///
-    /// At most [`INLINE_EMBED_TURNS`] new turns (the newest) are embedded here; a longer backlog
-    /// (a long chat seen for the first time) is left to the background embedder, and is found by
-    /// keyword search meanwhile. No request waits for a backlog.
+    /// With a query (the request path) no other turn is embedded here; without one at most
+    /// [`INLINE_EMBED_TURNS`] (the newest). The rest (a long chat seen for the first time) is left
+    /// to the background embedder, and is found by keyword search meanwhile: no request waits
+    /// for a backlog.
     pub async fn record_messages_and_embed(
         &self,
         scope: &UserScope,
@@ -106,7 +108,12 @@ impl MemoryService {
                 Ok((synced, missing))
             })
             .await?;
-        let inline = &missing[missing.len().saturating_sub(INLINE_EMBED_TURNS)..];
+        let inline_limit = if query_vector.is_some() {
+            0
+        } else {
+            INLINE_EMBED_TURNS
+        };
+        let inline = &missing[missing.len().saturating_sub(inline_limit)..];
         if inline.len() < missing.len() {
             self.backlog.notify_one();
         }

@@ -5,6 +5,7 @@ mod common;
 
 mod admin;
 mod auth;
+mod backlog;
 mod branches;
 mod browser;
 mod chat;
