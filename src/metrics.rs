@@ -18,6 +18,7 @@ pub struct Metrics {
     exchanges: IntCounterVec,
     tokens: IntCounterVec,
     jobs: IntCounterVec,
+    rejections: IntCounterVec,
     open_indexes: IntGauge,
 }
 
@@ -74,6 +75,14 @@ impl Metrics {
             ),
             &["kind", "outcome"],
         )?;
+        let rejections = IntCounterVec::new(
+            Opts::new(
+                "memproxy_memory_rejections_total",
+                "Facts and updates of the memory LLM refused by the gates, by reason",
+            ),
+            &["reason"],
+        )?;
+        registry.register(Box::new(rejections.clone()))?;
         let open_indexes = IntGauge::new(
             "memproxy_vector_indexes_open",
             "Vector indexes held in memory (bounded by memory.open_vector_indexes)",
@@ -93,6 +102,7 @@ impl Metrics {
             exchanges,
             tokens,
             jobs,
+            rejections,
             open_indexes,
         })
     }
@@ -128,6 +138,10 @@ impl Metrics {
                 .with_label_values(&["completion"])
                 .inc_by(usage.completion_tokens);
         }
+    }
+
+    pub fn count_rejection(&self, reason: &str) {
+        self.rejections.with_label_values(&[reason]).inc();
     }
 
     pub fn count_job(&self, kind: &str, outcome: &str) {

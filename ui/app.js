@@ -311,6 +311,21 @@ function evalPage() {
   return [el("h1", { text: "Eval results" }), el("p", { class: "muted", text: "Open results.json written by memproxy eval --out DIR (read in the browser; nothing is uploaded). The same run's report.html has these charts too." }), input, output];
 }
 
+// ---- Jobs ------------------------------------------------------------------------------------
+// The memory jobs, newest first: what each did ("2 added, 1 rejected (question)") or why it failed.
+async function jobsPage(params) {
+  const state = params.get("state") || "";
+  const jobs = await api("GET", "/memproxy/v1/jobs?limit=1000" + (state ? "&state=" + enc(state) : ""));
+  const filter = el("p", {}, ["", "queued", "running", "done", "failed", "merged"].map((s) =>
+    el("a", { href: "#/jobs" + (s ? "?state=" + s : ""), text: (s || "all") + " " })));
+  const rows = jobs.data.slice().reverse().map((j) => [String(j.id), j.kind,
+    j.scope ? el("a", { href: "#/users/" + enc(j.scope.user), text: j.scope.user }) : "",
+    j.payload && j.payload.conversation ? j.payload.conversation : "", j.state, String(j.attempts),
+    j.report || j.last_error || ""]);
+  return [el("h1", { text: "Memory jobs" }), filter,
+    table(["id", "kind", "user", "conversation", "state", "attempts", "report / error"], rows)];
+}
+
 // ---- Routing ---------------------------------------------------------------------------------
 // Pages load asynchronously; only the latest navigation may render, so a slow page the user has
 // already left never replaces the one they went to.
@@ -321,6 +336,7 @@ function page(parts, params) {
   if (parts[0] === "users" && parts[1]) return userPage(parts[1], params);
   if (parts[0] === "agents" && parts[2]) return agentPage(parts[1], parts[2]);
   if (parts[0] === "agents") return agentsPage();
+  if (parts[0] === "jobs") return jobsPage(params);
   if (parts[0] === "simulator") return simulatorPage();
   if (parts[0] === "eval") return evalPage();
   return usersPage();

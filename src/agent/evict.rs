@@ -165,7 +165,12 @@ impl Agents {
             format!("Current summary:\n{summary}\n\nMessages leaving the window:\n{chunk}\n");
         let answer = self
             .summarizer
-            .complete(model, &self.summary_prompt, &material, false)
+            .complete(
+                model,
+                &self.summary_prompt,
+                &material,
+                crate::postprocess::llm::Answer::Text,
+            )
             .await
             .map_err(|e| e.to_string())?;
         let answer = answer.trim();

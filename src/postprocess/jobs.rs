@@ -5,15 +5,17 @@
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use super::llm::json_object;
+use super::gates::{self, Evidence, Rejection};
+use super::llm::{json_object, Answer};
 use super::PostProcessor;
 use crate::dates::ymd_weekday;
 use crate::memory::{MemoryError, RetrievalRequest, MAX_MEMORY_CHARS};
 use crate::store::{
     content_hash, now_ms, Corpus, Job, Page, Source, StoreError, StoredMessage, Summary, UserScope,
 };
+use crate::strategy::inject::strip_blocks;
 
 /// Earlier turns shown with the new ones, to understand them (not to extract from).
 const CONTEXT_TURNS: usize = 4;
@@ -122,10 +124,24 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
     );
     let answer = pp
         .llm
-        .complete(field(job, "model"), &pp.prompts.extract, &material, true)
+        .complete(
+            field(job, "model"),
+            &pp.prompts.extract,
+            &material,
+            Answer::Json("facts", &facts_schema()),
+        )
         .await
         .map_err(|e| e.to_string())?;
     let facts = parse_facts(&answer)?;
+    // What the facts may be drawn from: the user's words (also of the context turns) and the
+    // assistant's lines of the new turns, never an injected memory block.
+    let said: Vec<(&str, String)> = context
+        .iter()
+        .filter(|m| m.role == "user")
+        .chain(new)
+        .map(|m| (m.role.as_str(), strip_blocks(&m.content)))
+        .collect();
+    let evidence = Evidence::new(said.iter().map(|(role, text)| (*role, text.as_str())));
     let sources: Vec<Source> = new
         .iter()
         .map(|m| Source {
@@ -133,7 +149,16 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
             position: m.position,
         })
         .collect();
-    let report = reconcile(pp, job, scope, facts, sources, last.created_at_ms).await?;
+    let report = reconcile(
+        pp,
+        job,
+        scope,
+        facts,
+        &evidence,
+        sources,
+        last.created_at_ms,
+    )
+    .await?;
     let (done_scope, done_conversation, through) =
         (scope.clone(), conversation.to_owned(), last.position);
     pp.memory
@@ -143,6 +168,34 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         .await
         .map_err(|e| e.to_string())?;
     Ok(report)
+}
+
+/// Facts an extraction may return at most, and the longest fact (bounded answers: a small model
+/// cannot repeat one fact until `max_tokens`).
+const MAX_FACTS: usize = 12;
+const MAX_FACT_CHARS: usize = 300;
+
+fn facts_schema() -> Value {
+    json!({"type": "object", "additionalProperties": false, "required": ["facts"],
+    "properties": {"facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
+        "type": "object", "additionalProperties": false, "required": ["text", "kind"],
+        "properties": {
+            "text": {"type": "string", "minLength": 10, "maxLength": MAX_FACT_CHARS},
+            "kind": {"type": "string", "enum": ["fact", "preference", "event", "commitment"]}
+        }}}}})
+}
+
+fn decisions_schema(facts: usize) -> Value {
+    json!({"type": "object", "additionalProperties": false, "required": ["decisions"],
+    "properties": {"decisions": {"type": "array", "maxItems": facts, "items": {
+        "type": "object", "additionalProperties": false,
+        "required": ["fact", "action", "memory", "text"],
+        "properties": {
+            "fact": {"type": "integer", "minimum": 0},
+            "action": {"type": "string", "enum": ["ADD", "UPDATE", "INVALIDATE", "NOOP"]},
+            "memory": {"type": ["integer", "null"], "minimum": 0},
+            "text": {"type": ["string", "null"], "maxLength": MAX_FACT_CHARS + 100}
+        }}}}})
 }
 
 fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
@@ -171,10 +224,11 @@ fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
             _ => continue,
         };
         let text = text.trim().to_owned();
-        if !text.is_empty() && text.chars().count() <= MAX_MEMORY_CHARS {
+        if !text.is_empty() && text.chars().count() <= MAX_FACT_CHARS.min(MAX_MEMORY_CHARS) {
             facts.push(Fact { text, kind });
         }
     }
+    facts.truncate(MAX_FACTS);
     Ok(facts)
 }
 
@@ -185,11 +239,13 @@ enum Decision {
     Noop,
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn reconcile(
     pp: &PostProcessor,
     job: &Job,
     scope: &UserScope,
     facts: Vec<Fact>,
+    evidence: &Evidence,
     sources: Vec<Source>,
     said_at_ms: i64,
 ) -> Result<String, String> {
@@ -199,11 +255,29 @@ async fn reconcile(
         job.kind,
         field(job, "conversation")
     );
-    // Exact duplicates (of each other and of stored facts) go before any LLM call.
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let reject = |counts: &mut HashMap<String, usize>, text: &str, reason: Rejection| {
+        tracing::info!(
+            job = job.id,
+            reason = reason.as_str(),
+            text,
+            "memory fact rejected"
+        );
+        pp.metrics.count_rejection(reason.as_str());
+        *counts
+            .entry(format!("rejected ({})", reason.as_str()))
+            .or_default() += 1;
+    };
+    // Exact duplicates (of each other and of stored facts) go before any LLM call, and so does
+    // whatever the gates refuse.
     let mut seen = std::collections::HashSet::new();
     let mut fresh = Vec::new();
     let mut candidates: Vec<(i64, String, i64)> = Vec::new();
     for fact in facts {
+        if let Err(reason) = gates::check_form(&fact.text) {
+            reject(&mut counts, &fact.text, reason);
+            continue;
+        }
         if !seen.insert(content_hash(&fact.text)) {
             continue;
         }
@@ -225,6 +299,11 @@ async fn reconcile(
         {
             continue;
         }
+        let known: Vec<&str> = hits.iter().map(|h| h.text.as_str()).collect();
+        if let Err(reason) = evidence.check_knowing(&fact.text, &fact.kind, &known) {
+            reject(&mut counts, &fact.text, reason);
+            continue;
+        }
         for hit in hits {
             if !candidates.iter().any(|(id, _, _)| *id == hit.id) {
                 candidates.push((hit.id, hit.text, hit.created_at_ms));
@@ -233,14 +312,13 @@ async fn reconcile(
         fresh.push(fact);
     }
     if fresh.is_empty() {
-        return Ok("no new facts".to_owned());
+        return Ok(report_of(counts, "no new facts"));
     }
     let decisions = if pp.config.add_only || candidates.is_empty() {
         fresh.iter().map(|_| Decision::Add).collect()
     } else {
         decide(pp, job, &fresh, &candidates).await?
     };
-    let mut counts: HashMap<&str, usize> = HashMap::new();
     // Memories this job already changed: a second decision about one of them saw text that is
     // no longer there, so its fact is added instead.
     let mut touched = std::collections::HashSet::new();
@@ -250,17 +328,38 @@ async fn reconcile(
                 tracing::info!(job = job.id, memory = id, fact = %fact.text, "a second decision about one memory in one job: the fact is added instead");
                 Decision::Add
             }
+            // An update must keep the subject of the memory it rewrites (a small model's "..."
+            // or an unrelated sentence would destroy a correct fact): else the fact is added.
+            Decision::Update(id, text) => {
+                let old = candidates.iter().find(|(c, _, _)| *c == id);
+                match old.map(|(_, old, _)| evidence.check_update(old, &text)) {
+                    Some(Err(reason)) => {
+                        reject(&mut counts, &text, reason);
+                        Decision::Add
+                    }
+                    _ => Decision::Update(id, text),
+                }
+            }
             decision => decision,
         };
         let label = apply(pp, scope, &fact, decision, &sources, &cause, said_at_ms).await?;
-        *counts.entry(label).or_default() += 1;
+        *counts.entry(label.to_owned()).or_default() += 1;
     }
+    Ok(report_of(counts, "no changes"))
+}
+
+/// A job's report: "2 added, 1 rejected (question)", sorted.
+fn report_of(counts: HashMap<String, usize>, empty: &str) -> String {
     let mut report: Vec<String> = counts
         .into_iter()
         .map(|(k, v)| format!("{v} {k}"))
         .collect();
     report.sort();
-    Ok(report.join(", "))
+    if report.is_empty() {
+        empty.to_owned()
+    } else {
+        report.join(", ")
+    }
 }
 
 /// Applies one reconcile decision. A decision naming a memory that is no longer live (retired by
@@ -344,7 +443,12 @@ async fn decide(
     );
     let answer = pp
         .llm
-        .complete(field(job, "model"), &pp.prompts.reconcile, &material, true)
+        .complete(
+            field(job, "model"),
+            &pp.prompts.reconcile,
+            &material,
+            Answer::Json("decisions", &decisions_schema(facts.len())),
+        )
         .await
         .map_err(|e| e.to_string())?;
     let object = json_object(&answer).map_err(|e| e.to_string())?;
@@ -424,7 +528,12 @@ pub async fn summarize(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Resu
     );
     let text = pp
         .llm
-        .complete(field(job, "model"), &pp.prompts.summarize, &material, false)
+        .complete(
+            field(job, "model"),
+            &pp.prompts.summarize,
+            &material,
+            Answer::Text,
+        )
         .await
         .map_err(|e| e.to_string())?;
     let text = text.trim().to_owned();

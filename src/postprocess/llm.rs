@@ -1,6 +1,10 @@
 //! The memory LLM: a plain OpenAI-compatible chat call for extraction, reconciliation and
-//! summaries, with tolerant parsing of the JSON small models tend to wrap in fences or prose.
+//! summaries. JSON answers are asked for with `response_format` `json_schema` (bounded lists and
+//! strings: llama.cpp, vLLM, Ollama and OpenAI enforce it, small models then cannot ramble or
+//! break the shape); an upstream that refuses the schema is asked for `json_object` instead, from
+//! then on. Parsing stays tolerant of the JSON small models wrap in fences or prose.
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -13,6 +17,20 @@ pub struct MemoryLlm {
     model: Option<String>,
     api_key: Option<Secret>,
     max_tokens: Option<u32>,
+    /// Whether the upstream takes `json_schema` (see the consts below).
+    schemas: AtomicU8,
+}
+
+const SCHEMAS_UNKNOWN: u8 = 0;
+const SCHEMAS_TAKEN: u8 = 1;
+const SCHEMAS_REFUSED: u8 = 2;
+
+/// The shape of answer asked for.
+#[derive(Clone, Copy, Debug)]
+pub enum Answer<'a> {
+    Text,
+    /// A JSON object following this JSON Schema (named for `response_format`).
+    Json(&'a str, &'a Value),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +61,7 @@ impl MemoryLlm {
             model,
             api_key,
             max_tokens,
+            schemas: AtomicU8::new(SCHEMAS_UNKNOWN),
         })
     }
 
@@ -52,7 +71,7 @@ impl MemoryLlm {
         request_model: &str,
         system: &str,
         user: &str,
-        json_answer: bool,
+        answer: Answer<'_>,
     ) -> Result<String, LlmError> {
         let model = self.model.as_deref().unwrap_or(request_model);
         let mut body = json!({
@@ -60,9 +79,34 @@ impl MemoryLlm {
             "temperature": 0,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": user}],
         });
-        if json_answer {
-            body["response_format"] = json!({"type": "json_object"});
+        let Answer::Json(name, schema) = answer else {
+            return self.send(body).await;
+        };
+        if self.schemas.load(Ordering::Relaxed) != SCHEMAS_REFUSED {
+            body["response_format"] = json!({"type": "json_schema",
+                "json_schema": {"name": name, "strict": true, "schema": schema}});
+            match self.send(body.clone()).await {
+                Err(LlmError::Status { status, body: text })
+                    if (400..500).contains(&status)
+                        && ["response_format", "json_schema", "schema", "grammar"]
+                            .iter()
+                            .any(|word| text.contains(word)) =>
+                {
+                    tracing::warn!(status, answer = %text, "the memory LLM refuses response_format json_schema; asking for json_object from now on");
+                    self.schemas.store(SCHEMAS_REFUSED, Ordering::Relaxed);
+                }
+                Ok(answer) => {
+                    self.schemas.store(SCHEMAS_TAKEN, Ordering::Relaxed);
+                    return Ok(answer);
+                }
+                Err(error) => return Err(error),
+            }
         }
+        body["response_format"] = json!({"type": "json_object"});
+        self.send(body).await
+    }
+
+    async fn send(&self, mut body: Value) -> Result<String, LlmError> {
         if let Some(limit) = self.max_tokens {
             body["max_tokens"] = json!(limit);
         }

@@ -5,6 +5,7 @@
 //! rolling summary (summary and implicit modes). A worker runs the jobs with retries and backoff;
 //! nothing here can affect a response already sent, and a failed job stays visible in the queue.
 
+mod gates;
 mod jobs;
 pub mod llm;
 pub mod prompts;
@@ -150,11 +151,11 @@ impl PostProcessor {
             (kind, _) => Err(format!("unknown job kind '{kind}'")),
         };
         let id = job.id;
-        let (error, retry) = match outcome {
+        let (outcome, retry) = match outcome {
             Ok(report) => {
                 tracing::info!(job = id, kind = %job.kind, %report, "memory job done");
                 self.metrics.count_job(&job.kind, "done");
-                (None, None)
+                (Ok(report), None)
             }
             Err(error) => {
                 let retry = (job.attempts < self.config.job_attempts).then(|| {
@@ -164,19 +165,19 @@ impl PostProcessor {
                 let label = if retry.is_some() { "retry" } else { "failed" };
                 tracing::warn!(job = id, kind = %job.kind, attempts = job.attempts, %error, label, "memory job failed");
                 self.metrics.count_job(&job.kind, label);
-                (Some(error), retry)
+                (Err(error), retry)
             }
         };
         // The outcome is always recorded: a job left `running` would block its user's queue until
         // its lease ran out. A store that refuses the write is retried with backoff.
         for attempt in 0..RECORD_ATTEMPTS {
-            let error = error.clone();
+            let outcome = outcome.clone();
             let recorded = self
                 .memory
                 .blocking(move |store, _| {
-                    match error {
-                        None => store.complete_job(id)?,
-                        Some(error) => store.fail_job(id, &error, retry)?,
+                    match outcome {
+                        Ok(report) => store.complete_job(id, &report)?,
+                        Err(error) => store.fail_job(id, &error, retry)?,
                     }
                     Ok(())
                 })

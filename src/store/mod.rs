@@ -253,6 +253,8 @@ pub struct Job {
     pub attempts: i64,
     pub run_after_ms: i64,
     pub last_error: Option<String>,
+    /// What a finished job did.
+    pub report: Option<String>,
 }
 
 /// A memory as exported and imported: everything but database ids and the vector.
@@ -568,7 +570,8 @@ pub trait Store: Send + Sync + 'static {
     /// Takes the oldest due job (state → running, attempts + 1), or one `running` for longer than
     /// `lease_ms` (its worker is gone).
     fn claim_job(&self, now_ms: i64, lease_ms: i64) -> StoreResult<Option<Job>>;
-    fn complete_job(&self, id: i64) -> StoreResult<()>;
+    /// Marks a job done with what it did.
+    fn complete_job(&self, id: i64, report: &str) -> StoreResult<()>;
     /// `retry_at_ms`: queue again then; `None`: give up (state failed).
     fn fail_job(&self, id: i64, error: &str, retry_at_ms: Option<i64>) -> StoreResult<()>;
     /// Jobs left running by a crash go back to the queue; returns how many.

@@ -55,8 +55,11 @@ impl MemoryBlock {
             text.push('\n');
         }
         if !self.facts.is_empty() {
-            text.push_str("\nKnown about the user (date learned):\n");
-            for (at, fact) in &self.facts {
+            // Newest first: where two facts disagree, the newer one is what holds now.
+            let mut facts: Vec<&(i64, String)> = self.facts.iter().collect();
+            facts.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+            text.push_str("\nKnown about the user (date said, newest first; a newer fact replaces an older one it contradicts):\n");
+            for (at, fact) in facts {
                 text.push_str(&format!("- [{}] {}\n", ymd(*at), fact.trim()));
             }
         }

@@ -23,6 +23,7 @@ mod lifecycle;
 mod memory;
 mod memory_storage;
 mod memory_transfer;
+mod quality;
 mod relay;
 mod sdk;
 mod streaming;

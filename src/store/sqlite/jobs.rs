@@ -13,7 +13,7 @@ use super::ensure_uid;
 use crate::store::{now_ms, Job, NewJob, Page, StoreResult, UserScope};
 
 const JOB_COLUMNS: &str = "j.id, j.kind, u.tenant, u.name, j.payload, j.state, j.attempts, \
-     j.run_after, j.last_error";
+     j.run_after, j.last_error, j.report";
 
 fn job_row(row: &Row) -> rusqlite::Result<Job> {
     let tenant: Option<String> = row.get(2)?;
@@ -30,6 +30,7 @@ fn job_row(row: &Row) -> rusqlite::Result<Job> {
         attempts: row.get(6)?,
         run_after_ms: row.get(7)?,
         last_error: row.get(8)?,
+        report: row.get(9)?,
     })
 }
 
@@ -105,10 +106,10 @@ pub fn claim(tx: &Transaction, now: i64, lease_ms: i64) -> StoreResult<Option<Jo
     Ok(Some(job))
 }
 
-pub fn complete(tx: &Transaction, id: i64) -> StoreResult<()> {
+pub fn complete(tx: &Transaction, id: i64, report: &str) -> StoreResult<()> {
     tx.execute(
-        "UPDATE jobs SET state = 'done', last_error = NULL, updated_at = ?1 WHERE id = ?2",
-        params![now_ms(), id],
+        "UPDATE jobs SET state = 'done', last_error = NULL, report = ?3, updated_at = ?1 WHERE id = ?2",
+        params![now_ms(), id, report],
     )?;
     Ok(())
 }

@@ -611,8 +611,8 @@ impl super::Store for SqliteStore {
         self.write(|tx| jobs::claim(tx, now_ms, lease_ms))
     }
 
-    fn complete_job(&self, id: i64) -> StoreResult<()> {
-        self.write(|tx| jobs::complete(tx, id))
+    fn complete_job(&self, id: i64, report: &str) -> StoreResult<()> {
+        self.write(|tx| jobs::complete(tx, id, report))
     }
 
     fn fail_job(&self, id: i64, error: &str, retry_at_ms: Option<i64>) -> StoreResult<()> {

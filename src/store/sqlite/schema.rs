@@ -237,4 +237,8 @@ CREATE INDEX jobs_running_by_user ON jobs(uid) WHERE state = 'running';
 ALTER TABLE conversations ADD COLUMN parent TEXT;
 ALTER TABLE conversations ADD COLUMN fork_position INTEGER NOT NULL DEFAULT 0;
 "#,
+    // 5: what a finished job did ("2 added, 1 rejected (question)"), for the console.
+    r#"
+ALTER TABLE jobs ADD COLUMN report TEXT;
+"#,
 ];

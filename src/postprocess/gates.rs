@@ -1,0 +1,444 @@
+//! Gates between the memory LLM and the store: deterministic checks that no model can talk past.
+//!
+//! A fact is stored only if it is a declarative statement about the user or their world (or a
+//! commitment of the assistant's), self-contained, and grounded in what the user said: most of
+//! its content words must come from the user's own messages. This keeps out what small models
+//! extract in place of facts: the assistant's lines and advice, general knowledge, the user's
+//! questions, list fragments, placeholders copied from the prompt's examples ("..."), and
+//! anything seen only in the injected memory block. An update must keep the subject of the memory
+//! it replaces. Every rejection has a reason, logged and counted.
+
+use std::collections::HashSet;
+
+/// Why a fact or an update was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rejection {
+    /// Empty, or a placeholder ("...", "N/A", "<text>").
+    Placeholder,
+    /// Fewer than [`MIN_WORDS`] words: not self-contained.
+    TooShort,
+    Question,
+    /// A list item or heading cut out of an answer ("1. Data Migration").
+    ListFragment,
+    /// (Nearly) word for word a line of the assistant's.
+    CopyOfAssistant,
+    /// (Nearly) word for word one of the user's questions.
+    CopyOfQuestion,
+    /// Its content words do not come mostly from what the user said (general knowledge, the
+    /// assistant's advice, the prompt's own examples, the injected memory block).
+    Ungrounded,
+    /// An update that drops the subject of the memory it replaces, or most of its text.
+    LosesSubject,
+}
+
+impl Rejection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::Placeholder => "placeholder",
+            Rejection::TooShort => "too_short",
+            Rejection::Question => "question",
+            Rejection::ListFragment => "list_fragment",
+            Rejection::CopyOfAssistant => "copy_of_assistant",
+            Rejection::CopyOfQuestion => "copy_of_question",
+            Rejection::Ungrounded => "ungrounded",
+            Rejection::LosesSubject => "loses_subject",
+        }
+    }
+}
+
+pub const MIN_WORDS: usize = 3;
+/// Share of a fact's content words that must appear in the user's messages (or in what is
+/// already known about the user: a new fact may combine both).
+const GROUNDED_SHARE: f64 = 0.4;
+/// Share of shared words from which a fact counts as a copy of a line.
+const COPY_SHARE: f64 = 0.85;
+/// Share of an old memory's content words an update must keep.
+const KEPT_SUBJECT_SHARE: f64 = 0.3;
+
+/// What the facts of one extraction may be drawn from: the user's and the assistant's lines.
+#[derive(Default)]
+pub struct Evidence {
+    user_words: HashSet<String>,
+    user_questions: Vec<HashSet<String>>,
+    assistant_lines: Vec<HashSet<String>>,
+    assistant_words: HashSet<String>,
+}
+
+impl Evidence {
+    /// From the turns the facts were extracted from, `(role, text)`, with any injected memory
+    /// block already removed from the text.
+    pub fn new<'a>(turns: impl IntoIterator<Item = (&'a str, &'a str)>) -> Evidence {
+        let mut evidence = Evidence::default();
+        for (role, text) in turns {
+            match role {
+                "user" => {
+                    evidence.user_words.extend(content_words(text));
+                    for sentence in sentences(text) {
+                        if sentence.trim_end().ends_with('?') {
+                            evidence.user_questions.push(content_words(sentence));
+                        }
+                    }
+                }
+                "assistant" => {
+                    evidence.assistant_words.extend(content_words(text));
+                    for line in text.lines().chain(text.lines().flat_map(sentences)) {
+                        let words = content_words(line);
+                        if !words.is_empty() {
+                            evidence.assistant_lines.push(words);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        evidence
+    }
+
+    /// Whether `fact` may be stored (knowing nothing stored about the user).
+    #[cfg(test)]
+    pub fn check(&self, fact: &str, kind: &str) -> Result<(), Rejection> {
+        self.check_knowing(fact, kind, &[])
+    }
+
+    /// [`Self::check`], with the user's stored memories that the fact relates to (their words
+    /// count as the user's).
+    pub fn check_knowing(&self, fact: &str, kind: &str, known: &[&str]) -> Result<(), Rejection> {
+        let known: HashSet<String> = known.iter().flat_map(|k| content_words(k)).collect();
+        check_form(fact)?;
+        let words = fact_words(fact);
+        let commitment = kind == "commitment" || mentions_assistant(fact);
+        if !commitment {
+            if self
+                .assistant_lines
+                .iter()
+                .any(|line| near_copy(&words, line))
+            {
+                return Err(Rejection::CopyOfAssistant);
+            }
+            if self.user_questions.iter().any(|q| near_copy(&words, q)) {
+                return Err(Rejection::CopyOfQuestion);
+            }
+        }
+        // A commitment is the assistant's, so its words may come from either side.
+        let said = |w: &String| self.user_words.contains(w) || known.contains(w);
+        let grounded = if commitment {
+            share(&words, |w| said(w) || self.assistant_words.contains(w))
+        } else {
+            share(&words, said)
+        };
+        if grounded < GROUNDED_SHARE {
+            return Err(Rejection::Ungrounded);
+        }
+        Ok(())
+    }
+
+    /// Whether `new` may replace the memory `old` (the update's text merges both, so its words
+    /// may come from the old memory too).
+    pub fn check_update(&self, old: &str, new: &str) -> Result<(), Rejection> {
+        check_form(new)?;
+        if new.trim().chars().count() * 2 < old.trim().chars().count() {
+            return Err(Rejection::LosesSubject);
+        }
+        let (old_words, new_words) = (content_words(old), content_words(new));
+        if share(&old_words, |w| new_words.contains(w)) < KEPT_SUBJECT_SHARE {
+            return Err(Rejection::LosesSubject);
+        }
+        let grounded = share(&new_words, |w| {
+            old_words.contains(w) || self.user_words.contains(w)
+        });
+        if grounded < GROUNDED_SHARE {
+            return Err(Rejection::Ungrounded);
+        }
+        Ok(())
+    }
+}
+
+/// The checks of a text on its own: no placeholder, no question, no fragment, long enough.
+pub fn check_form(text: &str) -> Result<(), Rejection> {
+    let trimmed = text.trim();
+    let bare: String = trimmed
+        .chars()
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
+        .collect();
+    let lower = bare.trim().to_lowercase();
+    if lower.is_empty()
+        || PLACEHOLDERS.contains(&lower.as_str())
+        || (trimmed.starts_with('<') && trimmed.ends_with('>'))
+        || trimmed.contains("...")
+        || trimmed.contains('…')
+    {
+        return Err(Rejection::Placeholder);
+    }
+    if trimmed.ends_with('?') {
+        return Err(Rejection::Question);
+    }
+    let first = trimmed.split_whitespace().next().unwrap_or_default();
+    let numbered = first
+        .trim_end_matches(['.', ')', ':'])
+        .chars()
+        .all(|c| c.is_ascii_digit())
+        && first.len() > first.trim_end_matches(['.', ')', ':']).len();
+    if numbered || ["-", "*", "•", "#", "##", "###"].contains(&first) || trimmed.starts_with("**")
+    {
+        return Err(Rejection::ListFragment);
+    }
+    if lower.split_whitespace().count() < MIN_WORDS {
+        return Err(Rejection::TooShort);
+    }
+    Ok(())
+}
+
+const PLACEHOLDERS: [&str; 10] = [
+    "na", "n a", "none", "null", "unknown", "tbd", "text", "fact", "memory", "nothing",
+];
+
+/// Words that carry no content of their own, and the words naming the two sides.
+const STOP_WORDS: [&str; 74] = [
+    "a",
+    "an",
+    "the",
+    "and",
+    "or",
+    "but",
+    "of",
+    "to",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "by",
+    "from",
+    "as",
+    "is",
+    "are",
+    "was",
+    "were",
+    "be",
+    "been",
+    "being",
+    "has",
+    "have",
+    "had",
+    "do",
+    "does",
+    "did",
+    "will",
+    "would",
+    "can",
+    "could",
+    "should",
+    "may",
+    "might",
+    "it",
+    "its",
+    "this",
+    "that",
+    "these",
+    "those",
+    "there",
+    "their",
+    "they",
+    "them",
+    "he",
+    "she",
+    "his",
+    "her",
+    "him",
+    "i",
+    "me",
+    "my",
+    "you",
+    "your",
+    "we",
+    "our",
+    "us",
+    "user",
+    "users",
+    "assistant",
+    "about",
+    "also",
+    "not",
+    "no",
+    "so",
+    "very",
+    "just",
+    "than",
+    "then",
+    "into",
+    "who",
+    "which",
+];
+
+fn content_words(text: &str) -> HashSet<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() > 1)
+        .map(str::to_lowercase)
+        .map(|w| stem(&w))
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .collect()
+}
+
+/// A crude English stem, so that "plays" matches "play" and "dogs" "dog".
+fn stem(word: &str) -> String {
+    for suffix in ["ies", "ing", "ed", "es", "ic", "ly", "y", "s"] {
+        if let Some(base) = word.strip_suffix(suffix) {
+            if base.chars().count() >= 3 {
+                return base.to_owned();
+            }
+        }
+    }
+    word.to_owned()
+}
+
+/// A fact's content words without its subject when that is a name ("Alice lives in Porto"): the
+/// user's name is rarely in the messages a fact comes from.
+fn fact_words(fact: &str) -> HashSet<String> {
+    let mut words = content_words(fact);
+    let first = fact
+        .split(|c: char| !c.is_alphanumeric())
+        .find(|w| !w.is_empty())
+        .unwrap_or_default();
+    if first.chars().next().is_some_and(char::is_uppercase) && words.len() > 1 {
+        words.remove(&stem(&first.to_lowercase()));
+    }
+    words
+}
+
+fn mentions_assistant(text: &str) -> bool {
+    let lower = text.to_lowercase();
+    lower.contains("the assistant") || lower.starts_with("assistant")
+}
+
+fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive(['.', '!', '?', '\n'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// The share of `words` for which `found` holds (1.0 for no words: nothing to ground).
+fn share(words: &HashSet<String>, found: impl Fn(&String) -> bool) -> f64 {
+    if words.is_empty() {
+        return 1.0;
+    }
+    words.iter().filter(|w| found(w)).count() as f64 / words.len() as f64
+}
+
+/// Both texts share nearly all their content words.
+fn near_copy(fact: &HashSet<String>, line: &HashSet<String>) -> bool {
+    if fact.is_empty() || line.is_empty() {
+        return false;
+    }
+    let common = fact.intersection(line).count() as f64;
+    common / fact.len() as f64 >= COPY_SHARE && common / line.len() as f64 >= COPY_SHARE
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn evidence() -> Evidence {
+        Evidence::new([
+            ("user", "Hi! My dog is called Rexford and he is a corgi. Can you suggest a name for my new cat?"),
+            (
+                "assistant",
+                "Certainly! Here are a few suggestions:\n1. Data Migration\n2. System Integration\nI will remind you about the vet on Friday.",
+            ),
+        ])
+    }
+
+    #[test]
+    fn facts_about_the_user_pass() {
+        let e = evidence();
+        assert_eq!(e.check("The user's dog is called Rexford.", "fact"), Ok(()));
+        assert_eq!(
+            e.check("The user has a corgi named Rexford.", "fact"),
+            Ok(())
+        );
+        assert_eq!(
+            e.check(
+                "The assistant promised to remind the user about the vet on Friday.",
+                "commitment"
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn junk_is_refused_with_its_reason() {
+        let e = evidence();
+        for (text, reason) in [
+            ("...", Rejection::Placeholder),
+            ("", Rejection::Placeholder),
+            ("N/A", Rejection::Placeholder),
+            ("<the merged text>", Rejection::Placeholder),
+            ("The user drives ...", Rejection::Placeholder),
+            ("What is a good name for a cat?", Rejection::Question),
+            ("1. Data Migration", Rejection::ListFragment),
+            ("- System Integration plan", Rejection::ListFragment),
+            ("Rexford", Rejection::TooShort),
+            (
+                "Certainly! Here are a few suggestions:",
+                Rejection::CopyOfAssistant,
+            ),
+            (
+                "Can you suggest a name for my new cat",
+                Rejection::CopyOfQuestion,
+            ),
+            (
+                "There are seven continents on Earth.",
+                Rejection::Ungrounded,
+            ),
+            (
+                "The user loves sleeping on the keyboard.",
+                Rejection::Ungrounded,
+            ),
+        ] {
+            assert_eq!(e.check(text, "fact"), Err(reason), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_fact_may_name_the_user_by_a_name_the_messages_do_not_hold() {
+        let e = Evidence::new([("user", "I moved to Porto, with my cat Tom.")]);
+        assert_eq!(e.check("Alice lives in Porto.", "fact"), Ok(()));
+        assert_eq!(e.check("Alice lives with a cat named Tom.", "fact"), Ok(()));
+        assert_eq!(
+            e.check("Alice likes jazz music.", "fact"),
+            Err(Rejection::Ungrounded)
+        );
+    }
+
+    #[test]
+    fn the_prompts_example_is_no_memory_of_anyone() {
+        let e = Evidence::new([
+            ("user", "My dog is called Rexford."),
+            ("assistant", "What a nice name!"),
+        ]);
+        assert_eq!(
+            e.check(
+                "The assistant promised to remind the user about the dentist on Friday.",
+                "commitment"
+            ),
+            Err(Rejection::Ungrounded)
+        );
+    }
+
+    #[test]
+    fn an_update_keeps_its_subject() {
+        let e = Evidence::new([("user", "I sold my Toyota and bought a red Tesla.")]);
+        let old = "The user drives a Toyota Corolla.";
+        assert_eq!(
+            e.check_update(
+                old,
+                "The user drives a red Tesla instead of the Toyota Corolla."
+            ),
+            Ok(())
+        );
+        assert_eq!(e.check_update(old, "..."), Err(Rejection::Placeholder));
+        assert_eq!(
+            e.check_update(old, "The user bought red paint."),
+            Err(Rejection::LosesSubject)
+        );
+    }
+}

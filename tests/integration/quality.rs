@@ -1,0 +1,169 @@
+//! Memory quality gates end to end: a scripted memory LLM answering the way small models do
+//! (placeholders copied from the prompt, the assistant's lines, the user's questions, list
+//! fragments, general knowledge, the prompt's own example) gets none of it stored, an update
+//! into "..." corrupts nothing, and structured output is asked for, with a remembered fallback.
+
+use std::time::Duration;
+
+use memproxy::mock::Reply;
+use serde_json::{json, Value};
+
+use crate::common::{eventually, get_json, harness_with, memories, Harness};
+
+async fn chat(h: &Harness, text: &str) {
+    let response = h
+        .client
+        .post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-user", "rio")
+        .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content": text}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+}
+
+fn facts(texts: &[&str]) -> Reply {
+    let facts: Vec<Value> = texts
+        .iter()
+        .map(|t| json!({"text": t, "kind": "fact"}))
+        .collect();
+    Reply::Text(json!({ "facts": facts }).to_string())
+}
+
+async fn done_reports(h: &Harness) -> Vec<String> {
+    get_json(h, "/memproxy/v1/jobs?state=done").await["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|j| j["report"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn junk_from_the_memory_llm_never_reaches_the_store_and_updates_keep_their_subject() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text(
+        "Certainly! Here are a few suggestions:\n1. Data Migration\n2. System Integration".into(),
+    ));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "...",
+            "Certainly! Here are a few suggestions:",
+            "1. Data Migration",
+            "What should I call my project?",
+            "There are seven continents on Earth.",
+            "The assistant promised to remind the user about the dentist on Friday.",
+            "The user's dog is called Rexford.",
+        ]),
+    );
+    chat(
+        &h,
+        "My dog is called Rexford. What should I call my project?",
+    )
+    .await;
+    eventually("the job is done", || async {
+        !done_reports(&h).await.is_empty()
+    })
+    .await;
+    assert_eq!(
+        memories(&h, "rio").await,
+        ["The user's dog is called Rexford."]
+    );
+    let report = done_reports(&h).await.join("; ");
+    for reason in [
+        "placeholder",
+        "copy_of_assistant",
+        "list_fragment",
+        "question",
+        "ungrounded",
+    ] {
+        assert!(report.contains(reason), "{reason} in: {report}");
+    }
+    let metrics = h
+        .client
+        .get(h.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("memproxy_memory_rejections_total{reason=\"ungrounded\"} 2"),
+        "{metrics}"
+    );
+
+    // A reconcile that rewrites the fact into "..." (the prompt's example, copied) corrupts
+    // nothing: the new fact is added beside it instead.
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&["The user's dog Rexford is three years old."]),
+    );
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(
+            json!({"decisions": [{"fact": 0, "action": "UPDATE", "memory": 0, "text": "..."}]})
+                .to_string(),
+        ),
+    );
+    chat(&h, "Rexford turned three years old last week.").await;
+    eventually("the second job is done", || async {
+        done_reports(&h).await.len() == 2
+    })
+    .await;
+    let stored = memories(&h, "rio").await;
+    assert!(
+        stored.contains(&"The user's dog is called Rexford.".to_owned()),
+        "{stored:?}"
+    );
+    assert!(
+        stored.contains(&"The user's dog Rexford is three years old.".to_owned()),
+        "{stored:?}"
+    );
+    assert!(!stored.iter().any(|m| m.contains("...")), "{stored:?}");
+}
+
+#[tokio::test]
+async fn structured_output_is_asked_for_and_a_refusal_is_remembered() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        Reply::Error {
+            status: 400,
+            message: "response_format type json_schema is not supported".into(),
+            headers: vec![],
+        },
+    );
+    chat(&h, "I grow tomatoes on my balcony.").await;
+    eventually("the fact is stored", || async {
+        memories(&h, "rio")
+            .await
+            .iter()
+            .any(|m| m.contains("tomatoes"))
+    })
+    .await;
+    chat(&h, "I also grow basil on my balcony.").await;
+    eventually("the second fact is stored", || async {
+        memories(&h, "rio")
+            .await
+            .iter()
+            .any(|m| m.contains("basil"))
+    })
+    .await;
+    let formats: Vec<String> = h
+        .mock
+        .chat_requests(Some("MEMPROXY-EXTRACT"))
+        .iter()
+        .map(|r| {
+            r["response_format"]["type"]
+                .as_str()
+                .unwrap_or("none")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(formats, ["json_schema", "json_object", "json_object"]);
+    let first = &h.mock.chat_requests(Some("MEMPROXY-EXTRACT"))[0];
+    let schema = &first["response_format"]["json_schema"]["schema"];
+    assert_eq!(schema["properties"]["facts"]["maxItems"], 12, "{schema}");
+}
