@@ -1,6 +1,6 @@
 //! Who a request is for (tenant, user, agent, conversation) and which strategy serves it.
 //!
-//! The scope decides whose memory a request may touch, so it is derived in one place (design §1):
+//! The scope decides whose memory a request may touch, so it is derived in one place (architecture §1):
 //! tenant from the proxy key, user from `X-Memproxy-User` or the body's `user`, agent from
 //! `X-Memproxy-Agent`, conversation from `X-Memproxy-Conversation` or a stable hash of the chat's
 //! opening (chat apps resend the whole history, so the opening identifies the chat; two chats

@@ -1,7 +1,7 @@
 //! memproxy: an OpenAI-compatible proxy that gives any chat app long-term memory.
 //!
 //! A chat app points at memproxy instead of its LLM; memproxy forwards to any OpenAI-compatible
-//! upstream and manages memory on the way (see `../shared/design.md`). This crate is both the
+//! upstream and manages memory on the way (see `docs/architecture.md`). This crate is both the
 //! `memproxy` binary and a library, so tests and benchmarks drive the real server in-process.
 
 pub mod agent;

@@ -1,7 +1,7 @@
 //! Memory strategies by name, and how a request picks one.
 //!
 //! The strategy for a request comes from the `X-Memproxy-Mode` header, else the route prefix
-//! (`/{mode}/v1/...`), else the configured default (design §1). Keeping the names in one enum
+//! (`/{mode}/v1/...`), else the configured default (architecture §1). Keeping the names in one enum
 //! lets config, routes, headers and metrics agree on spelling.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The agent's context window (design §3): the system message (instructions, core memory with
+//! The agent's context window (architecture §3): the system message (instructions, core memory with
 //! sizes, memory metadata), the recursive summary of evicted messages, then the message queue.
 //! Also token accounting and the choice of which messages to evict.
 

@@ -1,4 +1,4 @@
-//! Overflow handling (design §3): evict the oldest messages from the agent's context, fold them
+//! Overflow handling (architecture §3): evict the oldest messages from the agent's context, fold them
 //! into the recursive summary, keep them searchable in recall memory.
 //!
 //! The summarizer gets the material in chunks that fit half the window, so the summary call

@@ -1,4 +1,4 @@
-//! Explicit mode: a MemGPT agent per (tenant, user, agent) running inside the proxy (design §3).
+//! Explicit mode: a MemGPT agent per (tenant, user, agent) running inside the proxy (architecture §3).
 //!
 //! The client sends ordinary chat completions; [`Agents::run_turn`] feeds the agent the new user
 //! messages, steps it against the upstream with the memory tools until it answers with

@@ -45,7 +45,7 @@ impl ToolOutcome {
         }
     }
 
-    /// The tool message content (design §3).
+    /// The tool message content (architecture §3).
     pub fn result_json(&self, now_ms: i64) -> String {
         json!({
             "status": if self.ok { "OK" } else { "Failed" },

@@ -1,4 +1,4 @@
-//! One agent turn: the step loop of design §3 (heartbeats, failed calls, repeated calls,
+//! One agent turn: the step loop of architecture §3 (heartbeats, failed calls, repeated calls,
 //! memory pressure, overflow and retry, `max_steps`), then the turn's messages and trace are
 //! written to the memory layer.
 
@@ -379,7 +379,7 @@ impl Agents {
                 };
                 let signature = format!("{name}\u{0}{}", call.function.arguments.trim());
                 if last_call.as_deref() == Some(signature.as_str()) && name != SEND_MESSAGE {
-                    // Small models repeat a call forever once its result is in view (design §3).
+                    // Small models repeat a call forever once its result is in view (architecture §3).
                     force_reply = true;
                 }
                 last_call = Some(signature);

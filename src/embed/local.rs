@@ -1,5 +1,5 @@
 //! The local embedder: all-MiniLM-L6-v2 (int8 ONNX, 384 dims) run by fastembed on onnxruntime,
-//! both loaded from the data directory where `scripts/fetch-model` installs them (design §6).
+//! both loaded from the data directory where `scripts/fetch-model` installs them (architecture §6).
 //!
 //! Embedding is CPU-bound and `TextEmbedding::embed` needs `&mut self`, so the model sits behind a
 //! mutex and runs on the blocking pool, never on the async runtime's threads.

@@ -184,6 +184,12 @@ impl MemoryService {
     ) {
         let this = Arc::clone(self);
         tasks.spawn(async move {
+            // The first inference of a model session and the tokenizer's first use are slow
+            // (about 0.1 s): paid here at start-up rather than by the first request.
+            crate::tokens::count_message("user", "warm up");
+            if let Err(error) = this.embedder.embed(vec!["warm up".to_owned()]).await {
+                tracing::warn!(%error, "the embedding model does not answer");
+            }
             loop {
                 for corpus in Corpus::ALL {
                     while !stop.is_cancelled() {

@@ -203,7 +203,7 @@ async fn handle(
     Ok(build_response(status, relayed, Body::from(bytes)))
 }
 
-/// What the strategy did, for clients and comparisons (design §2).
+/// What the strategy did, for clients and comparisons (architecture §2).
 fn rewrite_headers(headers: &mut HeaderMap, mode: Mode, rewrite: &crate::strategy::Rewrite) {
     if mode == Mode::Passthrough {
         return;

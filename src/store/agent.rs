@@ -27,7 +27,7 @@ pub struct AgentRecord {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentMessage {
     pub role: String,
-    /// Exactly what the model sees (user messages are JSON-wrapped, design §3).
+    /// Exactly what the model sees (user messages are JSON-wrapped, architecture §3).
     pub content: String,
     /// Tool calls as JSON text.
     #[serde(default, skip_serializing_if = "Option::is_none")]

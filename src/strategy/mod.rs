@@ -1,7 +1,7 @@
 //! Memory strategies behind one interface: given the client's request, produce what the upstream
 //! sees. `passthrough` forwards as is; `window` keeps the newest turns within a token budget;
 //! `summary` adds the conversation's rolling summary of the dropped turns; `implicit` adds
-//! retrieved memories too (design §2). `explicit` runs an agent loop instead (not here).
+//! retrieved memories too (architecture §2). `explicit` runs an agent loop instead (not here).
 
 pub mod compact;
 pub mod inject;
