@@ -113,4 +113,8 @@ impl Embedder for LocalEmbedder {
         .await
         .map_err(|error| EmbedError::Failed(error.to_string()))?
     }
+
+    async fn warm_up(&self) -> Result<(), EmbedError> {
+        self.embed(vec!["warm up".to_owned()]).await.map(|_| ())
+    }
 }

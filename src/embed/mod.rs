@@ -37,6 +37,10 @@ pub trait Embedder: Send + Sync + 'static {
     fn dimensions(&self) -> usize;
     /// One vector per text, in order, L2-normalised.
     async fn embed(&self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// Pays one-time costs (a model session's first inference) before the first request does.
+    async fn warm_up(&self) -> Result<(), EmbedError> {
+        Ok(())
+    }
 }
 
 pub type SharedEmbedder = Arc<dyn Embedder>;

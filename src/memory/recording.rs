@@ -187,7 +187,7 @@ impl MemoryService {
             // The first inference of a model session and the tokenizer's first use are slow
             // (about 0.1 s): paid here at start-up rather than by the first request.
             crate::tokens::count_message("user", "warm up");
-            if let Err(error) = this.embedder.embed(vec!["warm up".to_owned()]).await {
+            if let Err(error) = this.embedder.warm_up().await {
                 tracing::warn!(%error, "the embedding model does not answer");
             }
             loop {
