@@ -343,15 +343,7 @@ async fn vector_indexes_past_the_open_limit_close_and_reopen_intact() {
         "{found}"
     );
 
-    let metrics = h
-        .client
-        .get(h.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = crate::common::get_text(&h, "/metrics").await;
     let open: usize = metrics
         .lines()
         .find_map(|line| line.strip_prefix("memproxy_vector_indexes_open "))

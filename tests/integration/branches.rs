@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::common::{eventually, get_json, harness_with, memories, Harness};
+use crate::common::{eventually, get_json, harness_with, implicit_chat, memories, Harness};
 
 const SYSTEM: &str = "You are a helpful assistant.";
 
@@ -14,14 +14,7 @@ const SYSTEM: &str = "You are a helpful assistant.";
 async fn say(h: &Harness, user: &str, history: &[Value]) -> String {
     let mut messages = vec![json!({"role": "system", "content": SYSTEM})];
     messages.extend(history.iter().cloned());
-    let response = h
-        .client
-        .post(h.url("/implicit/v1/chat/completions"))
-        .header("x-memproxy-user", user)
-        .json(&json!({"model": "mock-model", "messages": messages}))
-        .send()
-        .await
-        .expect("answer");
+    let response = implicit_chat(h, user, Value::Array(messages)).await;
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.expect("json");
     let reply = body["choices"][0]["message"]["content"]

@@ -240,6 +240,18 @@ pub async fn get_json(h: &Harness, path: &str) -> Value {
         .expect("json")
 }
 
+/// A GET's body as text (`/metrics`).
+pub async fn get_text(h: &Harness, path: &str) -> String {
+    h.client
+        .get(h.url(path))
+        .send()
+        .await
+        .expect("answer")
+        .text()
+        .await
+        .expect("text")
+}
+
 /// The user most memory-layer tests act for.
 pub fn alice() -> memproxy::store::UserScope {
     memproxy::store::UserScope::new("acme", "alice")
@@ -290,4 +302,15 @@ pub async fn memories(h: &Harness, user: &str) -> Vec<String> {
         .flatten()
         .filter_map(|m| m["text"].as_str().map(str::to_owned))
         .collect()
+}
+
+/// A chat request of `user` in implicit mode (the scripted chat model answers `echo: …`).
+pub async fn implicit_chat(h: &Harness, user: &str, messages: Value) -> reqwest::Response {
+    h.client
+        .post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-user", user)
+        .json(&json!({"model": "mock-model", "messages": messages}))
+        .send()
+        .await
+        .expect("answer")
 }

@@ -6,19 +6,11 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use memproxy::mock::Reply;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::common::{eventually, get_json, harness_with, memories, restart, Harness};
-
-async fn implicit(h: &Harness, user: &str, messages: Value) -> reqwest::Response {
-    h.client
-        .post(h.url("/implicit/v1/chat/completions"))
-        .header("x-memproxy-user", user)
-        .json(&json!({"model": "mock-model", "messages": messages}))
-        .send()
-        .await
-        .expect("answer")
-}
+use crate::common::{
+    eventually, get_json, harness_with, implicit_chat as implicit, memories, restart, Harness,
+};
 
 /// What the chat model (not the memory LLM) saw in its last request.
 fn last_prompt(h: &Harness) -> String {

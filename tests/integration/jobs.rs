@@ -8,18 +8,12 @@ use memproxy::mock::Reply;
 use memproxy::store::{NewJob, Store};
 use serde_json::{json, Value};
 
-use crate::common::{eventually, get_json, harness_with, memories, restart_after, Harness};
+use crate::common::{
+    eventually, get_json, harness_with, implicit_chat, memories, restart_after, Harness,
+};
 
 async fn implicit(h: &Harness, user: &str, messages: Value) {
-    let response = h
-        .client
-        .post(h.url("/implicit/v1/chat/completions"))
-        .header("x-memproxy-user", user)
-        .json(&json!({"model": "mock-model", "messages": messages}))
-        .send()
-        .await
-        .expect("answer");
-    assert_eq!(response.status(), 200);
+    assert_eq!(implicit_chat(h, user, messages).await.status(), 200);
 }
 
 async fn jobs(h: &Harness, state: &str) -> Vec<Value> {

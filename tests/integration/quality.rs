@@ -8,17 +8,10 @@ use std::time::Duration;
 use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
-use crate::common::{eventually, get_json, harness_with, memories, Harness};
+use crate::common::{eventually, get_json, harness_with, implicit_chat, memories, Harness};
 
 async fn chat(h: &Harness, text: &str) {
-    let response = h
-        .client
-        .post(h.url("/implicit/v1/chat/completions"))
-        .header("x-memproxy-user", "rio")
-        .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content": text}]}))
-        .send()
-        .await
-        .expect("answer");
+    let response = implicit_chat(h, "rio", json!([{"role": "user", "content": text}])).await;
     assert_eq!(response.status(), 200);
 }
 
@@ -80,15 +73,7 @@ async fn junk_from_the_memory_llm_never_reaches_the_store_and_updates_keep_their
     ] {
         assert!(report.contains(reason), "{reason} in: {report}");
     }
-    let metrics = h
-        .client
-        .get(h.url("/metrics"))
-        .send()
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("text");
+    let metrics = crate::common::get_text(&h, "/metrics").await;
     assert!(
         metrics.contains("memproxy_memory_rejections_total{reason=\"ungrounded\"} 2"),
         "{metrics}"
