@@ -297,8 +297,10 @@ function evalPage() {
       const categories = [...new Set(strategies.flatMap((s) => Object.keys(s.by_category || {})))].sort();
       const score = (value) => value === null || value === undefined ? "-" : value.toFixed(3);
       output.replaceChildren(el("h2", { text: `${summary.dataset} (model ${summary.model || "default"})` }),
-        table(["strategy", "probes", "F1", "contains", "judge", "evidence", "chat tokens", "memory tokens", "overhead p50/p95 ms"],
-          strategies.map((s) => [s.strategy, String(s.probes), score(s.f1), score(s.contains), score(s.judge),
+        table(["strategy", "probes", "F1", "F1 of ceiling", "contains", "judge", "evidence", "chat tokens", "memory tokens", "overhead p50/p95 ms"],
+          strategies.map((s) => [s.strategy, String(s.probes), score(s.f1),
+            s.f1_of_ceiling === null || s.f1_of_ceiling === undefined ? "-" : `${Math.round(s.f1_of_ceiling * 100)}%`,
+            score(s.contains), score(s.judge),
             score(s.evidence_in_context), String(s.chat_tokens), String(s.memory_tokens),
             `${s.overhead_p50_ms.toFixed(1)}/${s.overhead_p95_ms.toFixed(1)}`])),
         el("h3", { text: "Tokens against F1" }), scatter(strategies),

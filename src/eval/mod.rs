@@ -1,6 +1,7 @@
 //! `memproxy eval …`: compare memory strategies on conversations with probe questions (answer
 //! scores, tokens, latency), and narrower measurements on benchmark data (figures, not assertions).
 
+pub mod ceiling;
 pub mod dataset;
 mod locomo;
 mod report;

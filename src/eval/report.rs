@@ -28,6 +28,8 @@ pub struct StrategySummary {
     pub contains: f64,
     pub judge: Option<f64>,
     pub evidence_in_context: Option<f64>,
+    /// F1 as a share of the `full-context` ceiling's, when the run has one.
+    pub f1_of_ceiling: Option<f64>,
     pub by_category: BTreeMap<String, CategoryScore>,
     /// Overhead samples (ms) for the latency chart.
     #[serde(skip)]
@@ -162,6 +164,7 @@ pub fn summarize(dataset: &str, args: &RunArgs, runs: &[PairResult]) -> Summary 
             Some(summary)
         })
         .collect();
+    let strategies = with_ceiling(strategies);
     Summary {
         dataset: dataset.to_owned(),
         model: args.model.clone(),
@@ -169,6 +172,21 @@ pub fn summarize(dataset: &str, args: &RunArgs, runs: &[PairResult]) -> Summary 
         upstream: args.upstream.clone(),
         strategies,
     }
+}
+
+/// Each strategy's F1 as a share of the `full-context` ceiling's.
+fn with_ceiling(mut strategies: Vec<StrategySummary>) -> Vec<StrategySummary> {
+    let ceiling = strategies
+        .iter()
+        .find(|s| s.strategy == super::ceiling::FULL_CONTEXT)
+        .map(|s| s.f1)
+        .filter(|f1| *f1 > 0.0);
+    if let Some(ceiling) = ceiling {
+        for strategy in &mut strategies {
+            strategy.f1_of_ceiling = Some(strategy.f1 / ceiling);
+        }
+    }
+    strategies
 }
 
 fn optional(value: Option<f64>) -> String {
@@ -193,6 +211,8 @@ fn rows(summary: &Summary) -> Vec<Vec<String>> {
                 s.strategy.clone(),
                 s.probes.to_string(),
                 format!("{:.3}", s.f1),
+                s.f1_of_ceiling
+                    .map_or_else(|| "-".to_owned(), |share| format!("{:.0}%", share * 100.0)),
                 format!("{:.3}", s.contains),
                 optional(s.judge),
                 optional(s.evidence_in_context),
@@ -208,10 +228,11 @@ fn rows(summary: &Summary) -> Vec<Vec<String>> {
         .collect()
 }
 
-const HEADER: [&str; 13] = [
+const HEADER: [&str; 14] = [
     "strategy",
     "probes",
     "F1",
+    "F1 of ceiling",
     "contains",
     "judge",
     "evidence",

@@ -22,6 +22,8 @@ use crate::config::{Config, Secret};
 use crate::dates;
 use crate::mode::Mode;
 
+use super::ceiling::{self, EvalStrategy};
+
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
     /// Dataset file (or a directory of scenario files).
@@ -30,13 +32,14 @@ pub struct RunArgs {
     /// Dataset format; guessed from the content when absent.
     #[arg(long, value_enum)]
     pub format: Option<Format>,
-    /// Strategies to compare, comma-separated.
+    /// Strategies to compare, comma-separated; `full-context` is the no-memory ceiling (every
+    /// session in the prompt).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "passthrough,window,summary,implicit,explicit"
     )]
-    pub strategies: Vec<Mode>,
+    pub strategies: Vec<EvalStrategy>,
     /// Upstream base URL ending in /v1 (key: MEMPROXY_UPSTREAM_API_KEY or OPENAI_API_KEY).
     #[arg(long, default_value = "http://127.0.0.1:8090/v1")]
     pub upstream: String,
@@ -298,15 +301,16 @@ async fn run_pair(
     args: &RunArgs,
     tap: &Tap,
     conversation: &Conversation,
-    mode: Mode,
+    strategy: EvalStrategy,
     progress: &ProgressBar,
 ) -> anyhow::Result<PairResult> {
+    let mode = strategy.mode();
     let temporary = tempfile::tempdir()?;
     let data = if args.keep_data {
         let kept = args
             .out
             .join("data")
-            .join(format!("{}-{}", conversation.id, mode.as_str()));
+            .join(format!("{}-{strategy}", conversation.id));
         if kept.exists() {
             std::fs::remove_dir_all(&kept)?;
         }
@@ -331,7 +335,7 @@ async fn run_pair(
     };
     let mut pair = PairResult {
         conversation: conversation.id.clone(),
-        strategy: mode.as_str().to_owned(),
+        strategy: strategy.as_str().to_owned(),
         work: BTreeMap::new(),
         overhead_ms: Vec::new(),
         total_ms: Vec::new(),
@@ -341,7 +345,12 @@ async fn run_pair(
     let start = tap.len();
     // Indices (in this pair's calls) where each client request's calls begin and end.
     let mut requests: Vec<(usize, usize)> = Vec::new();
-    for (s, session) in conversation.sessions.iter().enumerate() {
+    // The ceiling replays nothing: its probes carry the whole conversation.
+    let replayed = match strategy {
+        EvalStrategy::FullContext => &[][..],
+        EvalStrategy::Memory(_) => &conversation.sessions[..],
+    };
+    for (s, session) in replayed.iter().enumerate() {
         let chat = format!("{}-session-{}", conversation.id, s + 1);
         let mut history = vec![
             json!({"role": "system", "content": system_prompt(conversation, session.time_ms)}),
@@ -397,10 +406,12 @@ async fn run_pair(
         .iter()
         .take(args.max_probes.unwrap_or(usize::MAX));
     for (index, probe) in probes.enumerate() {
-        let messages = vec![
-            json!({"role": "system", "content": system_prompt(conversation, probe.time_ms)}),
-            json!({"role": "user", "content": probe.question}),
-        ];
+        let mut messages =
+            vec![json!({"role": "system", "content": system_prompt(conversation, probe.time_ms)})];
+        if strategy == EvalStrategy::FullContext {
+            messages.extend(ceiling::whole_conversation(conversation));
+        }
+        messages.push(json!({"role": "user", "content": probe.question}));
         tap.capture(true);
         let from = tap.len() - start;
         let sent = client
@@ -562,12 +573,12 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         .progress_chars("=> "),
     );
     for conversation in &dataset.conversations {
-        for &mode in &args.strategies {
-            if done.contains(&(conversation.id.clone(), mode.as_str().to_owned())) {
+        for &strategy in &args.strategies {
+            if done.contains(&(conversation.id.clone(), strategy.as_str().to_owned())) {
                 continue;
             }
-            progress.set_message(format!("{} / {mode}", conversation.id));
-            let pair = run_pair(&args, &tap, conversation, mode, &progress).await?;
+            progress.set_message(format!("{} / {strategy}", conversation.id));
+            let pair = run_pair(&args, &tap, conversation, strategy, &progress).await?;
             let mut file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)

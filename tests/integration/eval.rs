@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use memproxy::eval::ceiling::EvalStrategy;
 use memproxy::eval::dataset::{self, Format};
 use memproxy::eval::run::{run, RunArgs};
 use memproxy::mock::{MockUpstream, Reply};
@@ -20,7 +21,7 @@ fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path
     RunArgs {
         dataset: Some(dataset),
         format: None,
-        strategies,
+        strategies: strategies.into_iter().map(EvalStrategy::Memory).collect(),
         upstream: mock.base_url(),
         model: Some("mock-model".to_owned()),
         judge_model: None,
@@ -291,4 +292,42 @@ async fn an_interrupted_run_resumes_with_the_missing_pairs_only() {
         .filter_map(|s| s["strategy"].as_str())
         .collect();
     assert_eq!(names, ["passthrough", "window"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_full_context_ceiling_replays_nothing_and_scores_the_others_against_it() {
+    let mock = MockUpstream::start().await.expect("mock");
+    let out = tempfile::tempdir().expect("out");
+    let mut run_args = args(
+        fixture("tiny-scenario.json"),
+        vec![Mode::Passthrough],
+        &mock,
+        out.path(),
+    );
+    run_args.strategies.insert(0, EvalStrategy::FullContext);
+    for answer in ["Pixel", "ok", "ok", "Maybe Pixel or Rex"] {
+        mock.push(Reply::Text(answer.to_owned()));
+    }
+    run(run_args).await.expect("eval runs");
+    let chats: Vec<Value> = mock
+        .requests()
+        .iter()
+        .filter(|r| r.path_and_query == "/v1/chat/completions")
+        .map(|r| r.json())
+        .collect();
+    // The ceiling's one probe; passthrough's two replayed turns and one probe.
+    assert_eq!(chats.len(), 4);
+    let probe = chats[0]["messages"].to_string();
+    assert!(
+        probe.contains("I live in Lisbon.") && probe.contains("[Session 1, 2026-01-10"),
+        "every session in the prompt, dated: {probe}"
+    );
+    let summary = results(out.path());
+    let strategies = summary["strategies"].as_array().expect("list");
+    assert_eq!(strategies[0]["strategy"], "full-context");
+    assert_eq!(strategies[0]["requests"], 1);
+    assert_eq!(strategies[0]["f1"], 1.0);
+    assert_eq!(strategies[0]["f1_of_ceiling"], 1.0);
+    // "Maybe Pixel or Rex" vs "Pixel": precision 1/4, recall 1 → F1 0.4, 40% of the ceiling.
+    assert_eq!(strategies[1]["f1_of_ceiling"], 0.4);
 }

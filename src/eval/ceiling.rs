@@ -1,0 +1,95 @@
+//! What `memproxy eval` compares: the memory strategies, and `full-context`, an oracle that needs
+//! no memory. It replays nothing and asks each probe with every session of the conversation in
+//! the prompt (through `passthrough`), so where the conversation fits the model's window its score
+//! is the ceiling the strategies are measured against.
+
+use std::str::FromStr;
+
+use serde_json::{json, Value};
+
+use super::dataset::Conversation;
+use crate::dates;
+use crate::mode::Mode;
+
+pub const FULL_CONTEXT: &str = "full-context";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvalStrategy {
+    Memory(Mode),
+    FullContext,
+}
+
+impl EvalStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvalStrategy::Memory(mode) => mode.as_str(),
+            EvalStrategy::FullContext => FULL_CONTEXT,
+        }
+    }
+
+    /// The mode memproxy serves it with.
+    pub fn mode(self) -> Mode {
+        match self {
+            EvalStrategy::Memory(mode) => mode,
+            EvalStrategy::FullContext => Mode::Passthrough,
+        }
+    }
+}
+
+impl std::fmt::Display for EvalStrategy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EvalStrategy {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        if text == FULL_CONTEXT {
+            return Ok(EvalStrategy::FullContext);
+        }
+        text.parse::<Mode>()
+            .map(EvalStrategy::Memory)
+            .map_err(|error| format!("{error}, or {FULL_CONTEXT}"))
+    }
+}
+
+/// Every session of `conversation`, each opened by its date, as the messages before a probe.
+pub fn whole_conversation(conversation: &Conversation) -> Vec<Value> {
+    let mut messages = Vec::new();
+    for (s, session) in conversation.sessions.iter().enumerate() {
+        for (t, turn) in session.turns.iter().enumerate() {
+            let content = match (t, session.time_ms) {
+                (0, Some(at)) => format!(
+                    "[Session {}, {}] {}",
+                    s + 1,
+                    dates::ymd_weekday(at),
+                    turn.content
+                ),
+                _ => turn.content.clone(),
+            };
+            messages.push(json!({"role": turn.role, "content": content}));
+        }
+    }
+    messages
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategies_parse_with_the_ceiling() {
+        assert_eq!(
+            "full-context".parse::<EvalStrategy>(),
+            Ok(EvalStrategy::FullContext)
+        );
+        assert_eq!(
+            "implicit".parse::<EvalStrategy>(),
+            Ok(EvalStrategy::Memory(Mode::Implicit))
+        );
+        assert!("nonsense".parse::<EvalStrategy>().is_err());
+        assert_eq!(EvalStrategy::FullContext.mode(), Mode::Passthrough);
+    }
+}
