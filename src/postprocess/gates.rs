@@ -29,6 +29,14 @@ pub enum Rejection {
     Ungrounded,
     /// An update that drops the subject of the memory it replaces, or most of its text.
     LosesSubject,
+    /// Several facts in one text (an update that piles new facts onto an old one keeps a stale
+    /// one alive: "lives in Lisbon … moved to Porto").
+    SeveralFacts,
+    /// About the assistant without being a commitment ("The assistant provides tips").
+    AboutAssistant,
+    /// Much of it is what the assistant said, attributed to the user ("The user suggests a
+    /// stir-fry" when the assistant suggested it).
+    FromAssistant,
 }
 
 impl Rejection {
@@ -42,6 +50,9 @@ impl Rejection {
             Rejection::CopyOfQuestion => "copy_of_question",
             Rejection::Ungrounded => "ungrounded",
             Rejection::LosesSubject => "loses_subject",
+            Rejection::SeveralFacts => "several_facts",
+            Rejection::AboutAssistant => "about_assistant",
+            Rejection::FromAssistant => "from_assistant",
         }
     }
 }
@@ -54,6 +65,23 @@ const GROUNDED_SHARE: f64 = 0.4;
 const COPY_SHARE: f64 = 0.85;
 /// Share of an old memory's content words an update must keep.
 const KEPT_SUBJECT_SHARE: f64 = 0.3;
+/// Share of a fact's content words that may come from the assistant's lines alone.
+const ASSISTANT_ONLY_SHARE: f64 = 0.3;
+/// Words that make a statement about the assistant a commitment.
+const PROMISES: [&str; 12] = [
+    "will",
+    "promis",
+    "remind",
+    "going to",
+    "agreed",
+    "offered",
+    "book",
+    "schedul",
+    "send",
+    "follow up",
+    "check back",
+    "later",
+];
 
 /// What the facts of one extraction may be drawn from: the user's and the assistant's lines.
 #[derive(Default)]
@@ -106,7 +134,13 @@ impl Evidence {
         let known: HashSet<String> = known.iter().flat_map(|k| content_words(k)).collect();
         check_form(fact)?;
         let words = fact_words(fact);
-        let commitment = kind == "commitment" || mentions_assistant(fact);
+        let about_assistant = mentions_assistant(fact);
+        let lower = fact.to_lowercase();
+        let commitment =
+            (kind == "commitment" || about_assistant) && PROMISES.iter().any(|p| lower.contains(p));
+        if about_assistant && !commitment && starts_with_assistant(&lower) {
+            return Err(Rejection::AboutAssistant);
+        }
         if !commitment {
             if self
                 .assistant_lines
@@ -129,6 +163,12 @@ impl Evidence {
         if grounded < GROUNDED_SHARE {
             return Err(Rejection::Ungrounded);
         }
+        if !commitment
+            && share(&words, |w| !said(w) && self.assistant_words.contains(w))
+                >= ASSISTANT_ONLY_SHARE
+        {
+            return Err(Rejection::FromAssistant);
+        }
         Ok(())
     }
 
@@ -136,6 +176,9 @@ impl Evidence {
     /// may come from the old memory too).
     pub fn check_update(&self, old: &str, new: &str) -> Result<(), Rejection> {
         check_form(new)?;
+        if sentences(new).count() > sentences(old).count().max(1) {
+            return Err(Rejection::SeveralFacts);
+        }
         if new.trim().chars().count() * 2 < old.trim().chars().count() {
             return Err(Rejection::LosesSubject);
         }
@@ -305,6 +348,10 @@ fn fact_words(fact: &str) -> HashSet<String> {
     words
 }
 
+fn starts_with_assistant(lower: &str) -> bool {
+    lower.starts_with("the assistant") || lower.starts_with("assistant")
+}
+
 fn mentions_assistant(text: &str) -> bool {
     let lower = text.to_lowercase();
     lower.contains("the assistant") || lower.starts_with("assistant")
@@ -406,6 +453,55 @@ mod tests {
         assert_eq!(
             e.check("Alice likes jazz music.", "fact"),
             Err(Rejection::Ungrounded)
+        );
+    }
+
+    #[test]
+    fn what_small_models_attribute_wrongly_is_refused() {
+        let e = Evidence::new([
+            (
+                "user",
+                "My sister visits on Saturday. How do I make a pivot table faster?",
+            ),
+            (
+                "assistant",
+                "You could cook a spicy stir-fry with quinoa. For pivot tables, turn off autofit.",
+            ),
+        ]);
+        assert_eq!(
+            e.check(
+                "The user plans a stir-fry for the sister's Saturday visit.",
+                "fact"
+            ),
+            Err(Rejection::FromAssistant)
+        );
+        assert!(e
+            .check(
+                "The user suggests a spicy stir-fry with quinoa for the sister's Saturday visit.",
+                "fact"
+            )
+            .is_err());
+        assert_eq!(
+            e.check(
+                "The assistant provides tips on how to make a pivot table faster.",
+                "fact"
+            ),
+            Err(Rejection::AboutAssistant)
+        );
+        assert_eq!(
+            e.check("The user's sister visits on Saturday.", "fact"),
+            Ok(())
+        );
+        let moved = Evidence::new([(
+            "user",
+            "I moved to Porto in October and I love the new flat.",
+        )]);
+        assert_eq!(
+            moved.check_update(
+                "The user lives in Lisbon with a dog named Pixel.",
+                "The user lives in Lisbon with a dog named Pixel. The user moved to Porto in October."
+            ),
+            Err(Rejection::SeveralFacts)
         );
     }
 
