@@ -49,8 +49,13 @@ async fn live_turns(
     let messages = pp
         .memory
         .blocking(move |store, _| {
-            let conversations = store.list_conversations(&scope)?;
             let mut chain = vec![(conversation.clone(), i64::MAX)];
+            // Only a branch (its id always holds `~`) has a lineage to read.
+            let conversations = if conversation.contains('~') {
+                store.list_conversations(&scope)?
+            } else {
+                Vec::new()
+            };
             while chain.len() < MAX_LINEAGE {
                 let (current, _) = &chain[chain.len() - 1];
                 let Some(found) = conversations.iter().find(|c| &c.id == current) else {

@@ -4,7 +4,7 @@
 //! break the shape); an upstream that refuses the schema is asked for `json_object` instead, from
 //! then on. Parsing stays tolerant of the JSON small models wrap in fences or prose.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -17,13 +17,9 @@ pub struct MemoryLlm {
     model: Option<String>,
     api_key: Option<Secret>,
     max_tokens: Option<u32>,
-    /// Whether the upstream takes `json_schema` (see the consts below).
-    schemas: AtomicU8,
+    /// The upstream refused `json_schema` once: ask for `json_object` from then on.
+    schemas_refused: AtomicBool,
 }
-
-const SCHEMAS_UNKNOWN: u8 = 0;
-const SCHEMAS_TAKEN: u8 = 1;
-const SCHEMAS_REFUSED: u8 = 2;
 
 /// The shape of answer asked for.
 #[derive(Clone, Copy, Debug)]
@@ -61,7 +57,7 @@ impl MemoryLlm {
             model,
             api_key,
             max_tokens,
-            schemas: AtomicU8::new(SCHEMAS_UNKNOWN),
+            schemas_refused: AtomicBool::new(false),
         })
     }
 
@@ -82,7 +78,7 @@ impl MemoryLlm {
         let Answer::Json(name, schema) = answer else {
             return self.send(body).await;
         };
-        if self.schemas.load(Ordering::Relaxed) != SCHEMAS_REFUSED {
+        if !self.schemas_refused.load(Ordering::Relaxed) {
             body["response_format"] = json!({"type": "json_schema",
                 "json_schema": {"name": name, "strict": true, "schema": schema}});
             match self.send(body.clone()).await {
@@ -93,13 +89,9 @@ impl MemoryLlm {
                             .any(|word| text.contains(word)) =>
                 {
                     tracing::warn!(status, answer = %text, "the memory LLM refuses response_format json_schema; asking for json_object from now on");
-                    self.schemas.store(SCHEMAS_REFUSED, Ordering::Relaxed);
+                    self.schemas_refused.store(true, Ordering::Relaxed);
                 }
-                Ok(answer) => {
-                    self.schemas.store(SCHEMAS_TAKEN, Ordering::Relaxed);
-                    return Ok(answer);
-                }
-                Err(error) => return Err(error),
+                answer => return answer,
             }
         }
         body["response_format"] = json!({"type": "json_object"});

@@ -187,7 +187,9 @@ impl PostProcessor {
                 Err(store_error) => {
                     tracing::error!(job = id, attempt, error = %store_error, "cannot record the job's outcome");
                     self.metrics.count_job(&job.kind, "unrecorded");
-                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                    if attempt + 1 < RECORD_ATTEMPTS {
+                        tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                    }
                 }
             }
         }

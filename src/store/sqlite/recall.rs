@@ -42,17 +42,29 @@ pub(super) fn conversation_id(
     conversation: &str,
     agent: &str,
 ) -> StoreResult<i64> {
-    let now = now_ms();
-    tx.execute(
-        "INSERT INTO conversations (uid, external_id, agent, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?4)
-         ON CONFLICT (uid, external_id) DO UPDATE SET updated_at = excluded.updated_at",
-        params![uid, conversation, agent, now],
-    )?;
+    Ok(conversation_row(tx, uid, conversation, agent, None)?.0)
+}
+
+/// The row of a conversation, created when new (a branch with its parent and fork position), in
+/// one statement; returns its id and the position its own turns start at.
+fn conversation_row(
+    tx: &Transaction,
+    uid: i64,
+    conversation: &str,
+    agent: &str,
+    fork: Option<&(String, i64)>,
+) -> StoreResult<(i64, i64)> {
+    let (parent, fork_position) = match fork {
+        Some((parent, position)) => (Some(parent.as_str()), *position),
+        None => (None, 0),
+    };
     Ok(tx.query_row(
-        "SELECT id FROM conversations WHERE uid = ?1 AND external_id = ?2",
-        params![uid, conversation],
-        |row| row.get(0),
+        "INSERT INTO conversations (uid, external_id, agent, created_at, updated_at, parent, fork_position)
+         VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)
+         ON CONFLICT (uid, external_id) DO UPDATE SET updated_at = excluded.updated_at
+         RETURNING id, fork_position",
+        params![uid, conversation, agent, now_ms(), parent, fork_position],
+        |row| Ok((row.get(0)?, row.get(1)?)),
     )?)
 }
 
@@ -100,7 +112,7 @@ pub fn sync(
     let mut skip = 0;
     let mut fork: Option<(String, i64)> = None;
     loop {
-        let (conversation_id, start) = branch_row(tx, uid, &current, agent, fork.as_ref())?;
+        let (conversation_id, start) = conversation_row(tx, uid, &current, agent, fork.as_ref())?;
         let mut statement = tx.prepare_cached(
             "SELECT position, content_hash FROM messages WHERE conversation_id = ?1 AND superseded = 0 ORDER BY position",
         )?;
@@ -132,30 +144,6 @@ pub fn sync(
             }
         }
     }
-}
-
-/// The row of a conversation (created when new: a branch with its parent and fork position),
-/// and the position its own turns start at.
-fn branch_row(
-    tx: &Transaction,
-    uid: i64,
-    conversation: &str,
-    agent: &str,
-    fork: Option<&(String, i64)>,
-) -> StoreResult<(i64, i64)> {
-    let id = conversation_id(tx, uid, conversation, agent)?;
-    if let Some((parent, position)) = fork {
-        tx.execute(
-            "UPDATE conversations SET parent = ?1, fork_position = ?2 WHERE id = ?3 AND parent IS NULL",
-            params![parent, position, id],
-        )?;
-    }
-    let start = tx.query_row(
-        "SELECT fork_position FROM conversations WHERE id = ?1",
-        [id],
-        |row| row.get(0),
-    )?;
-    Ok((id, start))
 }
 
 /// A turn and where it goes in the log.
