@@ -8,6 +8,7 @@ mod agent;
 pub use agent::AgentDetail;
 mod recording;
 pub use recording::{Recorded, INLINE_EMBED_TURNS};
+pub mod perspective;
 pub mod retrieval;
 pub mod transfer;
 
@@ -22,7 +23,7 @@ use crate::store::{
 };
 use crate::vector::{Change, VectorIndexes};
 
-pub use retrieval::{Hit, RetrievalRequest};
+pub use retrieval::{Hit, QueryVectors, RetrievalRequest};
 
 /// Longest memory text accepted (a fact, not a document).
 pub const MAX_MEMORY_CHARS: usize = 4000;
@@ -212,13 +213,16 @@ impl MemoryService {
         scope: &UserScope,
         id: i64,
         text: &str,
+        sources: &[Source],
         cause: &str,
     ) -> MemoryResult<()> {
         check_text(text)?;
         let embedding = self.embed(vec![text.to_owned()]).await?.pop();
         let (scope, text, cause) = (scope.clone(), text.to_owned(), cause.to_owned());
+        let sources = sources.to_vec();
         self.blocking(move |store, vectors| {
-            let generation = store.update_memory(&scope, id, &text, embedding.as_ref(), &cause)?;
+            let generation =
+                store.update_memory(&scope, id, &text, embedding.as_ref(), &sources, &cause)?;
             let uid = store.ensure_user(&scope)?;
             let change = match &embedding {
                 Some(e) => Change::Add(id, &e.vector),
@@ -272,33 +276,49 @@ impl MemoryService {
         self.retrieve_with(scope, request, None).await
     }
 
-    /// Hybrid retrieval with the query's vector when the caller already has it.
+    /// Hybrid retrieval with the query's vectors when the caller already has them.
     pub async fn retrieve_with(
         &self,
         scope: &UserScope,
         request: RetrievalRequest,
-        vector: Option<Vec<f32>>,
+        vectors: Option<QueryVectors>,
     ) -> MemoryResult<Vec<Hit>> {
         let query = request.query.trim().to_owned();
         if query.is_empty() {
             return Ok(Vec::new());
         }
-        let vector = match vector {
-            Some(vector) => Some(vector),
-            None => self.embed(vec![query]).await?.pop().map(|e| e.vector),
+        let vectors = match vectors {
+            Some(vectors) => vectors,
+            None => {
+                let facts = request.corpora.iter().any(|c| *c != Corpus::Message);
+                self.query_vectors(&query, facts).await?
+            }
         };
         let scope = scope.clone();
-        self.blocking(move |store, vectors| {
+        self.blocking(move |store, indexes| {
             Ok(retrieval::retrieve(
                 store,
-                vectors,
+                indexes,
                 &scope,
                 &request,
-                vector.as_deref(),
+                &vectors,
                 now_ms(),
             )?)
         })
         .await
+    }
+
+    /// The query embedded as asked and, when `facts` are searched and it is in the first person,
+    /// about "the user" too (one batch).
+    pub async fn query_vectors(&self, query: &str, facts: bool) -> MemoryResult<QueryVectors> {
+        let about = facts.then(|| perspective::about_the_user(query)).flatten();
+        let mut texts = vec![query.to_owned()];
+        texts.extend(about);
+        let mut embedded = self.embed(texts).await?.into_iter().map(|e| e.vector);
+        Ok(QueryVectors {
+            asked: embedded.next(),
+            about_user: embedded.next(),
+        })
     }
 
     /// Right to be forgotten: every row and every vector file of the user.

@@ -29,8 +29,8 @@ pub struct Recorded {
     pub conversation: String,
     /// The turns stored now.
     pub stored: Vec<StoredMessage>,
-    /// The query's vector, when one was asked for.
-    pub query_vector: Option<Vec<f32>>,
+    /// The query's vectors, when one was asked for.
+    pub query: Option<super::QueryVectors>,
 }
 
 impl MemoryService {
@@ -65,14 +65,23 @@ impl MemoryService {
         query: Option<String>,
     ) -> MemoryResult<Recorded> {
         let query = query.filter(|q| !q.trim().is_empty());
-        let known: Vec<(String, Embedding)> = match &query {
-            Some(query) => self
-                .embed(vec![query.clone()])
-                .await?
-                .into_iter()
-                .map(|e| (query.clone(), e))
-                .collect(),
-            None => Vec::new(),
+        // The question as asked is also the new turn's vector (stored with it).
+        let (known, query_vectors): (Vec<(String, Embedding)>, _) = match &query {
+            Some(query) => {
+                let vectors = self.query_vectors(query, true).await?;
+                let known = vectors
+                    .asked
+                    .clone()
+                    .map(|vector| Embedding {
+                        model: self.embedder.model_id().to_owned(),
+                        vector,
+                    })
+                    .map(|e| (query.clone(), e))
+                    .into_iter()
+                    .collect();
+                (known, Some(vectors))
+            }
+            None => (Vec::new(), None),
         };
         let query_vector = known.first().map(|(_, e)| e.vector.clone());
         let (scope_for_sync, conversation, agent) =
@@ -127,7 +136,7 @@ impl MemoryService {
         Ok(Recorded {
             conversation: synced.conversation,
             stored: synced.stored,
-            query_vector,
+            query: query_vectors,
         })
     }
 

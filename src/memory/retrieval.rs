@@ -43,6 +43,9 @@ pub struct RetrievalRequest {
     pub rrf_k: f64,
     /// Only this agent's passages or this conversation's messages.
     pub within: Option<Within>,
+    /// Leave out past turns whose facts were since replaced by newer ones (what implicit mode
+    /// injects must never say both the old and the new value as current).
+    pub current_only: bool,
 }
 
 impl Default for RetrievalRequest {
@@ -62,6 +65,27 @@ impl Default for RetrievalRequest {
             keyword_weight: 1.0,
             rrf_k: 5.0,
             within: None,
+            current_only: false,
+        }
+    }
+}
+
+/// The query's vectors: as asked (for past turns, said in the user's words) and, for a
+/// first-person question, asked about "the user" (for facts and passages, written that way; see
+/// `perspective`).
+#[derive(Clone, Debug, Default)]
+pub struct QueryVectors {
+    pub asked: Option<Vec<f32>>,
+    pub about_user: Option<Vec<f32>>,
+}
+
+impl QueryVectors {
+    fn of(&self, corpus: Corpus) -> Option<&[f32]> {
+        match corpus {
+            Corpus::Message => self.asked.as_deref(),
+            Corpus::Memory | Corpus::Passage => {
+                self.about_user.as_deref().or(self.asked.as_deref())
+            }
         }
     }
 }
@@ -98,7 +122,7 @@ pub fn retrieve(
     vectors: &VectorIndexes,
     scope: &UserScope,
     request: &RetrievalRequest,
-    query_vector: Option<&[f32]>,
+    query: &QueryVectors,
     now_ms: i64,
 ) -> StoreResult<Vec<Hit>> {
     let Some(uid) = store.find_user(scope)? else {
@@ -106,6 +130,7 @@ pub fn retrieve(
     };
     let mut hits = Vec::new();
     for &corpus in &request.corpora {
+        let query_vector = query.of(corpus);
         let mut ranks: HashMap<i64, Ranks> = HashMap::new();
         let allowed: Option<std::collections::HashSet<i64>> = match &request.within {
             Some(within) => Some(
@@ -145,6 +170,9 @@ pub fn retrieve(
         let ids: Vec<i64> = ranks.keys().copied().collect();
         // Re-read from SQLite: only live rows of this user survive (the source of truth).
         for document in store.documents(scope, corpus, &ids)? {
+            if request.current_only && document.outdated {
+                continue;
+            }
             let rank = ranks.remove(&document.id).unwrap_or_default();
             if let Some(hit) = score(
                 document,

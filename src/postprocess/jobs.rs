@@ -393,7 +393,11 @@ async fn apply(
         Decision::Add => add().await.map(|_| "added"),
         Decision::Noop => Ok("unchanged"),
         Decision::Update(id, text) => {
-            match pp.memory.update_memory(scope, id, &text, cause).await {
+            match pp
+                .memory
+                .update_memory(scope, id, &text, sources, cause)
+                .await
+            {
                 Ok(()) => Ok("updated"),
                 // Another memory already says it (often one added by this very job): the old one is
                 // superseded, not rewritten into a duplicate.

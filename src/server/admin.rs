@@ -181,7 +181,7 @@ pub async fn update_memory(
 ) -> Result<Json<Value>, ProxyError> {
     state
         .memory
-        .update_memory(&scope(&tenant, &user), id, &body.text, "api")
+        .update_memory(&scope(&tenant, &user), id, &body.text, &[], "api")
         .await?;
     Ok(Json(json!({"id": id, "updated": true})))
 }

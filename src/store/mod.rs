@@ -231,6 +231,8 @@ pub struct Document {
     pub conversation: Option<String>,
     pub role: Option<String>,
     pub embedding: Option<Embedding>,
+    /// A turn whose facts were since replaced by newer ones (always false for other corpora).
+    pub outdated: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -408,6 +410,7 @@ pub trait Store: Send + Sync + 'static {
         id: i64,
         text: &str,
         embedding: Option<&Embedding>,
+        new_sources: &[Source],
         cause: &str,
     ) -> StoreResult<u64>;
     /// Marks a memory as no longer true (kept, with `valid_until`); returns the new generation.

@@ -149,7 +149,7 @@ async fn with_memory(
             .record_messages_and_embed(&user, &scope.conversation, &scope.agent, turns, question)
             .await
             .map_err(|e| e.to_string())?;
-        (recorded.conversation, recorded.query_vector)
+        (recorded.conversation, recorded.query)
     } else {
         // Retrieval embeds the query itself; nothing is stored.
         (scope.conversation.clone(), None)
@@ -197,7 +197,7 @@ fn query_of(request: &ChatRequest) -> Option<(String, String)> {
 
 struct Found {
     query: String,
-    vector: Option<Vec<f32>>,
+    vector: Option<crate::memory::QueryVectors>,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -226,6 +226,7 @@ async fn retrieve_into(
         // Room for the hits dropped below because the window already holds them.
         top_k: config.max_memories + in_window.len(),
         min_similarity: config.min_similarity,
+        current_only: true,
         ..RetrievalRequest::default()
     };
     let hits = memory

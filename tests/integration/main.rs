@@ -24,6 +24,7 @@ mod memory;
 mod memory_storage;
 mod memory_transfer;
 mod quality;
+mod recency;
 mod relay;
 mod sdk;
 mod streaming;

@@ -154,7 +154,7 @@ async fn exact_duplicates_are_dropped_and_changes_are_audited() {
     assert_eq!(again, Inserted::Duplicate { id });
 
     memory
-        .update_memory(&alice(), id, "Alice lives in Lisbon.", "moved")
+        .update_memory(&alice(), id, "Alice lives in Lisbon.", &[], "moved")
         .await
         .expect("update");
     let hits = memory

@@ -42,6 +42,40 @@ fn live_text(tx: &Transaction, uid: i64, id: i64) -> StoreResult<String> {
     .ok_or_else(|| StoreError::NotFound(format!("memory {id}")))
 }
 
+fn sources_of(tx: &Transaction, uid: i64, id: i64) -> StoreResult<Vec<Source>> {
+    let sources: Option<String> = tx
+        .query_row(
+            "SELECT sources FROM memories WHERE id = ?1 AND uid = ?2",
+            params![id, uid],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok(sources
+        .and_then(|s| serde_json::from_str::<Vec<Source>>(&s).ok())
+        .unwrap_or_default())
+}
+
+/// The turns a memory was drawn from (except `keep`, which say its new version) are outdated from
+/// now on: what they said was replaced, and injecting them beside the newer fact would contradict
+/// it. They stay in the recall log and in search.
+fn outdate_sources(
+    tx: &Transaction,
+    uid: i64,
+    sources: &[Source],
+    keep: &[Source],
+) -> StoreResult<()> {
+    let mut statement = tx.prepare_cached(
+        "UPDATE messages SET outdated_at = ?1
+         WHERE uid = ?2 AND position = ?3 AND outdated_at IS NULL
+           AND conversation_id = (SELECT id FROM conversations WHERE uid = ?2 AND external_id = ?4)",
+    )?;
+    let now = now_ms();
+    for source in sources.iter().filter(|s| !keep.contains(s)) {
+        statement.execute(params![now, uid, source.position, source.conversation])?;
+    }
+    Ok(())
+}
+
 pub fn insert(
     tx: &Transaction,
     scope: &UserScope,
@@ -95,6 +129,7 @@ pub fn update(
     id: i64,
     text: &str,
     embedding: Option<&Embedding>,
+    new_sources: &[Source],
     cause: &str,
 ) -> StoreResult<u64> {
     let text = text.trim();
@@ -103,16 +138,28 @@ pub fn update(
     }
     let uid = require_uid(tx, scope)?;
     let old = live_text(tx, uid, id)?;
+    let mut sources = sources_of(tx, uid, id)?;
+    if old != text {
+        outdate_sources(tx, uid, &sources, new_sources)?;
+    }
+    for source in new_sources {
+        if !sources.contains(source) {
+            sources.push(source.clone());
+        }
+    }
+    let sources =
+        serde_json::to_string(&sources).map_err(|error| StoreError::Invalid(error.to_string()))?;
     tx.execute(
         "UPDATE memories SET text = ?1, content_hash = ?2, updated_at = ?3,
-             embedding_model = ?4, embedding = ?5
-         WHERE id = ?6 AND uid = ?7",
+             embedding_model = ?4, embedding = ?5, sources = ?6
+         WHERE id = ?7 AND uid = ?8",
         params![
             text,
             content_hash(text),
             now_ms(),
             embedding.map(|e| e.model.as_str()),
             embedding.map(|e| to_blob(&e.vector)),
+            sources,
             id,
             uid
         ],
@@ -132,6 +179,7 @@ pub fn update(
 pub fn invalidate(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
     let uid = require_uid(tx, scope)?;
     let old = live_text(tx, uid, id)?;
+    outdate_sources(tx, uid, &sources_of(tx, uid, id)?, &[])?;
     let now = now_ms();
     tx.execute(
         "UPDATE memories SET valid_until = ?1, updated_at = ?1 WHERE id = ?2 AND uid = ?3",
@@ -433,15 +481,17 @@ pub fn documents(
     let (table, text, _) = corpus_tables(corpus);
     let live = live_condition(corpus);
     let placeholders = vec!["?"; ids.len()].join(",");
-    let (conversation, role) = match corpus {
+    let (conversation, role, outdated) = match corpus {
         Corpus::Message => (
             "(SELECT external_id FROM conversations c WHERE c.id = t.conversation_id)",
             "t.role",
+            "t.outdated_at IS NOT NULL",
         ),
-        _ => ("NULL", "NULL"),
+        _ => ("NULL", "NULL", "FALSE"),
     };
     let sql = format!(
-        "SELECT t.id, {text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding
+        "SELECT t.id, {text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding,
+             {outdated}
          FROM {table} t WHERE t.uid = ? AND {live} AND t.id IN ({placeholders})"
     );
     let mut statement = connection.prepare(&sql)?;
@@ -457,6 +507,7 @@ pub fn documents(
                 created_at_ms: row.get(2)?,
                 conversation: row.get(3)?,
                 role: row.get(4)?,
+                outdated: row.get(7)?,
                 embedding: model.zip(blob).map(|(model, blob)| Embedding {
                     model,
                     vector: from_blob(&blob),

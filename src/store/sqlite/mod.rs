@@ -331,9 +331,10 @@ impl super::Store for SqliteStore {
         id: i64,
         text: &str,
         embedding: Option<&super::Embedding>,
+        new_sources: &[super::Source],
         cause: &str,
     ) -> StoreResult<u64> {
-        self.write(|tx| memories::update(tx, scope, id, text, embedding, cause))
+        self.write(|tx| memories::update(tx, scope, id, text, embedding, new_sources, cause))
     }
 
     fn invalidate_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {

@@ -241,4 +241,21 @@ ALTER TABLE conversations ADD COLUMN fork_position INTEGER NOT NULL DEFAULT 0;
     r#"
 ALTER TABLE jobs ADD COLUMN report TEXT;
 "#,
+    // 6: keyword search finds a word's other forms ("live" finds "lives", "moving" finds
+    // "moved"): the full-text indexes use the Porter stemmer, rebuilt from their rows. And a turn
+    // whose facts were since replaced by newer ones (a reconcile update or retirement, or an edit)
+    // is marked `outdated_at`: implicit mode no longer injects it beside the newer fact.
+    r#"
+DROP TABLE memories_fts;
+CREATE VIRTUAL TABLE memories_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='porter unicode61');
+INSERT INTO memories_fts(rowid, text, scope) SELECT id, text, 'u' || uid FROM memories;
+DROP TABLE messages_fts;
+CREATE VIRTUAL TABLE messages_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='porter unicode61');
+INSERT INTO messages_fts(rowid, text, scope)
+    SELECT id, COALESCE(search_text, content), 'u' || uid FROM messages;
+DROP TABLE passages_fts;
+CREATE VIRTUAL TABLE passages_fts USING fts5(text, scope, content='', contentless_delete=1, tokenize='porter unicode61');
+INSERT INTO passages_fts(rowid, text, scope) SELECT id, text, 'u' || uid FROM archival_passages;
+ALTER TABLE messages ADD COLUMN outdated_at INTEGER;
+"#,
 ];

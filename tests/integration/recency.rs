@@ -1,0 +1,153 @@
+//! The newest fact wins: once a fact is replaced, the turn that said the old value is no longer
+//! injected beside it (it stays in the recall log), and a question asked in the first person
+//! finds facts written about "the user" (by vector with the real local model, and by keyword
+//! through word stems).
+
+use std::time::Duration;
+
+use memproxy::mock::Reply;
+use serde_json::{json, Value};
+
+use memproxy::memory::RetrievalRequest;
+
+use crate::common::{
+    alice, eventually, get_json, harness_with, implicit_chat, memories, memory_in, query, Harness,
+};
+
+fn facts(texts: &[&str]) -> Reply {
+    let facts: Vec<Value> = texts
+        .iter()
+        .map(|t| json!({"text": t, "kind": "fact"}))
+        .collect();
+    Reply::Text(json!({ "facts": facts }).to_string())
+}
+
+async fn jobs_done(h: &Harness) -> usize {
+    get_json(h, "/memproxy/v1/jobs?state=done").await["data"]
+        .as_array()
+        .map_or(0, Vec::len)
+}
+
+async fn search(h: &Harness, body: Value) -> Vec<String> {
+    let response = h
+        .client
+        .post(h.url("/memproxy/v1/users/rio/memories/search"))
+        .json(&body)
+        .send()
+        .await
+        .expect("search");
+    assert_eq!(response.status(), 200);
+    let found: Value = response.json().await.expect("json");
+    found["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|hit| hit["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The memory block of the newest plain chat request the upstream got.
+fn injected(h: &Harness) -> String {
+    let requests = h.mock.chat_requests(None);
+    let last = requests.last().expect("a chat request");
+    last["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .filter(|text| text.contains("<memory>"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn a_replaced_fact_takes_the_turn_that_said_it_out_of_the_memory_block() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&["The user lives in Lisbon with a dog named Pixel."]),
+    );
+    let lisbon = "I live in Lisbon with my dog Pixel.";
+    let response = implicit_chat(&h, "rio", json!([{"role": "user", "content": lisbon}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the first job", || async { jobs_done(&h).await == 1 }).await;
+
+    // Another chat: the memory LLM replaces the fact.
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&["The user lives in Porto with a dog named Pixel."]),
+    );
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(
+            json!({"decisions": [{"fact": 0, "action": "UPDATE", "memory": 0,
+                "text": "The user lives in Porto with a dog named Pixel."}]})
+            .to_string(),
+        ),
+    );
+    let porto = "Big news: I moved to Porto last week with Pixel.";
+    let response = implicit_chat(&h, "rio", json!([{"role": "user", "content": porto}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the second job", || async { jobs_done(&h).await == 2 }).await;
+    assert_eq!(
+        memories(&h, "rio").await,
+        ["The user lives in Porto with a dog named Pixel."]
+    );
+
+    // A third chat asks: the block has the new fact and the turn that announced it, never the
+    // turn that said the old city.
+    let question = "Which city do I live in now?";
+    let response = implicit_chat(&h, "rio", json!([{"role": "user", "content": question}])).await;
+    assert_eq!(response.status(), 200);
+    let block = injected(&h);
+    assert!(
+        block.contains("The user lives in Porto with a dog named Pixel."),
+        "{block}"
+    );
+    assert!(block.contains(porto), "{block}");
+    assert!(!block.contains(lisbon), "{block}");
+
+    // The recall log keeps the old turn: search still finds it.
+    let found = search(
+        &h,
+        json!({"query": "Lisbon", "corpora": ["message"], "top_k": 5}),
+    )
+    .await;
+    assert!(found.iter().any(|t| t == lisbon), "{found:?}");
+}
+
+#[tokio::test]
+async fn a_first_person_question_finds_facts_about_the_user() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let memory = memory_in(dir.path());
+    let fact = "The user lives in Porto with a dog named Pixel.";
+    let item = (fact.to_owned(), "fact".to_owned(), Vec::new());
+    memory
+        .add_memories(&alice(), vec![item], "test")
+        .await
+        .expect("add");
+    let question = "Which city do I live in now?";
+    let found = |request: RetrievalRequest| {
+        let memory = &memory;
+        async move {
+            let hits = memory.retrieve(&alice(), request).await.expect("search");
+            hits.into_iter().map(|h| h.text).collect::<Vec<_>>()
+        }
+    };
+    // By vector alone, with the real local model: as asked, the question is far from the fact
+    // (0.26 cosine with MiniLM); asked about "the user", it is close (0.48).
+    let by_vector = found(RetrievalRequest {
+        keyword: false,
+        min_similarity: 0.35,
+        ..query(question)
+    })
+    .await;
+    assert_eq!(by_vector, [fact]);
+    // By keyword alone: "live" finds "lives" (stemmed index).
+    let by_keyword = found(RetrievalRequest {
+        vector: false,
+        ..query(question)
+    })
+    .await;
+    assert_eq!(by_keyword, [fact]);
+}
