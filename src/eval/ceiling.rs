@@ -12,11 +12,16 @@ use crate::dates;
 use crate::mode::Mode;
 
 pub const FULL_CONTEXT: &str = "full-context";
+/// Implicit mode with `memory.add_only`: every extracted fact is added (no reconcile call), and
+/// the newest-first dates decide between old and new (mem0 v3's choice), against `implicit`'s
+/// LLM reconciliation.
+pub const ADD_ONLY: &str = "implicit-add-only";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvalStrategy {
     Memory(Mode),
     FullContext,
+    AddOnly,
 }
 
 impl EvalStrategy {
@@ -24,7 +29,16 @@ impl EvalStrategy {
         match self {
             EvalStrategy::Memory(mode) => mode.as_str(),
             EvalStrategy::FullContext => FULL_CONTEXT,
+            EvalStrategy::AddOnly => ADD_ONLY,
         }
+    }
+
+    /// The configuration memproxy serves it with, from the run's.
+    pub fn configure(self, mut config: crate::config::Config) -> crate::config::Config {
+        if self == EvalStrategy::AddOnly {
+            config.memory.add_only = true;
+        }
+        config
     }
 
     /// The mode memproxy serves it with.
@@ -32,6 +46,7 @@ impl EvalStrategy {
         match self {
             EvalStrategy::Memory(mode) => mode,
             EvalStrategy::FullContext => Mode::Passthrough,
+            EvalStrategy::AddOnly => Mode::Implicit,
         }
     }
 }
@@ -46,12 +61,14 @@ impl FromStr for EvalStrategy {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, Self::Err> {
-        if text == FULL_CONTEXT {
-            return Ok(EvalStrategy::FullContext);
+        match text {
+            FULL_CONTEXT => return Ok(EvalStrategy::FullContext),
+            ADD_ONLY => return Ok(EvalStrategy::AddOnly),
+            _ => {}
         }
         text.parse::<Mode>()
             .map(EvalStrategy::Memory)
-            .map_err(|error| format!("{error}, or {FULL_CONTEXT}"))
+            .map_err(|error| format!("{error}, {FULL_CONTEXT} or {ADD_ONLY}"))
     }
 }
 
@@ -89,6 +106,13 @@ mod tests {
             "implicit".parse::<EvalStrategy>(),
             Ok(EvalStrategy::Memory(Mode::Implicit))
         );
+        assert_eq!(
+            "implicit-add-only".parse::<EvalStrategy>(),
+            Ok(EvalStrategy::AddOnly)
+        );
+        assert_eq!(EvalStrategy::AddOnly.mode(), Mode::Implicit);
+        let config = EvalStrategy::AddOnly.configure(crate::config::Config::default());
+        assert!(config.memory.add_only);
         assert!("nonsense".parse::<EvalStrategy>().is_err());
         assert_eq!(EvalStrategy::FullContext.mode(), Mode::Passthrough);
     }

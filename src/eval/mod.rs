@@ -7,6 +7,7 @@ mod locomo;
 mod report;
 pub mod run;
 pub mod score;
+pub mod store_stats;
 mod strategies;
 pub mod tap;
 

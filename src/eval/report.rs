@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::run::{PairResult, RunArgs, Work};
+use super::store_stats::StoreStats;
 use crate::bench::quantile_ms;
 
 #[derive(Clone, Debug, Default, Serialize)]
@@ -31,6 +32,9 @@ pub struct StrategySummary {
     /// F1 as a share of the `full-context` ceiling's, when the run has one.
     pub f1_of_ceiling: Option<f64>,
     pub by_category: BTreeMap<String, CategoryScore>,
+    /// What the replays left in the memory store, summed over conversations.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<StoreStats>,
     /// Overhead samples (ms) for the latency chart.
     #[serde(skip)]
     pub overhead_samples: Vec<f64>,
@@ -106,6 +110,12 @@ pub fn summarize(dataset: &str, args: &RunArgs, runs: &[PairResult]) -> Summary 
                 }
                 summary.overhead_samples.extend(&pair.overhead_ms);
                 summary.errors += pair.errors.len();
+                if let Some(stats) = &pair.store {
+                    summary
+                        .store
+                        .get_or_insert_with(Default::default)
+                        .add(stats);
+                }
             }
             let totals: Vec<f64> = pairs
                 .iter()
@@ -285,6 +295,41 @@ fn category_rows(summary: &Summary) -> (Vec<String>, Vec<Vec<String>>) {
     (categories, rows)
 }
 
+/// The memory-store table: what each fact-keeping strategy stored, retired and refused.
+fn store_rows(summary: &Summary) -> Vec<Vec<String>> {
+    summary
+        .strategies
+        .iter()
+        .filter_map(|s| {
+            let store = s.store.as_ref()?;
+            let reasons: Vec<String> = store
+                .rejected
+                .iter()
+                .map(|(reason, count)| format!("{reason} {count}"))
+                .collect();
+            Some(vec![
+                s.strategy.clone(),
+                store.stored.to_string(),
+                store.updated.to_string(),
+                store.retired.to_string(),
+                store.duplicates.to_string(),
+                store.rejected_total().to_string(),
+                reasons.join(", "),
+            ])
+        })
+        .collect()
+}
+
+const STORE_HEADER: [&str; 7] = [
+    "strategy (memory store)",
+    "stored",
+    "updated",
+    "retired",
+    "duplicates",
+    "rejected",
+    "rejected by reason",
+];
+
 pub fn print(summary: &Summary) {
     println!(
         "\n{} — model {}",
@@ -296,6 +341,10 @@ pub fn print(summary: &Summary) {
     let mut header = vec!["strategy (F1 / judge or contains)"];
     header.extend(categories.iter().map(String::as_str));
     println!("{}", markdown(&header, &rows));
+    let store = store_rows(summary);
+    if !store.is_empty() {
+        println!("{}", markdown(&STORE_HEADER, &store));
+    }
 }
 
 /// Escapes text for HTML (answers and questions are data, never markup).
@@ -391,6 +440,7 @@ pub fn html(summary: &Summary) -> String {
 <h1>memproxy eval: {title}</h1><p>model: {model}; judge: {judge}; upstream: {upstream}</p>\
 <h2>Strategies</h2>{main}<p>F1 and contains score the answers against the gold answers (for questions whose answer was never given: whether the answer says so). Evidence: share of the evidence turns that reached the model verbatim (retrieving strategies). Memory calls: extraction, reconciliation, summaries and extra agent steps. Overhead: memproxy's own time per request (total minus the LLM calls it waited for).</p>\
 <h2>By question category</h2>{categories}\
+<h2>Memory store</h2>{store}<p>Stored: live facts after the replay; updated: rewritten in place; retired: kept as history, no longer true; duplicates: extracted facts already stored; rejected: extracted facts the gates refused.</p>\
 <h2>Tokens vs score</h2>{scatter}<h2>Latency</h2>{boxes}</body></html>",
         title = escape(&summary.dataset),
         model = escape(summary.model.as_deref().unwrap_or("(upstream default)")),
@@ -398,6 +448,7 @@ pub fn html(summary: &Summary) -> String {
         upstream = escape(&summary.upstream),
         main = table_html(&HEADER, &rows(summary)),
         categories = table_html(&category_header, &category_rows),
+        store = table_html(&STORE_HEADER, &store_rows(summary)),
         scatter = tokens_vs_score(summary),
         boxes = latency_boxes(summary),
     )

@@ -125,7 +125,13 @@ pub struct PairResult {
     pub total_ms: Vec<f64>,
     pub probes: Vec<ProbeResult>,
     pub errors: Vec<String>,
+    /// What the replay left in the memory store (strategies that keep facts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<super::store_stats::StoreStats>,
 }
+
+/// The user every replay speaks as (each pair has a fresh store).
+const EVAL_USER: &str = "eval";
 
 fn upstream_key() -> Option<Secret> {
     std::env::var("MEMPROXY_UPSTREAM_API_KEY")
@@ -231,7 +237,7 @@ impl Client<'_> {
         let mut request = self
             .http
             .post(format!("{}/v1/chat/completions", self.base))
-            .header("x-memproxy-user", "eval")
+            .header("x-memproxy-user", EVAL_USER)
             .header("x-memproxy-conversation", conversation)
             .header("x-memproxy-record", if record { "true" } else { "false" })
             .json(&body);
@@ -322,7 +328,7 @@ async fn run_pair(
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let server = crate::server::start_on(
         listener,
-        config_for(args, mode, &data, tap),
+        strategy.configure(config_for(args, mode, &data, tap)),
         Arc::new(crate::hooks::LogExchanges),
     )
     .await?;
@@ -341,6 +347,7 @@ async fn run_pair(
         total_ms: Vec::new(),
         probes: Vec::new(),
         errors: Vec::new(),
+        store: None,
     };
     let start = tap.len();
     // Indices (in this pair's calls) where each client request's calls begin and end.
@@ -348,7 +355,7 @@ async fn run_pair(
     // The ceiling replays nothing: its probes carry the whole conversation.
     let replayed = match strategy {
         EvalStrategy::FullContext => &[][..],
-        EvalStrategy::Memory(_) => &conversation.sessions[..],
+        EvalStrategy::Memory(_) | EvalStrategy::AddOnly => &conversation.sessions[..],
     };
     for (s, session) in replayed.iter().enumerate() {
         let chat = format!("{}-session-{}", conversation.id, s + 1);
@@ -389,6 +396,15 @@ async fn run_pair(
             progress.inc(1);
         }
         drain(&server).await?;
+    }
+    if matches!(mode, Mode::Implicit | Mode::Explicit) {
+        let scope = crate::store::UserScope::new("default", EVAL_USER);
+        let stats = server
+            .state
+            .memory
+            .blocking(move |store, _| Ok(super::store_stats::read(store, &scope)?))
+            .await?;
+        pair.store = Some(stats);
     }
     let evidence_text: BTreeMap<&str, String> = conversation
         .sessions

@@ -284,6 +284,7 @@ async fn reconcile(
             continue;
         }
         if !seen.insert(content_hash(&fact.text)) {
+            *counts.entry("duplicate".to_owned()).or_default() += 1;
             continue;
         }
         let request = RetrievalRequest {
@@ -302,6 +303,7 @@ async fn reconcile(
             .iter()
             .any(|h| content_hash(&h.text) == content_hash(&fact.text))
         {
+            *counts.entry("duplicate".to_owned()).or_default() += 1;
             continue;
         }
         let known: Vec<&str> = hits.iter().map(|h| h.text.as_str()).collect();

@@ -331,3 +331,48 @@ async fn the_full_context_ceiling_replays_nothing_and_scores_the_others_against_
     // "Maybe Pixel or Rex" vs "Pixel": precision 1/4, recall 1 → F1 0.4, 40% of the ceiling.
     assert_eq!(strategies[1]["f1_of_ceiling"], 0.4);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fact_keeping_strategies_report_what_they_left_in_the_store() {
+    let mock = MockUpstream::start().await.expect("mock");
+    let out = tempfile::tempdir().expect("out");
+    let mut run_args = args(
+        fixture("tiny-scenario.json"),
+        vec![Mode::Implicit, Mode::Passthrough],
+        &mock,
+        out.path(),
+    );
+    run_args.strategies.insert(1, EvalStrategy::AddOnly);
+    // Every extraction answers with one fact, its copy and a question.
+    let answer = json!({"facts": [
+        {"text": "The user lives in Lisbon.", "kind": "fact"},
+        {"text": "The user lives in Lisbon.", "kind": "fact"},
+        {"text": "What is my dog called?", "kind": "fact"},
+    ]})
+    .to_string();
+    for _ in 0..12 {
+        mock.push_marked("MEMPROXY-EXTRACT", Reply::Text(answer.clone()));
+    }
+    run(run_args).await.expect("eval runs");
+    let summary = results(out.path());
+    let strategies = summary["strategies"].as_array().expect("list");
+    let names: Vec<&str> = strategies
+        .iter()
+        .filter_map(|s| s["strategy"].as_str())
+        .collect();
+    assert_eq!(names, ["implicit", "implicit-add-only", "passthrough"]);
+    for strategy in &strategies[..2] {
+        let store = &strategy["store"];
+        assert_eq!(store["stored"], 1, "{strategy}");
+        assert_eq!(store["retired"], 0, "{strategy}");
+        assert!(store["duplicates"].as_u64() >= Some(1), "{strategy}");
+        assert!(
+            store["rejected"]["question"].as_u64() >= Some(1),
+            "{strategy}"
+        );
+    }
+    assert!(
+        strategies[2].get("store").is_none(),
+        "passthrough keeps no facts"
+    );
+}
