@@ -315,10 +315,11 @@ async fn chat(State(state): State<Arc<MockState>>, request: Request) -> Response
     answer(&state, reply, &body, n).await
 }
 
-const MARKERS: [&str; 3] = [
+const MARKERS: [&str; 4] = [
     "MEMPROXY-EXTRACT",
     "MEMPROXY-RECONCILE",
     "MEMPROXY-SUMMARIZE",
+    "MEMPROXY-CONSOLIDATE",
 ];
 
 /// A naive but working memory LLM: every new user message becomes a fact, every fact is added,
@@ -338,6 +339,7 @@ fn memory_default(marker: &str, body: &Value) -> Reply {
             Reply::Text(json!({"facts": facts}).to_string())
         }
         "MEMPROXY-RECONCILE" => Reply::Text(json!({"decisions": []}).to_string()),
+        "MEMPROXY-CONSOLIDATE" => Reply::Text(json!({"facts": []}).to_string()),
         _ => {
             let evicted = material
                 .split("Messages leaving the window:")

@@ -166,6 +166,8 @@ fn config_for(args: &RunArgs, mode: Mode, data: &Path, tap: &Tap) -> Config {
         }
     }
     config.memory.extraction_debounce = Duration::ZERO;
+    // Consolidation runs after each session's extraction (the run waits for the queue).
+    config.memory.consolidation_delay = Some(Duration::ZERO);
     // The run waits for the queue between sessions: a lost job must not stall it for long.
     config.memory.job_lease = Duration::from_secs(5 * 60);
     config.memory.preprocess_timeout = Duration::from_secs(120);

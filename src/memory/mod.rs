@@ -256,6 +256,32 @@ impl MemoryService {
         .await
     }
 
+    /// Makes a retired memory live again (undoes an invalidation, e.g. by consolidation).
+    pub async fn restore_memory(
+        &self,
+        scope: &UserScope,
+        id: i64,
+        cause: &str,
+    ) -> MemoryResult<()> {
+        let (scope, cause) = (scope.clone(), cause.to_owned());
+        let model = self.embedder.model_id().to_owned();
+        self.blocking(move |store, vectors| {
+            let generation = store.restore_memory(&scope, id, &cause)?;
+            let uid = store.ensure_user(&scope)?;
+            let vector = store
+                .documents(&scope, Corpus::Memory, &[id])?
+                .into_iter()
+                .find_map(|d| d.embedding.filter(|e| e.model == model));
+            let change = match &vector {
+                Some(e) => Change::Add(id, &e.vector),
+                None => Change::Remove(id),
+            };
+            vectors.apply(uid, Corpus::Memory, &[(generation, change)])?;
+            Ok(())
+        })
+        .await
+    }
+
     pub async fn list_memories(
         &self,
         scope: &UserScope,

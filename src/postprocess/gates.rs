@@ -313,7 +313,7 @@ const STOP_WORDS: [&str; 74] = [
     "which",
 ];
 
-fn content_words(text: &str) -> HashSet<String> {
+pub(super) fn content_words(text: &str) -> HashSet<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() > 1)
         .map(str::to_lowercase)

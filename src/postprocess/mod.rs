@@ -5,6 +5,7 @@
 //! rolling summary (summary and implicit modes). A worker runs the jobs with retries and backoff;
 //! nothing here can affect a response already sent, and a failed job stays visible in the queue.
 
+mod consolidate;
 mod gates;
 mod jobs;
 pub mod llm;
@@ -33,6 +34,7 @@ use prompts::Prompts;
 
 pub const EXTRACT: &str = "extract";
 pub const SUMMARIZE: &str = "summarize";
+pub const CONSOLIDATE: &str = "consolidate";
 
 /// The memory LLM of a config (`memory.llm`, defaulting to the upstream).
 pub fn memory_llm(config: &crate::config::Config) -> Result<MemoryLlm, llm::LlmError> {
@@ -146,8 +148,17 @@ impl PostProcessor {
 
     async fn run(&self, job: Job) {
         let outcome = match (job.kind.as_str(), job.scope.clone()) {
-            (EXTRACT, Some(scope)) => jobs::extract(self, &job, &scope).await,
+            (EXTRACT, Some(scope)) => {
+                let outcome = jobs::extract(self, &job, &scope).await;
+                if let (Ok(_), Some(delay)) = (&outcome, self.config.consolidation_delay) {
+                    // One per user, pushed back by every new extraction (debounced).
+                    let payload = json!({"model": job.payload["model"]});
+                    self.enqueue(CONSOLIDATE, &scope, "", payload, delay).await;
+                }
+                outcome
+            }
             (SUMMARIZE, Some(scope)) => jobs::summarize(self, &job, &scope).await,
+            (CONSOLIDATE, Some(scope)) => consolidate::consolidate(self, &job, &scope).await,
             (kind, _) => Err(format!("unknown job kind '{kind}'")),
         };
         let id = job.id;

@@ -8,6 +8,7 @@ pub struct Prompts {
     pub extract: String,
     pub reconcile: String,
     pub summarize: String,
+    pub consolidate: String,
 }
 
 impl Prompts {
@@ -30,6 +31,10 @@ impl Prompts {
             summarize: read(
                 "summarize.md",
                 include_str!("../../config/prompts/summarize.md"),
+            )?,
+            consolidate: read(
+                "consolidate.md",
+                include_str!("../../config/prompts/consolidate.md"),
             )?,
         })
     }

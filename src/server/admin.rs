@@ -208,6 +208,20 @@ pub async fn delete_memory(
     ))
 }
 
+/// Makes a retired memory live again (undoes an invalidation: an edit, a reconcile decision or
+/// consolidation). 409 when a live memory already says the same.
+pub async fn restore_memory(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, id)): ApiPath<(String, i64)>,
+) -> Result<Json<Value>, ProxyError> {
+    state
+        .memory
+        .restore_memory(&scope(&tenant, &user), id, "api")
+        .await?;
+    Ok(Json(json!({"id": id, "restored": true})))
+}
+
 pub async fn search(
     State(state): State<SharedState>,
     Extension(tenant): Extension<AdminTenant>,

@@ -34,6 +34,10 @@ pub fn router(state: SharedState) -> Router {
             &format!("{user}/memories/{{id}}"),
             axum::routing::patch(admin::update_memory).delete(admin::delete_memory),
         )
+        .route(
+            &format!("{user}/memories/{{id}}/restore"),
+            post(admin::restore_memory),
+        )
         .route(&format!("{user}/events"), get(admin::events))
         .route(
             &format!("{user}/agents/{{agent}}/blocks"),

@@ -416,6 +416,9 @@ pub trait Store: Send + Sync + 'static {
     /// Marks a memory as no longer true (kept, with `valid_until`); returns the new generation.
     fn invalidate_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64>;
     fn delete_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64>;
+    /// Makes a retired memory live again (undoes an invalidation); returns the new generation.
+    /// `DuplicateText` when a live memory already says the same.
+    fn restore_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64>;
     fn list_memories(
         &self,
         scope: &UserScope,
@@ -580,6 +583,8 @@ pub trait Store: Send + Sync + 'static {
     /// Jobs left running by a crash go back to the queue; returns how many.
     fn requeue_interrupted_jobs(&self) -> StoreResult<usize>;
     fn list_jobs(&self, state: Option<&str>, page: Page) -> StoreResult<Vec<Job>>;
+    /// Jobs of `kind` of one user finished (done) since `since_ms` (a per-user budget).
+    fn count_done_jobs(&self, scope: &UserScope, kind: &str, since_ms: i64) -> StoreResult<u64>;
 }
 
 pub fn now_ms() -> i64 {

@@ -42,6 +42,13 @@ pub struct MemoryConfig {
     pub summary_min_turns: usize,
     /// Only add facts (no reconcile call: no updates or invalidations).
     pub add_only: bool,
+    /// Background consolidation of a user's facts (junk the gates missed, facts another one
+    /// contains, scattered facts about one subject merged), this long after their last new fact.
+    /// Off: never.
+    #[serde(with = "humantime_serde")]
+    pub consolidation_delay: Option<Duration>,
+    /// Consolidation runs per user per day at most (each makes at most one memory LLM call).
+    pub consolidation_runs_per_day: u64,
     /// Attempts of a post-processing job before it is marked failed.
     pub job_attempts: i64,
     /// A job still `running` after this long lost its worker and is run again. Longer than any
@@ -50,7 +57,7 @@ pub struct MemoryConfig {
     pub job_lease: Duration,
     /// Jobs run at once (of different users: one user's jobs never overlap).
     pub job_workers: usize,
-    /// Directory with prompt files overriding the built-in ones (extract.md, reconcile.md, summarize.md).
+    /// Directory with prompt files overriding the built-in ones (extract.md, reconcile.md, summarize.md, consolidate.md).
     pub prompts_dir: Option<PathBuf>,
     /// Vector indexes kept in memory (one per user and corpus); the least recently used close first.
     pub open_vector_indexes: usize,
@@ -96,6 +103,8 @@ impl Default for MemoryConfig {
             extraction_debounce: Duration::from_secs(3),
             summary_min_turns: 6,
             add_only: false,
+            consolidation_delay: Some(Duration::from_secs(30 * 60)),
+            consolidation_runs_per_day: 4,
             job_attempts: 5,
             job_lease: Duration::from_secs(20 * 60),
             job_workers: 2,

@@ -68,6 +68,8 @@ pub fn test_config(mock: &MockUpstream, data: &std::path::Path) -> Config {
     config.embedding.model = "mock-embed".to_owned();
     config.embedding.dimensions = 64;
     config.server.shutdown_grace = Duration::from_secs(5);
+    // Consolidation jobs would sit in the queue of every test; its own tests turn it on.
+    config.memory.consolidation_delay = None;
     config
 }
 

@@ -10,6 +10,7 @@ mod branches;
 mod browser;
 mod chat;
 mod console;
+mod consolidation;
 mod errors;
 mod eval;
 mod explicit;

@@ -189,6 +189,32 @@ pub fn invalidate(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> 
     bump_generation(tx, uid, Corpus::Memory)
 }
 
+pub fn restore(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
+    let uid = require_uid(tx, scope)?;
+    let text: Option<String> = tx
+        .query_row(
+            "SELECT text FROM memories WHERE id = ?1 AND uid = ?2 AND valid_until IS NOT NULL",
+            params![id, uid],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let text = text.ok_or_else(|| StoreError::NotFound(format!("retired memory {id}")))?;
+    tx.execute(
+        "UPDATE memories SET valid_until = NULL, updated_at = ?1 WHERE id = ?2 AND uid = ?3",
+        params![now_ms(), id, uid],
+    )
+    .map_err(|error| match error {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            StoreError::DuplicateText
+        }
+        other => other.into(),
+    })?;
+    log_event(tx, uid, id, "restore", None, Some(&text), cause)?;
+    bump_generation(tx, uid, Corpus::Memory)
+}
+
 pub fn delete(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
     let uid = require_uid(tx, scope)?;
     let old: Option<String> = tx

@@ -345,6 +345,10 @@ impl super::Store for SqliteStore {
         self.write(|tx| memories::delete(tx, scope, id, cause))
     }
 
+    fn restore_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
+        self.write(|tx| memories::restore(tx, scope, id, cause))
+    }
+
     fn list_memories(
         &self,
         scope: &UserScope,
@@ -626,5 +630,20 @@ impl super::Store for SqliteStore {
 
     fn list_jobs(&self, state: Option<&str>, page: super::Page) -> StoreResult<Vec<super::Job>> {
         self.read(|c| jobs::list(c, state, page))
+    }
+
+    fn count_done_jobs(&self, scope: &UserScope, kind: &str, since_ms: i64) -> StoreResult<u64> {
+        self.read(|c| {
+            let Some(uid) = find_uid(c, scope)? else {
+                return Ok(0);
+            };
+            let count: i64 = c.query_row(
+                "SELECT COUNT(*) FROM jobs
+                 WHERE uid = ?1 AND kind = ?2 AND state = 'done' AND updated_at >= ?3",
+                params![uid, kind, since_ms],
+                |row| row.get(0),
+            )?;
+            Ok(count as u64)
+        })
     }
 }

@@ -258,4 +258,22 @@ CREATE VIRTUAL TABLE passages_fts USING fts5(text, scope, content='', contentles
 INSERT INTO passages_fts(rowid, text, scope) SELECT id, text, 'u' || uid FROM archival_passages;
 ALTER TABLE messages ADD COLUMN outdated_at INTEGER;
 "#,
+    // 7: a retired memory can be made live again (`restore`, audited like every change).
+    r#"
+CREATE TABLE memory_events_v7 (
+    id          INTEGER PRIMARY KEY,
+    uid         INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    memory_id   INTEGER NOT NULL,
+    action      TEXT NOT NULL CHECK (action IN ('add', 'update', 'invalidate', 'delete', 'restore')),
+    old_value   TEXT,
+    new_value   TEXT,
+    cause       TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+);
+INSERT INTO memory_events_v7 SELECT id, uid, memory_id, action, old_value, new_value, cause,
+    created_at FROM memory_events;
+DROP TABLE memory_events;
+ALTER TABLE memory_events_v7 RENAME TO memory_events;
+CREATE INDEX memory_events_by_memory ON memory_events(uid, memory_id);
+"#,
 ];
