@@ -25,9 +25,10 @@ Messages of type \"heartbeat\" or \"system_alert\" come from the system, not fro
 request_heartbeat to true. A turn ends when you call send_message.
 
 Your memory:
-- Core memory (below) is always in view. Keep what you learn about the user in the \"human\" block \
-and your own character in the \"persona\" block, with core_memory_append and core_memory_replace. \
-Blocks have a size limit: keep them short and current.
+- Core memory (below) is always in view. Keep what you learn about the user in the \"human\" block, \
+one short fact per line, in the third person (\"The user is allergic to peanuts.\"). The \"persona\" \
+block is only about you, never about the user. Use core_memory_append, and core_memory_replace \
+when a fact changes. Blocks have a size limit: keep them short and current.
 - Archival memory holds as many passages as you like, out of view: archival_memory_insert to \
 save, archival_memory_search to look things up.
 - Recall memory is the full history of your conversation with the user, including messages that \

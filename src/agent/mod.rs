@@ -8,6 +8,7 @@
 mod config;
 pub mod context;
 mod evict;
+pub mod hygiene;
 pub mod lenient;
 pub mod model;
 mod open;

@@ -6,6 +6,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::hygiene;
 use super::lenient::{page_arg, text_arg, truthy};
 use super::ExplicitConfig;
 use crate::dates;
@@ -72,6 +73,8 @@ pub struct ToolScope<'a> {
     pub scope: &'a UserScope,
     pub agent: &'a str,
     pub config: &'a ExplicitConfig,
+    /// What the user said this turn (a persona write restating it is refused).
+    pub user_said: &'a [String],
 }
 
 const HEARTBEAT: &str = "request_heartbeat";
@@ -100,10 +103,10 @@ pub fn schemas() -> Vec<Value> {
     vec![
         function(
             "core_memory_append",
-            "Add a line to a block of your core memory (always visible to you in the system message).",
+            "Add a line to a block of your core memory (always visible to you in the system message). Facts about the user go in 'human', in the third person ('The user is allergic to peanuts.'); 'persona' is only about you.",
             json!({
-                "label": {"type": "string", "description": "Block to edit, e.g. 'human' or 'persona'."},
-                "content": {"type": "string", "description": "Text to add."},
+                "label": {"type": "string", "description": "'human' for facts about the user; 'persona' only for your own character."},
+                "content": {"type": "string", "description": "One short fact, in the third person for the user ('The user ...')."},
             }),
             &["label", "content"],
         ),
@@ -193,11 +196,8 @@ pub async fn execute(
                 let label = required(arguments, "label")?;
                 let content = required(arguments, "content")?;
                 edit_block(tools, &label, |value| {
-                    Ok(if value.is_empty() {
-                        content.clone()
-                    } else {
-                        format!("{value}\n{content}")
-                    })
+                    hygiene::append(&label, value, &content, tools.user_said)
+                        .map_err(ToolOutcome::failed)
                 })
                 .await
             }
@@ -205,7 +205,12 @@ pub async fn execute(
                 let label = required(arguments, "label")?;
                 let old = required(arguments, "old_content")?;
                 let new = text_arg(arguments, "new_content").unwrap_or_default();
-                edit_block(tools, &label, |value| replace(&label, value, &old, &new)).await
+                edit_block(tools, &label, |value| {
+                    hygiene::check_replacement(&label, value, &old, &new, tools.user_said)
+                        .map_err(ToolOutcome::failed)?;
+                    replace(&label, value, &old, &new)
+                })
+                .await
             }
             "archival_memory_insert" => {
                 let content = required(arguments, "content")?;

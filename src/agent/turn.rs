@@ -350,6 +350,7 @@ impl Agents {
                 scope: &turn.scope,
                 agent: &turn.agent,
                 config: &self.config,
+                user_said: &input.user_messages,
             };
             let mut results = Vec::new();
             for call in &calls {

@@ -12,6 +12,8 @@ pub fn about_the_user(question: &str) -> Option<String> {
     let words: Vec<usize> = (0..tokens.len()).filter(|&i| tokens[i].1).collect();
     let lower: Vec<String> = tokens.iter().map(|(t, _)| t.to_lowercase()).collect();
     let mut replaced: Vec<Option<&'static str>> = vec![None; tokens.len()];
+    // Verbs after a bare "I" that become third person ("I live" → "the user lives").
+    let mut conjugate: Vec<bool> = vec![false; tokens.len()];
     let mut changed = false;
     for (n, &i) in words.iter().enumerate() {
         let next = words.get(n + 1).map(|&j| lower[j].as_str());
@@ -36,6 +38,13 @@ pub fn about_the_user(question: &str) -> Option<String> {
         if let Some(with) = with {
             replaced[i] = Some(with);
             changed = true;
+            let bare = word == "i" && !previous.is_some_and(|p| AUXILIARIES.contains(&p));
+            if let (true, Some(&j)) = (bare, words.get(n + 1)) {
+                conjugate[j] = !lower[j].contains('\'')
+                    && !AUXILIARIES.contains(&lower[j].as_str())
+                    && !NOT_VERBS.contains(&lower[j].as_str())
+                    && lower[j].chars().all(|c| c.is_ascii_lowercase());
+            }
         }
     }
     if !changed {
@@ -51,10 +60,42 @@ pub fn about_the_user(question: &str) -> Option<String> {
                 }
             }
             Some(with) => out.push_str(with),
+            None if conjugate[i] => out.push_str(&third_person(text)),
             None => out.push_str(text),
         }
     }
     Some(out)
+}
+
+/// Words after which a verb keeps its base form ("do I live", "will I go"), and which are not
+/// conjugated themselves.
+const AUXILIARIES: [&str; 15] = [
+    "do", "does", "did", "can", "could", "will", "would", "shall", "should", "may", "might",
+    "must", "to", "am", "have",
+];
+/// Words that often follow "I" and are not verbs to conjugate.
+const NOT_VERBS: [&str; 10] = [
+    "was", "also", "just", "really", "never", "always", "still", "often", "already", "usually",
+];
+
+/// "live" → "lives", "go" → "goes", "study" → "studies".
+fn third_person(verb: &str) -> String {
+    if verb == "be" {
+        return "is".to_owned();
+    }
+    let consonant_y = verb.len() > 1
+        && verb.ends_with('y')
+        && !verb[..verb.len() - 1].ends_with(['a', 'e', 'i', 'o', 'u']);
+    if consonant_y {
+        format!("{}ies", &verb[..verb.len() - 1])
+    } else if ["s", "sh", "ch", "x", "z", "o"]
+        .iter()
+        .any(|e| verb.ends_with(e))
+    {
+        format!("{verb}es")
+    } else {
+        format!("{verb}s")
+    }
 }
 
 /// Words (letters, digits and inner apostrophes) and the text between them, in order.
@@ -94,6 +135,12 @@ mod tests {
                 "has the user told you about the user?",
             ),
             ("I am moving to Oslo", "the user is moving to Oslo"),
+            ("I live in Porto.", "the user lives in Porto."),
+            (
+                "I study law and go running.",
+                "the user studies law and go running.",
+            ),
+            ("I was born in Lima", "the user was born in Lima"),
             ("I have a cat", "the user has a cat"),
             (
                 "What did I say I'd do?",

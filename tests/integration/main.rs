@@ -15,6 +15,7 @@ mod errors;
 mod eval;
 mod explicit;
 mod explicit_edges;
+mod explicit_hygiene;
 mod explicit_memory;
 mod explicit_wire;
 mod exposure;

@@ -1,0 +1,208 @@
+//! Core-memory hygiene: rules on what an agent writes to its blocks that a small model cannot get
+//! wrong, as MemGPT does it: a refused write is a failed tool result that says what to do instead,
+//! and the agent retries.
+//!
+//! - The `human` block's placeholder is replaced by the first write, not kept above it.
+//! - A write to `persona` about the user (it names "the user", or restates in the first person
+//!   what the user just said) fails and points to `human`.
+//! - A fact written to `human` in the first person fails, with the third-person version to use.
+//!   Refused rather than rewritten: in a block the agent writes, "I" may be the agent itself ("I
+//!   promised to remind them"), so a silent rewrite could put the agent's words in the user's
+//!   mouth. The suggestion makes the retry a copy.
+//! - A line the block already holds (case and punctuation aside) is refused as a duplicate.
+
+use std::collections::HashSet;
+
+use crate::memory::perspective::about_the_user;
+
+/// Placeholders a `human` block may start with (the default, and older defaults).
+pub const PLACEHOLDERS: [&str; 2] = [
+    "Nothing is known about the user yet.",
+    "Nothing is known about the user.",
+];
+
+/// Share of a persona line's words found in the user's message from which it restates them.
+const RESTATES_SHARE: f64 = 0.6;
+
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+fn normalized(line: &str) -> String {
+    words(line).join(" ")
+}
+
+fn first_person(text: &str) -> bool {
+    words(text).iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "i" | "i'm" | "i've" | "i'd" | "i'll" | "my" | "me" | "mine"
+        )
+    })
+}
+
+fn names_the_user(text: &str) -> bool {
+    let w = words(text);
+    w.windows(2)
+        .any(|pair| pair[0] == "the" && (pair[1] == "user" || pair[1] == "user's"))
+        || w.first()
+            .is_some_and(|first| first == "user" || first == "user's")
+}
+
+/// Whether `line` repeats, in the first person, what the user said in `said`.
+fn restates(line: &str, said: &[String]) -> bool {
+    let line_words: HashSet<String> = words(line)
+        .into_iter()
+        .filter(|w| w.chars().count() > 2)
+        .collect();
+    if line_words.len() < 2 || !first_person(line) {
+        return false;
+    }
+    let said_words: HashSet<String> = said.iter().flat_map(|s| words(s)).collect();
+    let shared = line_words
+        .iter()
+        .filter(|w| said_words.contains(*w))
+        .count();
+    shared as f64 >= RESTATES_SHARE * line_words.len() as f64
+}
+
+/// The block's text after appending `content`, or why the append is refused (the tool's message).
+/// `said`: the user's messages of this turn.
+pub fn append(label: &str, value: &str, content: &str, said: &[String]) -> Result<String, String> {
+    let content = content.trim();
+    if content.is_empty() {
+        return Err("Not saved: 'content' is empty.".to_owned());
+    }
+    check_line(label, value, content, said)?;
+    let trimmed = value.trim();
+    Ok(if trimmed.is_empty() || PLACEHOLDERS.contains(&trimmed) {
+        content.to_owned()
+    } else {
+        format!("{value}\n{content}")
+    })
+}
+
+/// Checks the new text of a `core_memory_replace` the same way (a replacement is a write too).
+pub fn check_replacement(
+    label: &str,
+    value: &str,
+    old: &str,
+    new: &str,
+    said: &[String],
+) -> Result<(), String> {
+    let new = new.trim();
+    if new.is_empty() {
+        return Ok(());
+    }
+    let rest = value.replacen(old, "", 1);
+    check_line(label, &rest, new, said)
+}
+
+fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Result<(), String> {
+    if label == "persona" && (names_the_user(content) || restates(content, said)) {
+        let suggestion = about_the_user(content).unwrap_or_else(|| content.to_owned());
+        return Err(format!(
+            "Not saved: this is about the user, and 'persona' is only about you. Save it in the 'human' block, in the third person: core_memory_append(label=\"human\", content=\"{}\").",
+            capitalized(&suggestion)
+        ));
+    }
+    if label == "human" && first_person(content) {
+        if let Some(third) = about_the_user(content) {
+            return Err(format!(
+                "Not saved: write facts about the user in the third person. Use: core_memory_append(label=\"human\", content=\"{}\").",
+                capitalized(&third)
+            ));
+        }
+    }
+    let new = normalized(content);
+    if !new.is_empty()
+        && (normalized(value) == new || value.lines().any(|line| normalized(line) == new))
+    {
+        return Err(format!(
+            "Not saved: block '{label}' already says this. Nothing to do; answer the user."
+        ));
+    }
+    Ok(())
+}
+
+fn capitalized(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(text: &str) -> Vec<String> {
+        vec![text.to_owned()]
+    }
+
+    #[test]
+    fn the_first_write_replaces_the_placeholder() {
+        let value = PLACEHOLDERS[0];
+        assert_eq!(
+            append("human", value, "The user is allergic to peanuts.", &[]),
+            Ok("The user is allergic to peanuts.".to_owned())
+        );
+        assert_eq!(
+            append("human", "The user is Ada.", "The user likes tea.", &[]),
+            Ok("The user is Ada.\nThe user likes tea.".to_owned())
+        );
+    }
+
+    #[test]
+    fn user_facts_in_persona_point_to_human() {
+        let persona = "I am a helpful assistant.";
+        let user = said("I have a severe peanut allergy.");
+        let restated = append("persona", persona, "I have a severe peanut allergy.", &user);
+        let message = restated.expect_err("refused");
+        assert!(
+            message.contains("content=\"The user has a severe peanut allergy.\""),
+            "{message}"
+        );
+        assert!(append("persona", persona, "The user lives in Porto.", &[]).is_err());
+        // The agent's own character is fine.
+        assert!(append("persona", persona, "I answer briefly and kindly.", &user).is_ok());
+    }
+
+    #[test]
+    fn first_person_facts_in_human_are_refused_with_a_rewrite() {
+        let message = append("human", "", "I live in Porto.", &said("I live in Porto."))
+            .expect_err("refused");
+        assert!(
+            message.contains("content=\"The user lives in Porto.\""),
+            "{message}"
+        );
+        assert!(append("human", "", "Name: Ada. Likes tea.", &[]).is_ok());
+    }
+
+    #[test]
+    fn duplicates_are_refused() {
+        let value = "The user is Ada.\nThe user likes tea.";
+        assert!(append("human", value, "the user likes tea", &[]).is_err());
+        assert!(append("persona", "I am kind.", "I am kind.", &[]).is_err());
+        assert!(check_replacement(
+            "human",
+            value,
+            "The user is Ada.",
+            "The user likes tea.",
+            &[]
+        )
+        .is_err());
+        assert!(check_replacement(
+            "human",
+            value,
+            "The user is Ada.",
+            "The user is Ada Lovelace.",
+            &[]
+        )
+        .is_ok());
+    }
+}
