@@ -16,12 +16,17 @@ pub const FULL_CONTEXT: &str = "full-context";
 /// the newest-first dates decide between old and new (mem0 v3's choice), against `implicit`'s
 /// LLM reconciliation.
 pub const ADD_ONLY: &str = "implicit-add-only";
+/// Explicit mode with a 2,000-token context window: the dialogues overflow the agent's message
+/// queue, so what it recalls comes from its memory (core, archival, summary, recall search).
+pub const EXPLICIT_2K: &str = "explicit@2k";
+const SMALL_WINDOW_TOKENS: usize = 2000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvalStrategy {
     Memory(Mode),
     FullContext,
     AddOnly,
+    Explicit2k,
 }
 
 impl EvalStrategy {
@@ -30,13 +35,19 @@ impl EvalStrategy {
             EvalStrategy::Memory(mode) => mode.as_str(),
             EvalStrategy::FullContext => FULL_CONTEXT,
             EvalStrategy::AddOnly => ADD_ONLY,
+            EvalStrategy::Explicit2k => EXPLICIT_2K,
         }
     }
 
     /// The configuration memproxy serves it with, from the run's.
     pub fn configure(self, mut config: crate::config::Config) -> crate::config::Config {
-        if self == EvalStrategy::AddOnly {
-            config.memory.add_only = true;
+        match self {
+            EvalStrategy::AddOnly => config.memory.add_only = true,
+            EvalStrategy::Explicit2k => {
+                config.explicit.context_window_tokens = SMALL_WINDOW_TOKENS;
+                config.explicit.context_windows.clear();
+            }
+            EvalStrategy::Memory(_) | EvalStrategy::FullContext => {}
         }
         config
     }
@@ -47,6 +58,7 @@ impl EvalStrategy {
             EvalStrategy::Memory(mode) => mode,
             EvalStrategy::FullContext => Mode::Passthrough,
             EvalStrategy::AddOnly => Mode::Implicit,
+            EvalStrategy::Explicit2k => Mode::Explicit,
         }
     }
 }
@@ -64,11 +76,12 @@ impl FromStr for EvalStrategy {
         match text {
             FULL_CONTEXT => return Ok(EvalStrategy::FullContext),
             ADD_ONLY => return Ok(EvalStrategy::AddOnly),
+            EXPLICIT_2K => return Ok(EvalStrategy::Explicit2k),
             _ => {}
         }
         text.parse::<Mode>()
             .map(EvalStrategy::Memory)
-            .map_err(|error| format!("{error}, {FULL_CONTEXT} or {ADD_ONLY}"))
+            .map_err(|error| format!("{error}, {FULL_CONTEXT}, {ADD_ONLY} or {EXPLICIT_2K}"))
     }
 }
 
@@ -113,6 +126,9 @@ mod tests {
         assert_eq!(EvalStrategy::AddOnly.mode(), Mode::Implicit);
         let config = EvalStrategy::AddOnly.configure(crate::config::Config::default());
         assert!(config.memory.add_only);
+        let config = EvalStrategy::Explicit2k.configure(crate::config::Config::default());
+        assert_eq!(config.explicit.context_window_tokens, 2000);
+        assert_eq!(EvalStrategy::Explicit2k.mode(), Mode::Explicit);
         assert!("nonsense".parse::<EvalStrategy>().is_err());
         assert_eq!(EvalStrategy::FullContext.mode(), Mode::Passthrough);
     }

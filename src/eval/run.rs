@@ -33,7 +33,8 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub format: Option<Format>,
     /// Strategies to compare, comma-separated; `full-context` is the no-memory ceiling (every
-    /// session in the prompt).
+    /// session in the prompt), `implicit-add-only` implicit mode without reconciliation,
+    /// `explicit@2k` explicit mode with a 2,000-token window.
     #[arg(
         long,
         value_delimiter = ',',
@@ -357,7 +358,9 @@ async fn run_pair(
     // The ceiling replays nothing: its probes carry the whole conversation.
     let replayed = match strategy {
         EvalStrategy::FullContext => &[][..],
-        EvalStrategy::Memory(_) | EvalStrategy::AddOnly => &conversation.sessions[..],
+        EvalStrategy::Memory(_) | EvalStrategy::AddOnly | EvalStrategy::Explicit2k => {
+            &conversation.sessions[..]
+        }
     };
     for (s, session) in replayed.iter().enumerate() {
         let chat = format!("{}-session-{}", conversation.id, s + 1);
