@@ -41,6 +41,10 @@ pub struct ExplicitConfig {
     /// give up on a long tool loop. 0 turns it off (the stream starts when the reply is ready).
     #[serde(with = "humantime_serde")]
     pub stream_keepalive: Duration,
+    /// After a turn in which the agent saved nothing although the user said something, one
+    /// background memory LLM call (off the request path) extracts what is worth keeping, and it is
+    /// added to the `human` block (or archival memory when the block is full).
+    pub background_save: bool,
 }
 
 impl Default for ExplicitConfig {
@@ -62,6 +66,7 @@ impl Default for ExplicitConfig {
             block_char_limit: 2000,
             replies_as_text: true,
             stream_keepalive: Duration::from_secs(10),
+            background_save: true,
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod hygiene;
 pub mod lenient;
 pub mod model;
 mod open;
+mod save;
 mod state;
 pub mod tools;
 mod turn;
@@ -46,6 +47,7 @@ pub struct Agents {
     config: ExplicitConfig,
     summarizer: MemoryLlm,
     summary_prompt: String,
+    extract_prompt: String,
     /// One turn at a time per agent: two concurrent turns would interleave the message queue.
     locks: Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
     /// Per model: upstream prompt tokens / our estimate, learned from reported usage.
@@ -62,6 +64,7 @@ impl Agents {
             config: config.explicit.clone(),
             summarizer,
             summary_prompt: prompts.summarize,
+            extract_prompt: prompts.extract,
             locks: Mutex::new(HashMap::new()),
             token_scales: Mutex::new(HashMap::new()),
         })

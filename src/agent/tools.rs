@@ -195,9 +195,9 @@ pub async fn execute(
             "core_memory_append" => {
                 let label = required(arguments, "label")?;
                 let content = required(arguments, "content")?;
-                edit_block(tools, &label, |value| {
-                    hygiene::append(&label, value, &content, tools.user_said)
-                        .map_err(ToolOutcome::failed)
+                let (name, said) = (label.clone(), tools.user_said.to_vec());
+                edit_block(tools, &label, move |value| {
+                    hygiene::append(&name, value, &content, &said).map_err(ToolOutcome::failed)
                 })
                 .await
             }
@@ -205,10 +205,11 @@ pub async fn execute(
                 let label = required(arguments, "label")?;
                 let old = required(arguments, "old_content")?;
                 let new = text_arg(arguments, "new_content").unwrap_or_default();
-                edit_block(tools, &label, |value| {
-                    hygiene::check_replacement(&label, value, &old, &new, tools.user_said)
+                let (name, said) = (label.clone(), tools.user_said.to_vec());
+                edit_block(tools, &label, move |value| {
+                    hygiene::check_replacement(&name, value, &old, &new, &said)
                         .map_err(ToolOutcome::failed)?;
-                    replace(&label, value, &old, &new)
+                    replace(&name, value, &old, &new)
                 })
                 .await
             }
@@ -261,46 +262,60 @@ fn replace(label: &str, value: &str, old: &str, new: &str) -> Result<String, Too
     Ok(value.replace(needle, new))
 }
 
-async fn edit_block(
+/// Edits a block in one store transaction (a concurrent writer, such as the background save, is
+/// never overwritten): `edit` makes the new value or refuses with the tool's message.
+pub(super) async fn edit_block(
     tools: &ToolScope<'_>,
     label: &str,
-    edit: impl FnOnce(&str) -> Result<String, ToolOutcome>,
+    edit: impl FnOnce(&str) -> Result<String, ToolOutcome> + Send + 'static,
 ) -> Result<ToolOutcome, ToolOutcome> {
-    let (scope, agent) = (tools.scope.clone(), tools.agent.to_owned());
-    let blocks = tools
+    let (scope, agent, name) = (
+        tools.scope.clone(),
+        tools.agent.to_owned(),
+        label.to_owned(),
+    );
+    let mut edit = Some(edit);
+    let mut refusal: Option<ToolOutcome> = None;
+    let (edited, refusal) = tools
         .memory
-        .blocking(move |store, _| Ok(store.core_blocks(&scope, &agent)?))
+        .blocking(move |store, _| {
+            let edited = store.edit_core_block(&scope, &agent, &name, &mut |block| {
+                if block.read_only {
+                    return Err(format!("block '{}' is read-only", block.label));
+                }
+                let edit = edit.take().ok_or_else(|| "edited twice".to_owned())?;
+                let value = edit(&block.value).map_err(|failed| {
+                    let message = failed.message.clone();
+                    refusal = Some(failed);
+                    message
+                })?;
+                let length = value.chars().count() as i64;
+                if length > block.char_limit {
+                    return Err(format!(
+                        "block '{}' would hold {length} characters, over its limit of {}. Shorten it with core_memory_replace, or keep the details in archival memory with archival_memory_insert.",
+                        block.label, block.char_limit
+                    ));
+                }
+                Ok(value)
+            })?;
+            Ok((edited, refusal))
+        })
         .await
         .map_err(|e| ToolOutcome::failed(e.to_string()))?;
-    let labels: Vec<String> = blocks.iter().map(|b| b.label.clone()).collect();
-    let Some(mut block) = blocks.into_iter().find(|b| b.label == label) else {
-        return Err(ToolOutcome::failed(format!(
+    match edited {
+        Err(labels) => Err(ToolOutcome::failed(format!(
             "there is no core memory block '{label}'; the blocks are: {}",
             labels.join(", ")
-        )));
-    };
-    if block.read_only {
-        return Err(ToolOutcome::failed(format!("block '{label}' is read-only")));
+        ))),
+        Ok(Err(message)) => Err(refusal.unwrap_or_else(|| ToolOutcome::failed(message))),
+        Ok(Ok(block)) => Ok(ToolOutcome {
+            memory_changed: true,
+            ..ToolOutcome::ok(format!(
+                "Block '{label}' updated ({} characters).",
+                block.value.chars().count()
+            ))
+        }),
     }
-    let value = edit(&block.value)?;
-    let length = value.chars().count() as i64;
-    if length > block.char_limit {
-        return Err(ToolOutcome::failed(format!(
-            "block '{label}' would hold {length} characters, over its limit of {}. Shorten it with core_memory_replace, or keep the details in archival memory with archival_memory_insert.",
-            block.char_limit
-        )));
-    }
-    block.value = value;
-    let (scope, agent) = (tools.scope.clone(), tools.agent.to_owned());
-    tools
-        .memory
-        .blocking(move |store, _| Ok(store.put_core_block(&scope, &agent, &block)?))
-        .await
-        .map_err(|e| ToolOutcome::failed(e.to_string()))?;
-    Ok(ToolOutcome {
-        memory_changed: true,
-        ..ToolOutcome::ok(format!("Block '{label}' updated ({length} characters)."))
-    })
 }
 
 /// "Showing x of N results (page p/P)" with the page's items, as MemGPT words it (P = last page).

@@ -123,7 +123,6 @@ impl Evidence {
     }
 
     /// Whether `fact` may be stored (knowing nothing stored about the user).
-    #[cfg(test)]
     pub fn check(&self, fact: &str, kind: &str) -> Result<(), Rejection> {
         self.check_knowing(fact, kind, &[])
     }

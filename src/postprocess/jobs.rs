@@ -22,9 +22,9 @@ const CONTEXT_TURNS: usize = 4;
 /// Stored memories compared with each new fact.
 const CANDIDATES_PER_FACT: usize = 5;
 
-struct Fact {
-    text: String,
-    kind: String,
+pub(super) struct Fact {
+    pub text: String,
+    pub kind: String,
 }
 
 fn field<'a>(job: &'a Job, name: &str) -> &'a str {
@@ -180,7 +180,7 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
 const MAX_FACTS: usize = 12;
 const MAX_FACT_CHARS: usize = 300;
 
-fn facts_schema() -> Value {
+pub(super) fn facts_schema() -> Value {
     json!({"type": "object", "additionalProperties": false, "required": ["facts"],
     "properties": {"facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
         "type": "object", "additionalProperties": false, "required": ["text", "kind"],
@@ -203,7 +203,7 @@ fn decisions_schema(facts: usize) -> Value {
         }}}}})
 }
 
-fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
+pub(super) fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
     let object = json_object(answer).map_err(|e| e.to_string())?;
     let Some(items) = object["facts"].as_array() else {
         return Err(format!(

@@ -10,6 +10,7 @@ mod gates;
 mod jobs;
 pub mod llm;
 pub mod prompts;
+pub mod turn_facts;
 
 use std::sync::Arc;
 use std::time::Duration;

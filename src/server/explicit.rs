@@ -40,10 +40,19 @@ pub async fn handle(
         headers: request_headers(&headers, authorization, false),
     };
     let agents = Arc::clone(&state.agents);
-    // The turn changes memory: it runs to completion even if the client goes away.
-    let mut turn = state
-        .tasks
-        .spawn(async move { agents.run_turn(&model, input).await });
+    let tasks = state.tasks.clone();
+    // The turn changes memory: it runs to completion even if the client goes away. A background
+    // save it needs runs after it, in a task of its own (never delaying the answer).
+    let mut turn = state.tasks.spawn(async move {
+        let outcome = agents.run_turn(&model, input.clone()).await;
+        if let Ok(done) = &outcome {
+            if agents.needs_save(&input, done) {
+                let (agents, done) = (Arc::clone(&agents), done.clone());
+                tasks.spawn(async move { agents.save_after_turn(input, done).await });
+            }
+        }
+        outcome
+    });
     let answer = Answer {
         model: request.model.clone().unwrap_or_default(),
         include_usage: request.client_wants_usage(),

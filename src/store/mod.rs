@@ -430,6 +430,16 @@ pub trait Store: Send + Sync + 'static {
     // Agents (explicit mode).
     fn core_blocks(&self, scope: &UserScope, agent: &str) -> StoreResult<Vec<CoreBlock>>;
     fn put_core_block(&self, scope: &UserScope, agent: &str, block: &CoreBlock) -> StoreResult<()>;
+    /// Reads one block and writes the value `edit` makes of it in one transaction, so a concurrent
+    /// writer's change is never lost in between. `edit` may refuse (`Err`, passed back as is).
+    /// `Ok(Err(labels))`: no block `label`; the agent's labels.
+    fn edit_core_block(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        label: &str,
+        edit: &mut dyn FnMut(&CoreBlock) -> Result<String, String>,
+    ) -> StoreResult<Result<Result<CoreBlock, String>, Vec<String>>>;
     fn insert_passage(
         &self,
         scope: &UserScope,

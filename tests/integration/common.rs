@@ -70,6 +70,8 @@ pub fn test_config(mock: &MockUpstream, data: &std::path::Path) -> Config {
     config.server.shutdown_grace = Duration::from_secs(5);
     // Consolidation jobs would sit in the queue of every test; its own tests turn it on.
     config.memory.consolidation_delay = None;
+    // Likewise the background save of explicit turns (it would answer from the mock's script).
+    config.explicit.background_save = false;
     config
 }
 

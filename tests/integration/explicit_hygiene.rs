@@ -92,3 +92,55 @@ async fn small_model_mistakes_are_refused_with_guidance_and_the_blocks_stay_clea
     say(&h, "di", "Who are you?").await;
     assert_eq!(block(&h, "di", "persona").await, persona_before);
 }
+
+#[tokio::test]
+async fn a_fact_the_agent_did_not_save_is_saved_in_the_background_after_the_answer() {
+    let h = harness_with(|c| c.explicit.background_save = true).await;
+    // The memory LLM takes a while: the answer must not wait for it.
+    let facts = json!({"facts": [
+        {"text": "The user has a cat named Miso.", "kind": "fact"},
+        {"text": "Cats are wonderful pets.", "kind": "fact"},
+    ]});
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        memproxy::mock::Reply::Stall(
+            std::time::Duration::from_millis(1500),
+            Box::new(memproxy::mock::Reply::Text(facts.to_string())),
+        ),
+    );
+    h.mock.push(send("What a lovely name!"));
+    say(&h, "el", "I have a cat named Miso.").await;
+    // Answered while the background step still waits for the memory LLM.
+    assert_eq!(block(&h, "el", "human").await, PLACEHOLDER);
+    crate::common::eventually("the background save", || async {
+        block(&h, "el", "human").await == "The user has a cat named Miso."
+    })
+    .await;
+    // The general-knowledge "fact" was refused by the gates; the step is in the trace.
+    let trace = get_json(&h, "/memproxy/v1/agents/default/steps?user=el&turns=1").await;
+    let save = trace["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|s| s["tool"] == "(background_save)")
+        .cloned()
+        .expect("traced");
+    assert_eq!(save["status"], "ok");
+    assert!(save["result"]
+        .as_str()
+        .unwrap_or_default()
+        .starts_with("1 saved (human: The user has a cat named Miso.), 1 refused"));
+
+    // A turn in which the agent saved something itself gets no background step.
+    h.mock.push(append("human", "The user's cat Miso is two."));
+    h.mock.push(send("Noted."));
+    let extract_calls = h.mock.chat_requests(Some("MEMPROXY-EXTRACT")).len();
+    say(&h, "el", "Miso turned two years old today.").await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(
+        h.mock.chat_requests(Some("MEMPROXY-EXTRACT")).len(),
+        extract_calls
+    );
+}
+
+const PLACEHOLDER: &str = "Nothing is known about the user yet.";

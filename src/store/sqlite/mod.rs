@@ -375,6 +375,30 @@ impl super::Store for SqliteStore {
         self.write(|tx| agent::put_block(tx, scope, agent, block))
     }
 
+    fn edit_core_block(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        label: &str,
+        edit: &mut dyn FnMut(&super::CoreBlock) -> Result<String, String>,
+    ) -> StoreResult<Result<Result<super::CoreBlock, String>, Vec<String>>> {
+        self.write(|tx| {
+            let blocks = agent::blocks(tx, scope, agent)?;
+            let labels: Vec<String> = blocks.iter().map(|b| b.label.clone()).collect();
+            let Some(mut block) = blocks.into_iter().find(|b| b.label == label) else {
+                return Ok(Err(labels));
+            };
+            match edit(&block) {
+                Ok(value) => {
+                    block.value = value;
+                    agent::put_block(tx, scope, agent, &block)?;
+                    Ok(Ok(Ok(block)))
+                }
+                Err(refused) => Ok(Ok(Err(refused))),
+            }
+        })
+    }
+
     fn insert_passage(
         &self,
         scope: &UserScope,

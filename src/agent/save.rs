@@ -1,0 +1,145 @@
+//! The background save (Letta's sleep-time idea, for explicit mode): a small model often answers
+//! without saving what the user told it, and once the conversation outgrows the window that fact
+//! is gone from view. After a recorded turn in which the agent wrote nothing to memory although
+//! the user said something, one memory LLM call, off the request path, extracts what is worth
+//! keeping (the implicit-mode extraction prompt and gates). Each fact goes through core-memory
+//! hygiene into `human` (a duplicate is skipped), or into archival memory when the block is full.
+//! The writes wait for the agent's turn lock, so they never interleave with a turn, and the step
+//! appears in the trace as `(background_save)`.
+
+use super::{hygiene, tools, Agents, TurnInput, TurnOutcome};
+use crate::store::{now_ms, StepRecord};
+
+/// Fewer words than this from the user in a turn: nothing to save ("hi", "thanks").
+const MIN_WORDS: usize = 4;
+pub const SAVE_STEP: &str = "(background_save)";
+
+impl Agents {
+    /// Whether a finished turn gets a background save.
+    pub fn needs_save(&self, input: &TurnInput, outcome: &TurnOutcome) -> bool {
+        let saved = outcome
+            .steps
+            .iter()
+            .any(|s| tools::writes(&s.tool) && s.status == "ok");
+        let words: usize = input
+            .user_messages
+            .iter()
+            .map(|m| m.split_whitespace().count())
+            .sum();
+        self.config.background_save && input.record && !saved && words >= MIN_WORDS
+    }
+
+    /// Runs the background save of a turn; every problem is logged and traced, never raised.
+    pub async fn save_after_turn(&self, input: TurnInput, outcome: TurnOutcome) {
+        let started = std::time::Instant::now();
+        let at = input.clock.unwrap_or_else(now_ms);
+        let mut said: Vec<(&str, &str)> = input
+            .user_messages
+            .iter()
+            .map(|m| ("user", m.as_str()))
+            .collect();
+        said.push(("assistant", outcome.reply.as_str()));
+        let extracted = crate::postprocess::turn_facts::extract(
+            &self.summarizer,
+            &self.extract_prompt,
+            &input.model,
+            &said,
+            at,
+        )
+        .await;
+        let key = (
+            input.scope.tenant.clone(),
+            input.scope.user.clone(),
+            input.agent.clone(),
+        );
+        let lock = self.lock_of(&key);
+        let _turn_guard = lock.lock().await;
+        let (status, result) = match extracted {
+            Ok((facts, refused)) => {
+                let mut saved = Vec::new();
+                for fact in facts {
+                    match self.save_fact(&input, &fact).await {
+                        Ok(Some(place)) => saved.push(format!("{place}: {fact}")),
+                        Ok(None) => {}
+                        Err(error) => {
+                            tracing::warn!(%error, "background save: a fact could not be written")
+                        }
+                    }
+                }
+                let result = format!(
+                    "{} saved ({}), {refused} refused by the gates",
+                    saved.len(),
+                    saved.join("; ")
+                );
+                ("ok", result)
+            }
+            Err(error) => ("failed", error),
+        };
+        tracing::info!(turn = %outcome.turn, status, %result, "background save");
+        let record = StepRecord {
+            turn: outcome.turn.clone(),
+            step: outcome.steps.len() as i64 + 1,
+            tool: SAVE_STEP.to_owned(),
+            arguments: String::new(),
+            status: status.to_owned(),
+            result,
+            heartbeat: false,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            latency_ms: started.elapsed().as_secs_f64() * 1e3,
+            created_at_ms: now_ms(),
+        };
+        let (scope, agent, keep) = (
+            input.scope.clone(),
+            input.agent.clone(),
+            self.config.trace_turns,
+        );
+        if let Err(error) = self
+            .memory
+            .blocking(move |store, _| Ok(store.record_steps(&scope, &agent, &[record], keep)?))
+            .await
+        {
+            tracing::warn!(%error, "background save: the step could not be traced");
+        }
+    }
+
+    /// One fact into `human` (through hygiene), or archival memory when the block is full.
+    /// `Ok(None)`: already there.
+    async fn save_fact(
+        &self,
+        input: &TurnInput,
+        fact: &str,
+    ) -> Result<Option<&'static str>, String> {
+        let (scope, agent, text) = (input.scope.clone(), input.agent.clone(), fact.to_owned());
+        let said = input.user_messages.clone();
+        let edited = self
+            .memory
+            .blocking(move |store, _| {
+                Ok(
+                    store.edit_core_block(&scope, &agent, "human", &mut |block| {
+                        let value = hygiene::append("human", &block.value, &text, &said)?;
+                        if value.chars().count() as i64 > block.char_limit {
+                            return Err(FULL.to_owned());
+                        }
+                        Ok(value)
+                    })?,
+                )
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        match edited {
+            Ok(Ok(_)) => Ok(Some("human")),
+            Ok(Err(refused)) if refused == FULL => {
+                self.memory
+                    .insert_passage(&input.scope, &input.agent, fact)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Some("archival"))
+            }
+            // A duplicate, or a line hygiene refuses: the block keeps what it has.
+            Ok(Err(_)) | Err(_) => Ok(None),
+        }
+    }
+}
+
+const FULL: &str = "full";

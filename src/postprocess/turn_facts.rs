@@ -1,0 +1,53 @@
+//! Facts from one explicit-mode turn, for the agent's background save: the extraction prompt on
+//! the user's messages of the turn, one memory LLM call, and the same gates as implicit mode
+//! (nothing the user did not say, no questions, no placeholders).
+
+use super::gates::Evidence;
+use super::jobs::{facts_schema, parse_facts};
+use super::llm::{Answer, MemoryLlm};
+use crate::dates::ymd_weekday;
+
+/// The facts of `turns` (`(role, text)`: the user's messages, and the agent's reply) said at
+/// `at_ms` that pass the gates, and how many were refused.
+pub async fn extract(
+    llm: &MemoryLlm,
+    prompt: &str,
+    model: &str,
+    turns: &[(&str, &str)],
+    at_ms: i64,
+) -> Result<(Vec<String>, usize), String> {
+    if turns.is_empty() {
+        return Ok((Vec::new(), 0));
+    }
+    let day = ymd_weekday(at_ms);
+    let transcript: Vec<String> = turns
+        .iter()
+        .map(|(role, text)| format!("[{day}] {role}: {}", text.trim()))
+        .collect();
+    let material = format!(
+        "Date of the newest message: {day}\n\nEarlier context (for reference only):\n(none)\n\nNew messages:\n{}\n",
+        transcript.join("\n")
+    );
+    let answer = llm
+        .complete(
+            model,
+            prompt,
+            &material,
+            Answer::Json("facts", &facts_schema()),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let evidence = Evidence::new(turns.iter().copied());
+    let mut kept = Vec::new();
+    let mut refused = 0;
+    for fact in parse_facts(&answer)? {
+        match evidence.check(&fact.text, &fact.kind) {
+            Ok(()) => kept.push(fact.text),
+            Err(reason) => {
+                tracing::info!(reason = reason.as_str(), text = %fact.text, "background save: fact refused");
+                refused += 1;
+            }
+        }
+    }
+    Ok((kept, refused))
+}
