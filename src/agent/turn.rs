@@ -194,7 +194,12 @@ impl Agents {
                     model: input.model.clone(),
                 });
             }
-            if total as f64 > window as f64 * self.config.evict_ratio {
+            // Past the eviction threshold an agent that was not yet told gets the pressure
+            // alert first, with one step to save what matters; eviction waits for that step
+            // (unless the prompt no longer fits at all).
+            let over = total as f64 > window as f64 * self.config.evict_ratio;
+            let may_wait = !turn.alerted && !turn.read_only && total < window;
+            if over && !may_wait {
                 let target = (window as f64 * self.config.evict_target_ratio) as usize;
                 if turn.read_only {
                     self.trim_view(turn, target, step);

@@ -1,7 +1,9 @@
-//! Core-memory hygiene with scripted agents that write the way small models do: a user fact in
-//! `persona`, a fact in the first person, a duplicate line, and a first write over the `human`
-//! placeholder. Each refused write is a failed tool result that says what to do, the agent retries,
-//! and the blocks end as they should.
+//! Explicit mode saving what matters, with scripted agents:
+//! - core-memory hygiene: writes the way small models make them (a user fact in `persona`, a fact
+//!   in the first person, a duplicate line, a first write over the `human` placeholder) are refused
+//!   with what to do instead, the agent retries, and the blocks end as they should;
+//! - the background save of a fact the agent did not save, after the answer;
+//! - past the eviction threshold, the pressure alert and the agent's save come before eviction.
 
 use serde_json::{json, Value};
 
@@ -144,3 +146,39 @@ async fn a_fact_the_agent_did_not_save_is_saved_in_the_background_after_the_answ
 }
 
 const PLACEHOLDER: &str = "Nothing is known about the user yet.";
+
+#[tokio::test]
+async fn past_the_eviction_threshold_the_agent_saves_first_and_eviction_waits() {
+    let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
+    h.mock.push(send("Hello!"));
+    say(&h, "fa", "The secret code is PAPAYA-42, keep it safe.").await;
+    // One message that takes the prompt from well under the alert threshold (75%) straight past
+    // the eviction threshold (90%), still inside the window.
+    let filler = "apple ".repeat(FILLER_WORDS);
+    h.mock.push(call(
+        "archival_memory_insert",
+        json!({"content": "The user's secret code is PAPAYA-42.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Saved."));
+    say(&h, "fa", &format!("Here is a long note. {filler}")).await;
+    let requests = model_requests(&h);
+    let alerted = requests.len() - 2;
+    let payloads = crate::explicit::user_payloads(&requests[alerted]);
+    assert!(
+        payloads.iter().any(|p| p["type"] == "system_alert"),
+        "the step before eviction carried the alert: {payloads:?}"
+    );
+    let trace: Vec<String> =
+        crate::explicit::statuses(&crate::explicit::steps(&h, "fa", "default").await);
+    let saved = trace.iter().position(|s| s == "archival_memory_insert:ok");
+    let evicted = trace.iter().position(|s| s.starts_with("(evict)"));
+    assert!(
+        matches!((saved, evicted), (Some(s), Some(e)) if s < e),
+        "saved, then evicted: {trace:?}"
+    );
+}
+
+/// With the instructions and tool schemas, this many more words take a 3,000-token window from
+/// under 75% to past 90% but under 100% (measured: 1,500..1,600 do; the old code evicted at once,
+/// before any alert). If the instructions grow, recalibrate: fewer words only alert, more overflow.
+const FILLER_WORDS: usize = 1550;
