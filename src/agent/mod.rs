@@ -158,6 +158,12 @@ impl Agents {
         edit.await
     }
 
+    /// Waits for the agent's turn lock (held by a turn, a background save, a management edit).
+    async fn turn_lock(&self, scope: &UserScope, agent: &str) -> tokio::sync::OwnedMutexGuard<()> {
+        let key = (scope.tenant.clone(), scope.user.clone(), agent.to_owned());
+        self.lock_of(&key).lock_owned().await
+    }
+
     fn lock_of(&self, key: &AgentKey) -> Arc<tokio::sync::Mutex<()>> {
         let mut locks = self
             .locks

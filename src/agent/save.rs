@@ -47,13 +47,7 @@ impl Agents {
             at,
         )
         .await;
-        let key = (
-            input.scope.tenant.clone(),
-            input.scope.user.clone(),
-            input.agent.clone(),
-        );
-        let lock = self.lock_of(&key);
-        let _turn_guard = lock.lock().await;
+        let _turn_guard = self.turn_lock(&input.scope, &input.agent).await;
         let (status, result) = match extracted {
             Ok((facts, refused)) => {
                 let mut saved = Vec::new();

@@ -106,13 +106,7 @@ impl Agents {
         model: &dyn ChatModel,
         input: TurnInput,
     ) -> Result<TurnOutcome, TurnError> {
-        let key = (
-            input.scope.tenant.clone(),
-            input.scope.user.clone(),
-            input.agent.clone(),
-        );
-        let lock = self.lock_of(&key);
-        let _turn_guard = lock.lock().await;
+        let _turn_guard = self.turn_lock(&input.scope, &input.agent).await;
         let mut turn = self.open_turn(&input).await?;
         let result = self.step_loop(model, &input, &mut turn).await;
         // The trace is kept even for a failed turn; the messages only for a finished one

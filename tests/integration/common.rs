@@ -298,6 +298,15 @@ where
     panic!("timed out waiting for: {what}");
 }
 
+/// A scripted extraction answer with these facts.
+pub fn facts(texts: &[&str]) -> memproxy::mock::Reply {
+    let facts: Vec<Value> = texts
+        .iter()
+        .map(|t| json!({"text": t, "kind": "fact"}))
+        .collect();
+    memproxy::mock::Reply::Text(json!({ "facts": facts }).to_string())
+}
+
 pub async fn memories(h: &Harness, user: &str) -> Vec<String> {
     let list = get_json(h, &format!("/memproxy/v1/users/{user}/memories")).await;
     list["data"]

@@ -43,6 +43,19 @@ async fn chat(h: &Harness, text: &str) {
     assert_eq!(response.status(), 200);
 }
 
+/// A chat whose extraction finds nothing; the consolidation queued after it answers `merge`.
+async fn consolidate_after_a_chat(h: &Harness, merge: Value) {
+    h.mock
+        .push_marked("MEMPROXY-CONSOLIDATE", Reply::Text(merge.to_string()));
+    h.mock
+        .push_marked("MEMPROXY-EXTRACT", Reply::Text(r#"{"facts": []}"#.into()));
+    chat(h, "Good morning!").await;
+    eventually("a consolidation ran", || async {
+        !consolidation_reports(h).await.is_empty()
+    })
+    .await;
+}
+
 async fn harness(runs_per_day: u64) -> Harness {
     harness_with(|c| {
         c.memory.extraction_debounce = Duration::ZERO;
@@ -63,17 +76,7 @@ async fn consolidation_retires_junk_and_contained_facts_merges_a_subject_and_can
     }
     let merged =
         "The user's dog Pixel is three years old, sleeps on the keyboard and loves the river.";
-    h.mock.push_marked(
-        "MEMPROXY-CONSOLIDATE",
-        Reply::Text(json!({"facts": [{"text": merged}]}).to_string()),
-    );
-    h.mock
-        .push_marked("MEMPROXY-EXTRACT", Reply::Text(r#"{"facts": []}"#.into()));
-    chat(&h, "Good morning!").await;
-    eventually("a consolidation ran", || async {
-        !consolidation_reports(&h).await.is_empty()
-    })
-    .await;
+    consolidate_after_a_chat(&h, json!({"facts": [{"text": merged}]})).await;
     let report = consolidation_reports(&h).await.join("; ");
     assert_eq!(
         report,
@@ -121,20 +124,8 @@ async fn a_merge_that_invents_or_loses_a_name_changes_nothing_and_runs_are_bound
         add(&h, fact).await;
     }
     // The merge drops the dog's name.
-    h.mock.push_marked(
-        "MEMPROXY-CONSOLIDATE",
-        Reply::Text(
-            json!({"facts": [{"text": "The user's dog is three years old and loves the river."}]})
-                .to_string(),
-        ),
-    );
-    h.mock
-        .push_marked("MEMPROXY-EXTRACT", Reply::Text(r#"{"facts": []}"#.into()));
-    chat(&h, "Good morning!").await;
-    eventually("a consolidation ran", || async {
-        !consolidation_reports(&h).await.is_empty()
-    })
-    .await;
+    let lossy = "The user's dog is three years old and loves the river.";
+    consolidate_after_a_chat(&h, json!({"facts": [{"text": lossy}]})).await;
     assert_eq!(
         consolidation_reports(&h).await,
         ["merge of 3 rejected (loses pixel)"]

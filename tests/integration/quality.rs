@@ -6,21 +6,13 @@
 use std::time::Duration;
 
 use memproxy::mock::Reply;
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::common::{eventually, get_json, harness_with, implicit_chat, memories, Harness};
+use crate::common::{eventually, facts, get_json, harness_with, implicit_chat, memories, Harness};
 
 async fn chat(h: &Harness, text: &str) {
     let response = implicit_chat(h, "rio", json!([{"role": "user", "content": text}])).await;
     assert_eq!(response.status(), 200);
-}
-
-fn facts(texts: &[&str]) -> Reply {
-    let facts: Vec<Value> = texts
-        .iter()
-        .map(|t| json!({"text": t, "kind": "fact"}))
-        .collect();
-    Reply::Text(json!({ "facts": facts }).to_string())
 }
 
 async fn done_reports(h: &Harness) -> Vec<String> {

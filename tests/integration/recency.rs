@@ -11,16 +11,9 @@ use serde_json::{json, Value};
 use memproxy::memory::RetrievalRequest;
 
 use crate::common::{
-    alice, eventually, get_json, harness_with, implicit_chat, memories, memory_in, query, Harness,
+    alice, eventually, facts, get_json, harness_with, implicit_chat, memories, memory_in, query,
+    Harness,
 };
-
-fn facts(texts: &[&str]) -> Reply {
-    let facts: Vec<Value> = texts
-        .iter()
-        .map(|t| json!({"text": t, "kind": "fact"}))
-        .collect();
-    Reply::Text(json!({ "facts": facts }).to_string())
-}
 
 async fn jobs_done(h: &Harness) -> usize {
     get_json(h, "/memproxy/v1/jobs?state=done").await["data"]

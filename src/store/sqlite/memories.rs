@@ -32,14 +32,37 @@ fn log_event(
     Ok(())
 }
 
-fn live_text(tx: &Transaction, uid: i64, id: i64) -> StoreResult<String> {
+/// The text of the user's memory `id` that meets `condition` (on its `valid_until`).
+fn text_of(
+    tx: &Transaction,
+    uid: i64,
+    id: i64,
+    condition: &str,
+    what: &str,
+) -> StoreResult<String> {
     tx.query_row(
-        "SELECT text FROM memories WHERE id = ?1 AND uid = ?2 AND valid_until IS NULL",
+        &format!("SELECT text FROM memories WHERE id = ?1 AND uid = ?2 AND {condition}"),
         params![id, uid],
         |row| row.get(0),
     )
     .optional()?
-    .ok_or_else(|| StoreError::NotFound(format!("memory {id}")))
+    .ok_or_else(|| StoreError::NotFound(format!("{what} {id}")))
+}
+
+fn live_text(tx: &Transaction, uid: i64, id: i64) -> StoreResult<String> {
+    text_of(tx, uid, id, "valid_until IS NULL", "memory")
+}
+
+/// A write that would make two live memories say the same.
+fn duplicate_text(error: rusqlite::Error) -> StoreError {
+    match error {
+        rusqlite::Error::SqliteFailure(failure, _)
+            if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
+        {
+            StoreError::DuplicateText
+        }
+        other => other.into(),
+    }
 }
 
 fn sources_of(tx: &Transaction, uid: i64, id: i64) -> StoreResult<Vec<Source>> {
@@ -164,14 +187,7 @@ pub fn update(
             uid
         ],
     )
-    .map_err(|error| match error {
-        rusqlite::Error::SqliteFailure(failure, _)
-            if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
-        {
-            StoreError::DuplicateText
-        }
-        other => other.into(),
-    })?;
+    .map_err(duplicate_text)?;
     log_event(tx, uid, id, "update", Some(&old), Some(text), cause)?;
     bump_generation(tx, uid, Corpus::Memory)
 }
@@ -191,40 +207,19 @@ pub fn invalidate(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> 
 
 pub fn restore(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
     let uid = require_uid(tx, scope)?;
-    let text: Option<String> = tx
-        .query_row(
-            "SELECT text FROM memories WHERE id = ?1 AND uid = ?2 AND valid_until IS NOT NULL",
-            params![id, uid],
-            |row| row.get(0),
-        )
-        .optional()?;
-    let text = text.ok_or_else(|| StoreError::NotFound(format!("retired memory {id}")))?;
+    let text = text_of(tx, uid, id, "valid_until IS NOT NULL", "retired memory")?;
     tx.execute(
         "UPDATE memories SET valid_until = NULL, updated_at = ?1 WHERE id = ?2 AND uid = ?3",
         params![now_ms(), id, uid],
     )
-    .map_err(|error| match error {
-        rusqlite::Error::SqliteFailure(failure, _)
-            if failure.code == rusqlite::ErrorCode::ConstraintViolation =>
-        {
-            StoreError::DuplicateText
-        }
-        other => other.into(),
-    })?;
+    .map_err(duplicate_text)?;
     log_event(tx, uid, id, "restore", None, Some(&text), cause)?;
     bump_generation(tx, uid, Corpus::Memory)
 }
 
 pub fn delete(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
     let uid = require_uid(tx, scope)?;
-    let old: Option<String> = tx
-        .query_row(
-            "SELECT text FROM memories WHERE id = ?1 AND uid = ?2",
-            params![id, uid],
-            |row| row.get(0),
-        )
-        .optional()?;
-    let old = old.ok_or_else(|| StoreError::NotFound(format!("memory {id}")))?;
+    let old = text_of(tx, uid, id, "TRUE", "memory")?;
     tx.execute(
         "DELETE FROM memories WHERE id = ?1 AND uid = ?2",
         params![id, uid],
