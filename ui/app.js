@@ -105,7 +105,9 @@ async function userPage(user, params) {
         const text = prompt("New text", m.text);
         if (text !== null) { await api("PATCH", `${base}/memories/${m.id}`, { text }); route(); }
       } }),
-      m.valid_until_ms ? null : el("button", { text: "Invalidate", onclick: async () => { await api("DELETE", `${base}/memories/${m.id}?invalidate=true`); route(); } }),
+      m.valid_until_ms
+        ? el("button", { text: "Restore", onclick: async () => { await api("POST", `${base}/memories/${m.id}/restore`); route(); } })
+        : el("button", { text: "Invalidate", onclick: async () => { await api("DELETE", `${base}/memories/${m.id}?invalidate=true`); route(); } }),
       el("button", { text: "Delete", onclick: async () => { if (confirm("Delete this memory?")) { await api("DELETE", `${base}/memories/${m.id}`); route(); } } }));
     return [String(m.id), el("span", { class: "memory-text", text: m.text }), m.kind,
       m.sources.map((s) => `${s.conversation} #${s.position}`).join(", "),

@@ -86,6 +86,8 @@ async fn the_console_works_in_a_real_browser() {
     for check in [
         "login",
         "memory-search",
+        "invalidate",
+        "restore",
         "xss-inert",
         "paging",
         "edit-block",

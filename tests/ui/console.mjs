@@ -50,6 +50,15 @@ try {
   check(rows >= 2, "memory-search", `${rows} cells`);
   await page.screenshot({ path: path.join(shots, "02-memories.png"), fullPage: true });
 
+  // Invalidate a memory, then undo it with Restore (a consolidation's retirement is undone so too).
+  const row = page.locator("tr:has(.memory-text:text-is('Ana is allergic to peanuts.'))");
+  await row.locator("button:text-is('Invalidate')").click();
+  await page.locator("tr:has(.memory-text:text-is('Ana is allergic to peanuts.')) button:text-is('Restore')").waitFor();
+  check((await row.textContent()).includes("invalid since"), "invalidate", await row.textContent());
+  await row.locator("button:text-is('Restore')").click();
+  await page.locator("tr:has(.memory-text:text-is('Ana is allergic to peanuts.')) button:text-is('Invalidate')").waitFor();
+  check(!(await row.textContent()).includes("invalid since"), "restore", await row.textContent());
+
   // Hostile memory text renders as text and runs nothing.
   // Each navigation waits for its own page: the previous page's rows are still there until it renders.
   await page.goto(`${base}/ui#/users/mallory`);
