@@ -10,6 +10,7 @@ mod jobs;
 mod memories;
 mod recall;
 mod schema;
+mod search;
 mod transfer;
 
 use std::path::Path;
@@ -26,7 +27,7 @@ pub struct SqliteStore {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
-    common_terms: memories::CommonTerms,
+    common_terms: search::CommonTerms,
 }
 
 fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
@@ -61,7 +62,7 @@ impl SqliteStore {
             writer: Mutex::new(writer),
             readers,
             next_reader: AtomicUsize::new(0),
-            common_terms: memories::CommonTerms::default(),
+            common_terms: search::CommonTerms::default(),
         })
     }
 
@@ -278,7 +279,7 @@ impl super::Store for SqliteStore {
                     known.iter().find(|(text, _)| *text == message.content)
                 {
                     let (uid, generation) =
-                        memories::set_embedding(tx, Corpus::Message, message.id, embedding)?;
+                        search::set_embedding(tx, Corpus::Message, message.id, embedding)?;
                     embedded.push((message.id, uid, generation));
                 }
             }
@@ -538,7 +539,7 @@ impl super::Store for SqliteStore {
         within: Option<&Within>,
     ) -> StoreResult<Vec<(i64, f64)>> {
         self.read(|c| {
-            memories::keyword_search(c, &self.common_terms, scope, corpus, query, limit, within)
+            search::keyword_search(c, &self.common_terms, scope, corpus, query, limit, within)
         })
     }
 
@@ -548,7 +549,7 @@ impl super::Store for SqliteStore {
         corpus: Corpus,
         within: &Within,
     ) -> StoreResult<Vec<i64>> {
-        self.read(|c| memories::ids_within(c, scope, corpus, within))
+        self.read(|c| search::ids_within(c, scope, corpus, within))
     }
 
     fn documents(
@@ -557,7 +558,7 @@ impl super::Store for SqliteStore {
         corpus: Corpus,
         ids: &[i64],
     ) -> StoreResult<Vec<super::Document>> {
-        self.read(|c| memories::documents(c, scope, corpus, ids))
+        self.read(|c| search::documents(c, scope, corpus, ids))
     }
 
     fn embeddings(
@@ -566,7 +567,7 @@ impl super::Store for SqliteStore {
         corpus: Corpus,
         model: &str,
     ) -> StoreResult<Vec<(i64, Vec<f32>)>> {
-        self.read(|c| memories::embeddings(c, uid, corpus, model))
+        self.read(|c| search::embeddings(c, uid, corpus, model))
     }
 
     fn vector_generation(&self, uid: i64, corpus: Corpus) -> StoreResult<u64> {
@@ -599,7 +600,7 @@ impl super::Store for SqliteStore {
         model: &str,
         limit: usize,
     ) -> StoreResult<Vec<(i64, i64, String)>> {
-        self.read(|c| memories::rows_to_embed(c, corpus, model, limit))
+        self.read(|c| search::rows_to_embed(c, corpus, model, limit))
     }
 
     fn set_embeddings(
@@ -610,7 +611,7 @@ impl super::Store for SqliteStore {
         self.write(|tx| {
             rows.iter()
                 .map(|(id, embedding)| {
-                    let (uid, generation) = memories::set_embedding(tx, corpus, *id, embedding)?;
+                    let (uid, generation) = search::set_embedding(tx, corpus, *id, embedding)?;
                     Ok((*id, uid, generation))
                 })
                 .collect()

@@ -165,7 +165,7 @@ pub fn import(
                 })
                 .and_then(|m| m.embedding.as_ref());
             if let Some(embedding) = embedding {
-                super::memories::set_embedding(tx, Corpus::Message, message.id, embedding)?;
+                super::search::set_embedding(tx, Corpus::Message, message.id, embedding)?;
             }
         }
     }

@@ -1,0 +1,341 @@
+//! The search-side queries shared by all corpora (facts, turns, passages): keyword search with a
+//! bounded cost, documents by id, embeddings for index rebuilds and the background embedder.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
+
+use super::{
+    bump_generation, corpus_tables, find_uid, from_blob, live_condition, to_blob, within_condition,
+};
+use crate::store::{Corpus, Document, Embedding, StoreError, StoreResult, UserScope, Within};
+
+/// Words too common to help a keyword search (they would match nearly every row).
+const STOPWORDS: &[&str] = &[
+    "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
+    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not",
+    "of", "on", "or", "our", "she", "so", "some", "than", "that", "the", "their", "them", "then",
+    "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what", "when",
+    "where", "which", "who", "why", "will", "with", "would", "you", "your",
+];
+
+/// The meaningful words of `text`: lower-cased, deduplicated, without stopwords.
+pub fn query_words(text: &str) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .map(str::to_lowercase)
+        .filter(|w| w.chars().count() > 1 && !STOPWORDS.contains(&w.as_str()))
+    {
+        if !words.contains(&word) && words.len() < 32 {
+            words.push(word);
+        }
+    }
+    words
+}
+
+/// BM25 costs about a microsecond per matching row, so a keyword search bounds the rows it
+/// scores: words matching more rows than this (across all users) are skipped. Such words carry
+/// almost no information (FTS5's IDF is computed over the whole table) and would dominate the cost.
+const ROWS_PER_TERM: i64 = 500;
+/// Upper bound on rows one search scores; the rarest words are kept first.
+const ROWS_BUDGET: i64 = 1_500;
+
+/// FTS queries recently found to match more rows than the cap. Only those are remembered: a word
+/// that is common stays common (skipping it is the point), while a rare word's count must be fresh
+/// (a memory added a moment ago has to be findable by its words at once).
+#[derive(Default)]
+pub struct CommonTerms(std::sync::Mutex<HashMap<String, Instant>>);
+
+const COMMON_TTL: Duration = Duration::from_secs(60);
+const COMMON_ENTRIES: usize = 50_000;
+
+impl CommonTerms {
+    fn known(&self, key: &str) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|common| common.get(key).is_some_and(|at| at.elapsed() < COMMON_TTL))
+    }
+
+    fn remember(&self, key: String) {
+        if let Ok(mut common) = self.0.lock() {
+            if common.len() >= COMMON_ENTRIES {
+                common.clear();
+            }
+            common.insert(key, Instant::now());
+        }
+    }
+}
+
+/// How many rows match an FTS query, counting at most `cap + 1` (cheap: no scoring).
+fn bounded_count(
+    connection: &Connection,
+    common: &CommonTerms,
+    fts: &str,
+    query: &str,
+    cap: i64,
+) -> StoreResult<i64> {
+    let key = format!("{fts}\u{0}{query}");
+    if common.known(&key) {
+        return Ok(cap + 1);
+    }
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT COUNT(*) FROM (SELECT rowid FROM {fts} WHERE {fts} MATCH ?1 LIMIT ?2)"
+    ))?;
+    let rows: i64 = statement.query_row(params![query, cap + 1], |row| row.get(0))?;
+    if rows > cap {
+        common.remember(key);
+    }
+    Ok(rows)
+}
+
+fn quoted_any(words: &[String]) -> String {
+    // Quoted: user text is never FTS syntax.
+    words
+        .iter()
+        .map(|w| format!("\"{w}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// The FTS query for one search: the rarest words within the budget, restricted to the user's
+/// scope tag when the user is small (the join on `uid` keeps only their rows in any case).
+fn keyword_query(
+    connection: &Connection,
+    cache: &CommonTerms,
+    fts: &str,
+    uid: i64,
+    words: &[String],
+) -> StoreResult<Option<String>> {
+    let mut counted = Vec::with_capacity(words.len());
+    for word in words {
+        let rows = bounded_count(
+            connection,
+            cache,
+            fts,
+            &format!("text:\"{word}\""),
+            ROWS_PER_TERM,
+        )?;
+        if rows > 0 && rows <= ROWS_PER_TERM {
+            counted.push((rows, word));
+        }
+    }
+    counted.sort();
+    let mut kept = Vec::new();
+    let mut spent = 0;
+    for (rows, word) in counted {
+        if spent + rows > ROWS_BUDGET {
+            break;
+        }
+        spent += rows;
+        kept.push(word.clone());
+    }
+    if kept.is_empty() {
+        return Ok(None);
+    }
+    let any = format!("text:({})", quoted_any(&kept));
+    let scope = format!("scope:u{uid}");
+    if bounded_count(connection, cache, fts, &scope, ROWS_PER_TERM)? <= ROWS_PER_TERM {
+        return Ok(Some(format!("{scope} AND {any}")));
+    }
+    Ok(Some(any))
+}
+
+pub fn keyword_search(
+    connection: &Connection,
+    cache: &CommonTerms,
+    scope: &UserScope,
+    corpus: Corpus,
+    query: &str,
+    limit: usize,
+    within: Option<&Within>,
+) -> StoreResult<Vec<(i64, f64)>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let words = query_words(query);
+    if words.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (table, _, fts) = corpus_tables(corpus);
+    let Some(matching) = keyword_query(connection, cache, fts, uid, &words)? else {
+        return Ok(Vec::new());
+    };
+    let live = live_condition(corpus);
+    let (inside, key) = match within {
+        Some(within) => within_condition(corpus, within, "?4")?,
+        None => ("TRUE".to_owned(), String::new()),
+    };
+    // Column weights: the text counts, the scope tag (same for all the user's rows) does not.
+    let sql = format!(
+        "SELECT f.rowid, -bm25({fts}, 1.0, 0.0) AS score FROM {fts} f JOIN {table} t ON t.id = f.rowid
+         WHERE {fts} MATCH ?1 AND t.uid = ?2 AND {live} AND {inside}
+         ORDER BY bm25({fts}, 1.0, 0.0) LIMIT ?3"
+    );
+    let mut statement = connection.prepare_cached(&sql)?;
+    let map = |row: &rusqlite::Row| Ok((row.get(0)?, row.get(1)?));
+    let rows = if within.is_some() {
+        statement
+            .query_map(params![matching, uid, limit as i64, key], map)?
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        statement
+            .query_map(params![matching, uid, limit as i64], map)?
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    Ok(rows)
+}
+
+/// Ids of the searchable rows of one agent or conversation.
+pub fn ids_within(
+    connection: &Connection,
+    scope: &UserScope,
+    corpus: Corpus,
+    within: &Within,
+) -> StoreResult<Vec<i64>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let (table, _, _) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    let (inside, key) = within_condition(corpus, within, "?2")?;
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT t.id FROM {table} t WHERE t.uid = ?1 AND {live} AND {inside}"
+    ))?;
+    let ids = statement
+        .query_map(params![uid, key], |row| row.get(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ids)
+}
+
+pub fn documents(
+    connection: &Connection,
+    scope: &UserScope,
+    corpus: Corpus,
+    ids: &[i64],
+) -> StoreResult<Vec<Document>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let (table, text, _) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    let placeholders = vec!["?"; ids.len()].join(",");
+    let (conversation, role, outdated) = match corpus {
+        Corpus::Message => (
+            "(SELECT external_id FROM conversations c WHERE c.id = t.conversation_id)",
+            "t.role",
+            "t.outdated_at IS NOT NULL",
+        ),
+        _ => ("NULL", "NULL", "FALSE"),
+    };
+    let sql = format!(
+        "SELECT t.id, {text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding,
+             {outdated}
+         FROM {table} t WHERE t.uid = ? AND {live} AND t.id IN ({placeholders})"
+    );
+    let mut statement = connection.prepare(&sql)?;
+    let values = std::iter::once(uid).chain(ids.iter().copied());
+    let rows = statement
+        .query_map(params_from_iter(values), |row| {
+            let model: Option<String> = row.get(5)?;
+            let blob: Option<Vec<u8>> = row.get(6)?;
+            Ok(Document {
+                corpus,
+                id: row.get(0)?,
+                text: row.get(1)?,
+                created_at_ms: row.get(2)?,
+                conversation: row.get(3)?,
+                role: row.get(4)?,
+                outdated: row.get(7)?,
+                embedding: model.zip(blob).map(|(model, blob)| Embedding {
+                    model,
+                    vector: from_blob(&blob),
+                }),
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn embeddings(
+    connection: &Connection,
+    uid: i64,
+    corpus: Corpus,
+    model: &str,
+) -> StoreResult<Vec<(i64, Vec<f32>)>> {
+    let (table, _, _) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    let mut statement = connection.prepare(&format!(
+        "SELECT t.id, t.embedding FROM {table} t
+         WHERE t.uid = ?1 AND t.embedding_model = ?2 AND t.embedding IS NOT NULL AND {live}"
+    ))?;
+    let rows = statement
+        .query_map(params![uid, model], |row| {
+            let blob: Vec<u8> = row.get(1)?;
+            Ok((row.get(0)?, from_blob(&blob)))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn rows_to_embed(
+    connection: &Connection,
+    corpus: Corpus,
+    model: &str,
+    limit: usize,
+) -> StoreResult<Vec<(i64, i64, String)>> {
+    let (table, text, _) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    let mut statement = connection.prepare(&format!(
+        "SELECT t.id, t.uid, {text} FROM {table} t
+         WHERE (t.embedding_model IS NULL OR t.embedding_model != ?1) AND {live}
+           AND length(trim({text})) > 0 ORDER BY t.id LIMIT ?2"
+    ))?;
+    let rows = statement
+        .query_map(params![model, limit as i64], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
+pub fn set_embedding(
+    tx: &Transaction,
+    corpus: Corpus,
+    id: i64,
+    embedding: &Embedding,
+) -> StoreResult<(i64, u64)> {
+    let (table, _, _) = corpus_tables(corpus);
+    let uid: i64 = tx
+        .query_row(
+            &format!("SELECT uid FROM {table} WHERE id = ?1"),
+            [id],
+            |row| row.get(0),
+        )
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound(format!("{} {id}", corpus.as_str())))?;
+    tx.execute(
+        &format!("UPDATE {table} SET embedding_model = ?1, embedding = ?2 WHERE id = ?3"),
+        params![embedding.model, to_blob(&embedding.vector), id],
+    )?;
+    Ok((uid, bump_generation(tx, uid, corpus)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::query_words;
+
+    #[test]
+    fn query_words_drop_stopwords_and_syntax() {
+        assert_eq!(
+            query_words("What is my dog's name? \"NEAR\" OR *"),
+            ["dog", "name", "near"]
+        );
+        assert!(query_words("is it?").is_empty());
+    }
+}
