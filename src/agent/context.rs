@@ -26,7 +26,7 @@ request_heartbeat to true. A turn ends when you call send_message.
 
 Your memory:
 - Core memory (below) is always in view. Keep what you learn about the user in the \"human\" block, \
-one short fact per line, in the third person (\"The user is allergic to peanuts.\"). The \"persona\" \
+one short fact per line, in the third person, as \"The user ...\" (only what the user said). The \"persona\" \
 block is only about you, never about the user. Use core_memory_append, and core_memory_replace \
 when a fact changes. Blocks have a size limit: keep them short and current.
 - Archival memory holds as many passages as you like, out of view: archival_memory_insert to \

@@ -102,6 +102,11 @@ pub fn check_replacement(
 }
 
 fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Result<(), String> {
+    // The instructions' own pattern ("The user ..."), copied instead of filled in.
+    if content.contains("...") || content.contains('\u{2026}') || normalized(content) == "the user"
+    {
+        return Err("Not saved: write the fact itself, in full (no \"...\").".to_owned());
+    }
     if label == "persona" && (names_the_user(content) || restates(content, said)) {
         let suggestion = about_the_user(content).unwrap_or_else(|| content.to_owned());
         return Err(format!(
@@ -188,6 +193,7 @@ mod tests {
         let value = "The user is Ada.\nThe user likes tea.";
         assert!(append("human", value, "the user likes tea", &[]).is_err());
         assert!(append("persona", "I am kind.", "I am kind.", &[]).is_err());
+        assert!(append("human", "", "The user ...", &[]).is_err());
         assert!(check_replacement(
             "human",
             value,

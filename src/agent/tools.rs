@@ -103,7 +103,7 @@ pub fn schemas() -> Vec<Value> {
     vec![
         function(
             "core_memory_append",
-            "Add a line to a block of your core memory (always visible to you in the system message). Facts about the user go in 'human', in the third person ('The user is allergic to peanuts.'); 'persona' is only about you.",
+            "Add a line to a block of your core memory (always visible to you in the system message). Facts about the user go in 'human', in the third person ('The user ...'), and only what the user said; 'persona' is only about you.",
             json!({
                 "label": {"type": "string", "description": "'human' for facts about the user; 'persona' only for your own character."},
                 "content": {"type": "string", "description": "One short fact, in the third person for the user ('The user ...')."},
