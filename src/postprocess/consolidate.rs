@@ -289,10 +289,15 @@ async fn merge(
         .iter()
         .map(|t| (t.clone(), "fact".to_owned(), sources.clone()))
         .collect();
-    pp.memory
+    let added = pp
+        .memory
         .add_memories_at(scope, items, &why, said_at)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .iter()
+        .filter(|i| matches!(i, crate::store::Inserted::New { .. }))
+        .count();
+    let mut retired = 0;
     for fact in group {
         // A fact the merge kept word for word stays as it is.
         if merged.iter().any(|m| m == &fact.text) {
@@ -302,8 +307,13 @@ async fn merge(
             .retire_memory(scope, fact.id, false, &why)
             .await
             .map_err(|e| e.to_string())?;
+        retired += 1;
     }
-    Ok(format!("{} merged into {}", group.len(), merged.len()))
+    Ok(format!(
+        "{} merged into {} ({retired} retired, {added} new)",
+        group.len(),
+        merged.len()
+    ))
 }
 
 #[cfg(test)]

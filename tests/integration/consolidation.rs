@@ -80,7 +80,7 @@ async fn consolidation_retires_junk_and_contained_facts_merges_a_subject_and_can
     let report = consolidation_reports(&h).await.join("; ");
     assert_eq!(
         report,
-        "1 junk retired, 1 contained retired, 3 merged into 1"
+        "1 junk retired, 1 contained retired, 3 merged into 1 (3 retired, 1 new)"
     );
     let mut stored = memories(&h, "rio").await;
     stored.sort();
