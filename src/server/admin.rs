@@ -209,7 +209,7 @@ pub async fn delete_memory(
 }
 
 /// Makes a retired memory live again (undoes an invalidation: an edit, a reconcile decision or
-/// consolidation). 409 when a live memory already says the same.
+/// consolidation). 400 when a live memory already says the same (as an edit into a duplicate).
 pub async fn restore_memory(
     State(state): State<SharedState>,
     Extension(tenant): Extension<AdminTenant>,

@@ -88,7 +88,7 @@ const ROUTES: &[Route] = &[
     route("patch", "/memproxy/v1/users/{user}/memories/{id}", "Edit a memory").body(schema::<UpdateBody>),
     route("delete", "/memproxy/v1/users/{user}/memories/{id}", "Delete a memory, or invalidate it (kept as history)")
         .query(schema::<RetireQuery>),
-    route("post", "/memproxy/v1/users/{user}/memories/{id}/restore", "Make a retired memory live again (409 if a live one says the same)"),
+    route("post", "/memproxy/v1/users/{user}/memories/{id}/restore", "Make a retired memory live again (400 if a live one already says the same)"),
     route("get", "/memproxy/v1/users/{user}/events", "Audit log of memory changes")
         .answers(Answer::ListOf(schema::<MemoryEvent>)),
     route("get", "/memproxy/v1/users/{user}/conversations", "Conversations")

@@ -68,7 +68,7 @@ async fn harness(runs_per_day: u64) -> Harness {
 #[tokio::test]
 async fn consolidation_retires_junk_and_contained_facts_merges_a_subject_and_can_be_undone() {
     let h = harness(4).await;
-    add(&h, "What should I call my project?").await;
+    let junk = add(&h, "What should I call my project?").await;
     let short = add(&h, "Rio works at Contoso.").await;
     add(&h, "Rio works at Contoso as a data engineer.").await;
     for fact in PIXEL {
@@ -115,6 +115,15 @@ async fn consolidation_retires_junk_and_contained_facts_merges_a_subject_and_can
         .await
         .expect("restore again");
     assert_eq!(again.status(), 404);
+    // A retired memory whose text is live again (added anew) is not restored beside it.
+    add(&h, "What should I call my project?").await;
+    let twin = h
+        .client
+        .post(h.url(&format!("/memproxy/v1/users/rio/memories/{junk}/restore")))
+        .send()
+        .await
+        .expect("restore a twin");
+    assert_eq!(twin.status(), 400);
 }
 
 #[tokio::test]
