@@ -50,6 +50,14 @@ pub struct MemoryService {
     backlog: tokio::sync::Notify,
 }
 
+/// A memory's index entry after a change: its vector, or none (the background embedder adds it).
+fn vector_change(id: i64, embedding: &Option<Embedding>) -> Change<'_> {
+    match embedding {
+        Some(e) => Change::Add(id, &e.vector),
+        None => Change::Remove(id),
+    }
+}
+
 impl MemoryService {
     /// Opens `{data_dir}/memproxy.db` and the vector indexes of the embedder's model.
     pub fn open(data_dir: &Path, embedder: SharedEmbedder) -> MemoryResult<MemoryService> {
@@ -224,11 +232,11 @@ impl MemoryService {
             let generation =
                 store.update_memory(&scope, id, &text, embedding.as_ref(), &sources, &cause)?;
             let uid = store.ensure_user(&scope)?;
-            let change = match &embedding {
-                Some(e) => Change::Add(id, &e.vector),
-                None => Change::Remove(id),
-            };
-            vectors.apply(uid, Corpus::Memory, &[(generation, change)])?;
+            vectors.apply(
+                uid,
+                Corpus::Memory,
+                &[(generation, vector_change(id, &embedding))],
+            )?;
             Ok(())
         })
         .await
@@ -268,15 +276,15 @@ impl MemoryService {
         self.blocking(move |store, vectors| {
             let generation = store.restore_memory(&scope, id, &cause)?;
             let uid = store.ensure_user(&scope)?;
-            let vector = store
+            let embedding = store
                 .documents(&scope, Corpus::Memory, &[id])?
                 .into_iter()
                 .find_map(|d| d.embedding.filter(|e| e.model == model));
-            let change = match &vector {
-                Some(e) => Change::Add(id, &e.vector),
-                None => Change::Remove(id),
-            };
-            vectors.apply(uid, Corpus::Memory, &[(generation, change)])?;
+            vectors.apply(
+                uid,
+                Corpus::Memory,
+                &[(generation, vector_change(id, &embedding))],
+            )?;
             Ok(())
         })
         .await

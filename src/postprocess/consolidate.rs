@@ -96,7 +96,11 @@ pub async fn consolidate(
         report.push(format!("{contained_count} contained retired"));
     }
 
-    if let Some(group) = largest_group(&facts, &vectors) {
+    // Pairwise similarity of up to MAX_FACTS vectors: CPU work, kept off the async runtime.
+    let group = tokio::task::spawn_blocking(move || largest_group(&facts, &vectors))
+        .await
+        .map_err(|e| e.to_string())?;
+    if let Some(group) = group {
         report.push(merge(pp, job, scope, &group, &cause).await?);
     }
     Ok(if report.is_empty() {

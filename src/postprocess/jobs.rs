@@ -85,19 +85,33 @@ async fn live_turns(
         .collect())
 }
 
-fn transcript(turns: &[StoredMessage]) -> String {
+/// Turns as the memory LLM reads them: `[date] role: text`, one per line.
+pub(super) fn transcript<'a>(turns: impl IntoIterator<Item = (i64, &'a str, &'a str)>) -> String {
     turns
-        .iter()
-        .map(|m| {
-            format!(
-                "[{}] {}: {}",
-                ymd_weekday(m.created_at_ms),
-                m.role,
-                m.content.trim()
-            )
-        })
+        .into_iter()
+        .map(|(at, role, text)| format!("[{}] {role}: {}", ymd_weekday(at), text.trim()))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+fn lines(turns: &[StoredMessage]) -> impl Iterator<Item = (i64, &str, &str)> {
+    turns
+        .iter()
+        .map(|m| (m.created_at_ms, m.role.as_str(), m.content.as_str()))
+}
+
+/// What an extraction call reads: the newest message's date, earlier context (transcript or
+/// empty) and the new turns (transcript).
+pub(super) fn extraction_material(newest_ms: i64, context: &str, new: &str) -> String {
+    let context = if context.is_empty() {
+        "(none)"
+    } else {
+        context
+    };
+    format!(
+        "Date of the newest message: {}\n\nEarlier context (for reference only):\n{context}\n\nNew messages:\n{new}\n",
+        ymd_weekday(newest_ms)
+    )
 }
 
 pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result<String, String> {
@@ -121,11 +135,10 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         return Ok("nothing new".to_owned());
     };
     let context = &turns[first_new.saturating_sub(CONTEXT_TURNS)..first_new];
-    let material = format!(
-        "Date of the newest message: {}\n\nEarlier context (for reference only):\n{}\n\nNew messages:\n{}\n",
-        ymd_weekday(last.created_at_ms),
-        if context.is_empty() { "(none)".to_owned() } else { transcript(context) },
-        transcript(new)
+    let material = extraction_material(
+        last.created_at_ms,
+        &transcript(lines(context)),
+        &transcript(lines(new)),
     );
     let answer = pp
         .llm
@@ -535,7 +548,7 @@ pub async fn summarize(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Resu
     let material = format!(
         "Current summary:\n{}\n\nMessages leaving the window:\n{}\n",
         previous.as_ref().map_or("(none)", |s| s.text.as_str()),
-        transcript(&pending)
+        transcript(lines(&pending))
     );
     let text = pp
         .llm

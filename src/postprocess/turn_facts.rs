@@ -3,9 +3,8 @@
 //! (nothing the user did not say, no questions, no placeholders).
 
 use super::gates::Evidence;
-use super::jobs::{facts_schema, parse_facts};
+use super::jobs::{extraction_material, facts_schema, parse_facts, transcript};
 use super::llm::{Answer, MemoryLlm};
-use crate::dates::ymd_weekday;
 
 /// The facts of `turns` (`(role, text)`: the user's messages, and the agent's reply) said at
 /// `at_ms` that pass the gates, and how many were refused.
@@ -19,15 +18,8 @@ pub async fn extract(
     if turns.is_empty() {
         return Ok((Vec::new(), 0));
     }
-    let day = ymd_weekday(at_ms);
-    let transcript: Vec<String> = turns
-        .iter()
-        .map(|(role, text)| format!("[{day}] {role}: {}", text.trim()))
-        .collect();
-    let material = format!(
-        "Date of the newest message: {day}\n\nEarlier context (for reference only):\n(none)\n\nNew messages:\n{}\n",
-        transcript.join("\n")
-    );
+    let new = transcript(turns.iter().map(|(role, text)| (at_ms, *role, *text)));
+    let material = extraction_material(at_ms, "", &new);
     let answer = llm
         .complete(
             model,

@@ -138,10 +138,20 @@ async fn a_fact_the_agent_did_not_save_is_saved_in_the_background_after_the_answ
     h.mock.push(send("Noted."));
     let extract_calls = h.mock.chat_requests(Some("MEMPROXY-EXTRACT")).len();
     say(&h, "el", "Miso turned two years old today.").await;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // Then a turn that saves nothing: once its background step is traced, a step of the turn
+    // before (spawned earlier) would have asked the memory LLM too. Exactly one call more.
+    h.mock.push(send("Sounds fun."));
+    h.mock
+        .push_marked("MEMPROXY-EXTRACT", crate::common::facts(&[]));
+    say(&h, "el", "We are going to the vet on Friday.").await;
+    crate::common::eventually("the third turn's background save", || async {
+        let trace = get_json(&h, "/memproxy/v1/agents/default/steps?user=el&turns=1").await;
+        trace.to_string().contains("(background_save)")
+    })
+    .await;
     assert_eq!(
         h.mock.chat_requests(Some("MEMPROXY-EXTRACT")).len(),
-        extract_calls
+        extract_calls + 1
     );
 }
 
