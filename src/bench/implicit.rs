@@ -40,6 +40,10 @@ pub struct ImplicitBench {
     /// Where the local model is installed (scripts/fetch-model).
     #[arg(long, default_value = "./.memproxy")]
     model_data_dir: PathBuf,
+    /// Ask in the first person ("What did I tell you about …?"): the question is then embedded
+    /// twice in one batch, also asked about "the user" for facts (`memory::perspective`).
+    #[arg(long)]
+    first_person: bool,
 }
 
 pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
@@ -92,10 +96,12 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
     for i in 0..options.requests + 10 {
         let source = &pool_texts[(rng.next() % pool_texts.len() as u64) as usize];
         let words: Vec<&str> = source.split_whitespace().collect();
-        let question = format!(
-            "What do you remember about this: {}?",
-            words[..words.len().min(5)].join(" ")
-        );
+        let opening = if options.first_person {
+            "What did I tell you about this"
+        } else {
+            "What do you remember about this"
+        };
+        let question = format!("{opening}: {}?", words[..words.len().min(5)].join(" "));
         let body = json!({"model": "mock-model", "messages": [
             {"role": "system", "content": "You are a helpful assistant."},
             {"role": "user", "content": question},
