@@ -19,6 +19,8 @@ pub struct ModelAnswer {
     pub content: String,
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
+    /// Prompt tokens served from the upstream's prompt cache, where it reports them.
+    pub cached_tokens: Option<u64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,6 +102,7 @@ pub fn parse_answer(body: &[u8]) -> Result<ModelAnswer, ModelError> {
         content: message["content"].as_str().unwrap_or_default().to_owned(),
         tool_calls,
         usage: serde_json::from_value(value["usage"].clone()).unwrap_or_default(),
+        cached_tokens: crate::openai::cached_prompt_tokens(&value),
     })
 }
 
@@ -149,6 +152,14 @@ mod tests {
         let answer = parse_answer(body).expect("answer");
         assert_eq!(answer.tool_calls[0].function.name, "send_message");
         assert_eq!(answer.usage.total_tokens, 7);
+        assert_eq!(answer.cached_tokens, None);
+        let cached = br#"{"choices":[{"message":{"role":"assistant","content":"hi"}}],"usage":{"prompt_tokens":50,"completion_tokens":2,"total_tokens":52,"prompt_tokens_details":{"cached_tokens":48}}}"#;
+        assert_eq!(
+            parse_answer(cached).expect("answer").cached_tokens,
+            Some(48)
+        );
+        let llama = br#"{"choices":[{"message":{"role":"assistant","content":"hi"}}],"timings":{"cache_n":31,"prompt_n":4}}"#;
+        assert_eq!(parse_answer(llama).expect("answer").cached_tokens, Some(31));
         assert!(parse_answer(b"{}").is_err());
     }
 }

@@ -80,6 +80,7 @@ impl Agents {
             heartbeat: false,
             prompt_tokens: 0,
             completion_tokens: 0,
+            cached_tokens: None,
             latency_ms: started.elapsed().as_secs_f64() * 1e3,
             created_at_ms: now_ms(),
         };

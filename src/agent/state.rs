@@ -69,6 +69,7 @@ impl Turn {
             heartbeat: false,
             prompt_tokens: 0,
             completion_tokens: 0,
+            cached_tokens: None,
             latency_ms: 0.0,
             created_at_ms: now_ms(),
         });

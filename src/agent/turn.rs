@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use super::context;
 use super::lenient;
 use super::lenient::PlainAnswer;
-use super::model::{ChatModel, ModelError};
+use super::model::{ChatModel, ModelAnswer, ModelError};
 use super::state::{clip, raw_measure, system_notice, Turn};
 use super::tools::{self, ToolOutcome, ToolScope, SEND_MESSAGE};
 use super::Agents;
@@ -145,6 +145,7 @@ impl Agents {
             tracing::info!(
                 turn = %step.turn, step = step.step, tool = %step.tool, status = %step.status,
                 prompt_tokens = step.prompt_tokens, completion_tokens = step.completion_tokens,
+                cached_tokens = step.cached_tokens,
                 latency_ms = step.latency_ms, "agent step"
             );
         }
@@ -297,7 +298,7 @@ impl Agents {
                             "failed",
                             clip(&answer.content, 300),
                         );
-                        fill(record, &answer.usage, latency);
+                        fill(record, &answer, latency);
                         if force_reply {
                             plain_only = true;
                         } else if !last_step {
@@ -320,7 +321,7 @@ impl Agents {
                     created_at_ms: turn.now(),
                 });
                 let record = turn.step(step, "(text)", String::new(), "reply", reply.clone());
-                fill(record, &answer.usage, latency);
+                fill(record, &answer, latency);
                 return Ok((reply, Stop::PlainText, usage, calls_made));
             }
             // Our own ids: upstreams send empty or repeating ones, and a result must name its call.
@@ -413,12 +414,9 @@ impl Agents {
                     outcome.message.clone(),
                 );
                 // One upstream call per step: its tokens and time go on its first call only.
-                let cost = if index == 0 {
-                    answer.usage
-                } else {
-                    Usage::default()
-                };
-                fill(record, &cost, if index == 0 { latency } else { 0.0 });
+                if index == 0 {
+                    fill(record, &answer, latency);
+                }
                 record.heartbeat = wants;
                 if let Some(text) = outcome.reply {
                     reply = Some(text);
@@ -534,8 +532,9 @@ impl Offer {
     }
 }
 
-fn fill(record: &mut StepRecord, usage: &Usage, latency: f64) {
-    record.prompt_tokens = usage.prompt_tokens as i64;
-    record.completion_tokens = usage.completion_tokens as i64;
+fn fill(record: &mut StepRecord, answer: &ModelAnswer, latency: f64) {
+    record.prompt_tokens = answer.usage.prompt_tokens as i64;
+    record.completion_tokens = answer.usage.completion_tokens as i64;
+    record.cached_tokens = answer.cached_tokens.map(|n| n as i64);
     record.latency_ms = latency;
 }

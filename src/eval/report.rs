@@ -103,10 +103,7 @@ pub fn summarize(dataset: &str, args: &RunArgs, runs: &[PairResult]) -> Summary 
             };
             for pair in &pairs {
                 for (kind, work) in &pair.work {
-                    let total = summary.work.entry(kind.clone()).or_default();
-                    total.calls += work.calls;
-                    total.prompt_tokens += work.prompt_tokens;
-                    total.completion_tokens += work.completion_tokens;
+                    summary.work.entry(kind.clone()).or_default().add(work);
                 }
                 summary.overhead_samples.extend(&pair.overhead_ms);
                 summary.errors += pair.errors.len();
@@ -330,6 +327,54 @@ const STORE_HEADER: [&str; 7] = [
     "rejected by reason",
 ];
 
+/// The per-turn table: what one client request cost in upstream work, and how much of the chat
+/// prompts a prefix cache could reuse (and did, where the upstream reports it).
+fn turn_rows(summary: &Summary) -> Vec<Vec<String>> {
+    summary
+        .strategies
+        .iter()
+        .filter(|s| s.requests > 0)
+        .map(|s| {
+            let mut chat = Work::default();
+            for kind in ["chat", "agent_step"] {
+                if let Some(work) = s.work.get(kind) {
+                    chat.add(work);
+                }
+            }
+            let requests = s.requests as f64;
+            let share = |part: u64, whole: u64| {
+                if whole == 0 {
+                    "-".to_owned()
+                } else {
+                    format!("{:.0}%", 100.0 * part as f64 / whole as f64)
+                }
+            };
+            let cached = if chat.cache_reported == 0 {
+                "not reported".to_owned()
+            } else {
+                share(chat.cached_tokens, chat.prompt_tokens)
+            };
+            vec![
+                s.strategy.clone(),
+                format!("{:.2}", chat.calls as f64 / requests),
+                format!("{:.0}", chat.prompt_tokens as f64 / requests),
+                share(chat.shared_prefix_tokens, chat.prompt_text_tokens),
+                cached,
+                format!("{:.0}", s.total_p50_ms),
+            ]
+        })
+        .collect()
+}
+
+const TURN_HEADER: [&str; 6] = [
+    "strategy (per client request)",
+    "chat calls",
+    "prompt tokens",
+    "prompt shared with previous call",
+    "served from upstream cache",
+    "total p50 ms",
+];
+
 pub fn print(summary: &Summary) {
     println!(
         "\n{} — model {}",
@@ -337,6 +382,7 @@ pub fn print(summary: &Summary) {
         summary.model.as_deref().unwrap_or("(upstream default)")
     );
     println!("{}", markdown(&HEADER, &rows(summary)));
+    println!("{}", markdown(&TURN_HEADER, &turn_rows(summary)));
     let (categories, rows) = category_rows(summary);
     let mut header = vec!["strategy (F1 / judge or contains)"];
     header.extend(categories.iter().map(String::as_str));
@@ -439,6 +485,7 @@ pub fn html(summary: &Summary) -> String {
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>memproxy eval: {title}</title><style>body{{font-family:sans-serif;margin:2em;max-width:70em}}table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child,th:first-child{{text-align:left}}</style></head><body>\
 <h1>memproxy eval: {title}</h1><p>model: {model}; judge: {judge}; upstream: {upstream}</p>\
 <h2>Strategies</h2>{main}<p>F1 and contains score the answers against the gold answers (for questions whose answer was never given: whether the answer says so). Evidence: share of the evidence turns that reached the model verbatim (retrieving strategies). Memory calls: extraction, reconciliation, summaries and extra agent steps. Overhead: memproxy's own time per request (total minus the LLM calls it waited for).</p>\
+<h2>Per turn</h2>{turns}<p>Chat calls: the answer's and the agent's steps. Prompt shared: the part of each chat prompt (tools, then messages, cl100k tokens) byte-identical to the start of the previous chat call's, which an upstream prefix cache could reuse. Served from cache: what the upstream says it reused, where it says so.</p>\
 <h2>By question category</h2>{categories}\
 <h2>Memory store</h2>{store}<p>Stored: live facts after the replay; updated: rewritten in place; retired: kept as history, no longer true; duplicates: extracted facts already stored; rejected: extracted facts the gates refused.</p>\
 <h2>Tokens vs score</h2>{scatter}<h2>Latency</h2>{boxes}</body></html>",
@@ -447,6 +494,7 @@ pub fn html(summary: &Summary) -> String {
         judge = escape(summary.judge_model.as_deref().unwrap_or("none")),
         upstream = escape(&summary.upstream),
         main = table_html(&HEADER, &rows(summary)),
+        turns = table_html(&TURN_HEADER, &turn_rows(summary)),
         categories = table_html(&category_header, &category_rows),
         store = table_html(&STORE_HEADER, &store_rows(summary)),
         scatter = tokens_vs_score(summary),

@@ -23,6 +23,13 @@ pub struct Call {
     pub kind: String,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens the upstream served from its prompt cache (`None`: it does not say).
+    pub cached_tokens: Option<u64>,
+    /// The prompt's length, and how much of it is byte-identical to the start of the previous
+    /// chat call's prompt (tools, then messages), both in cl100k tokens: what a prefix cache
+    /// could at best reuse, whether or not the upstream has one.
+    pub prompt_text_tokens: u64,
+    pub shared_prefix_tokens: u64,
     pub ms: f64,
     pub status: u16,
     /// The request body, when capturing (probes: what the model saw).
@@ -34,6 +41,8 @@ pub struct Call {
 struct Ledger {
     calls: Mutex<Vec<Call>>,
     capture: AtomicBool,
+    /// The previous chat call's prompt as text (see [`prompt_text`]).
+    last_chat_prompt: Mutex<String>,
 }
 
 struct TapState {
@@ -155,14 +164,33 @@ async fn forward(State(state): State<Arc<TapState>>, request: Request) -> Respon
             .iter()
             .find(|(marker, _)| system.contains(marker))
             .map_or("chat", |(_, kind)| kind);
-        let usage: Value = serde_json::from_slice::<Value>(&answer)
-            .map(|v| v["usage"].clone())
-            .unwrap_or(Value::Null);
+        let completion: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+        let usage = &completion["usage"];
+        let (prompt_text_tokens, shared_prefix_tokens) = if kind == "chat" {
+            let text = prompt_text(&request);
+            let mut last = state
+                .ledger
+                .last_chat_prompt
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let shared = shared_prefix(&last, &text);
+            let counts = (
+                crate::tokens::count(&text) as u64,
+                crate::tokens::count(shared) as u64,
+            );
+            *last = text;
+            counts
+        } else {
+            (0, 0)
+        };
         let capture = state.ledger.capture.load(Ordering::SeqCst);
         locked(&state.ledger).push(Call {
             kind: kind.to_owned(),
             prompt_tokens: usage["prompt_tokens"].as_u64().unwrap_or(0),
             completion_tokens: usage["completion_tokens"].as_u64().unwrap_or(0),
+            cached_tokens: crate::openai::cached_prompt_tokens(&completion),
+            prompt_text_tokens,
+            shared_prefix_tokens,
             ms,
             status,
             body: capture.then(|| String::from_utf8_lossy(&body).into_owned()),
@@ -175,4 +203,53 @@ async fn forward(State(state): State<Arc<TapState>>, request: Request) -> Respon
         axum::http::HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// A chat request's prompt in the order a chat template lays it out: the tools (most templates
+/// put them in the system turn), then each message.
+fn prompt_text(request: &Value) -> String {
+    let mut text = request["tools"].to_string();
+    for message in request["messages"].as_array().into_iter().flatten() {
+        text.push('\n');
+        text.push_str(&message.to_string());
+    }
+    text
+}
+
+/// The longest common start of `before` and `now`, cut at a character boundary of `now`.
+fn shared_prefix<'a>(before: &str, now: &'a str) -> &'a str {
+    let end = before
+        .char_indices()
+        .zip(now.chars())
+        .find(|((_, a), b)| a != b)
+        .map_or(before.len().min(now.len()), |((index, _), _)| index);
+    // `before` and `now` agree up to `end`, so it is a boundary of `now` too.
+    now.get(..end).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shared_prefix_stops_at_the_first_difference() {
+        assert_eq!(shared_prefix("abcdef", "abcxyz"), "abc");
+        assert_eq!(shared_prefix("abc", "abcdef"), "abc");
+        assert_eq!(shared_prefix("abcdef", "abc"), "abc");
+        assert_eq!(shared_prefix("", "abc"), "");
+        assert_eq!(shared_prefix("héllo", "hélp"), "hél");
+    }
+
+    #[test]
+    fn prompt_text_puts_tools_first() {
+        let a = json!({"tools": [{"n": 1}], "messages": [{"role": "system", "content": "s"}]});
+        let b = json!({"tools": [{"n": 1}], "messages": [{"role": "system", "content": "s"},
+            {"role": "user", "content": "u"}]});
+        let (a, b) = (prompt_text(&a), prompt_text(&b));
+        assert_eq!(shared_prefix(&a, &b), a.as_str());
+        let changed =
+            json!({"tools": [{"n": 2}], "messages": [{"role": "system", "content": "s"}]});
+        assert!(shared_prefix(&a, &prompt_text(&changed)).len() < 10);
+    }
 }

@@ -90,6 +90,15 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+/// Prompt tokens a completion says its server took from its prompt cache: OpenAI and vLLM report
+/// `usage.prompt_tokens_details.cached_tokens`, llama.cpp's server `timings.cache_n`. `None`:
+/// the server does not say.
+pub fn cached_prompt_tokens(completion: &serde_json::Value) -> Option<u64> {
+    completion["usage"]["prompt_tokens_details"]["cached_tokens"]
+        .as_u64()
+        .or_else(|| completion["timings"]["cache_n"].as_u64())
+}
+
 impl ChatMessage {
     /// The text of the message: a string content, or the text parts of an array content.
     pub fn text(&self) -> String {

@@ -64,6 +64,10 @@ pub struct StepRecord {
     pub heartbeat: bool,
     pub prompt_tokens: i64,
     pub completion_tokens: i64,
+    /// Prompt tokens the upstream served from its prompt cache, where it reports them
+    /// (`usage.prompt_tokens_details.cached_tokens`, or llama.cpp's `timings.cache_n`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<i64>,
     pub latency_ms: f64,
     pub created_at_ms: i64,
 }

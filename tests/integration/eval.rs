@@ -168,6 +168,7 @@ fn results(out: &Path) -> Value {
 async fn a_run_accounts_for_every_upstream_call_exactly() {
     for mode in [Mode::Passthrough, Mode::Implicit, Mode::Explicit] {
         let mock = MockUpstream::start().await.expect("mock");
+        mock.report_prompt_cache();
         if mode == Mode::Explicit {
             let call = |name: &str, args: Value| {
                 Reply::ToolCalls(vec![(name.to_owned(), args.to_string())])
@@ -241,8 +242,24 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
         assert_eq!(strategy["probes"], 1);
         assert_eq!(strategy["requests"], 3);
         assert_eq!(strategy["errors"], 0);
+        // Every chat call's cache report was read, and the prompt each shares with the one
+        // before is measured.
+        let chat = &work["chat"];
+        assert_eq!(chat["cache_reported"], chat["calls"], "{mode}: {work}");
+        assert!(chat["prompt_text_tokens"].as_u64() > Some(0));
+        if mode == Mode::Explicit {
+            // The agent's later turns extend its earlier prompts: the cache serves them. Its
+            // second step follows a core-memory edit, which changes the system message: only
+            // the tools (rendered first) are shared.
+            assert!(chat["cached_tokens"].as_u64() > Some(0), "{work}");
+            let step = &work["agent_step"];
+            assert_eq!(step["cached_tokens"], 0, "{work}");
+            assert!(step["shared_prefix_tokens"].as_u64() > Some(0), "{work}");
+            assert!(step["shared_prefix_tokens"].as_u64() <= step["prompt_text_tokens"].as_u64());
+        }
         let html = std::fs::read_to_string(out.path().join("report.html")).expect("report");
         assert!(html.contains("<svg") && html.contains(mode.as_str()));
+        assert!(html.contains("<h2>Per turn</h2>"));
         if mode == Mode::Explicit {
             // "Your dog is Pixel." vs "Pixel": 1 common token, precision 1/4, recall 1 → F1 0.4.
             assert_eq!(strategy["f1"], 0.4);

@@ -14,6 +14,7 @@ mod consolidation;
 mod errors;
 mod eval;
 mod explicit;
+mod explicit_cache;
 mod explicit_edges;
 mod explicit_hygiene;
 mod explicit_memory;

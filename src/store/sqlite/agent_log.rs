@@ -358,8 +358,8 @@ pub fn record_steps(
     let uid = ensure_uid(tx, scope)?;
     let mut insert = tx.prepare_cached(
         "INSERT INTO agent_steps (uid, agent, turn, step, tool, arguments, status, result,
-             heartbeat, prompt_tokens, completion_tokens, latency_ms, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+             heartbeat, prompt_tokens, completion_tokens, latency_ms, created_at, cached_tokens)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?;
     for step in steps {
         insert.execute(params![
@@ -375,7 +375,8 @@ pub fn record_steps(
             step.prompt_tokens,
             step.completion_tokens,
             step.latency_ms,
-            step.created_at_ms
+            step.created_at_ms,
+            step.cached_tokens
         ])?;
     }
     // Keep the newest turns only: the trace is for looking at, not an archive.
@@ -399,7 +400,7 @@ pub fn steps(
     };
     let mut statement = connection.prepare_cached(
         "SELECT turn, step, tool, arguments, status, result, heartbeat, prompt_tokens,
-             completion_tokens, latency_ms, created_at
+             completion_tokens, latency_ms, created_at, cached_tokens
          FROM agent_steps WHERE uid = ?1 AND agent = ?2 AND turn IN (
              SELECT turn FROM agent_steps WHERE uid = ?1 AND agent = ?2
              GROUP BY turn ORDER BY MAX(id) DESC LIMIT ?3)
@@ -419,6 +420,7 @@ pub fn steps(
                 completion_tokens: row.get(8)?,
                 latency_ms: row.get(9)?,
                 created_at_ms: row.get(10)?,
+                cached_tokens: row.get(11)?,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;

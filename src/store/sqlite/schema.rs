@@ -276,4 +276,9 @@ DROP TABLE memory_events;
 ALTER TABLE memory_events_v7 RENAME TO memory_events;
 CREATE INDEX memory_events_by_memory ON memory_events(uid, memory_id);
 "#,
+    // 8: an agent step notes how many of its prompt tokens the upstream served from its prompt
+    // cache, where the upstream says so (NULL: not reported).
+    r#"
+ALTER TABLE agent_steps ADD COLUMN cached_tokens INTEGER;
+"#,
 ];

@@ -27,6 +27,10 @@ use crate::server::no_delay;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
+mod completion;
+
+use completion::{cached_prefix, sse_response, words, Completion, StreamEnd};
+
 /// One scripted answer to a chat completion request.
 #[derive(Clone, Debug)]
 pub enum Reply {
@@ -85,6 +89,10 @@ struct MockState {
     abandoned_streams: AtomicUsize,
     abandoned: Notify,
     counter: AtomicUsize,
+    /// `Some`: answers report `prompt_tokens_details.cached_tokens` as a prefix cache would
+    /// (whole leading messages identical to the previous request's, with the same tools); holds
+    /// the previous request's tools and messages.
+    prompt_cache: Mutex<Option<(Value, Vec<Value>)>>,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -136,6 +144,12 @@ impl MockUpstream {
 
     pub fn push(&self, reply: Reply) {
         locked(&self.state.script).push_back(reply);
+    }
+
+    /// From now on, answers say how many prompt tokens a prefix cache would have served
+    /// (`usage.prompt_tokens_details.cached_tokens`), as OpenAI and vLLM report it.
+    pub fn report_prompt_cache(&self) {
+        locked(&self.state.prompt_cache).get_or_insert((Value::Null, Vec::new()));
     }
 
     /// Queues a reply for the next request whose system prompt contains `marker`
@@ -389,7 +403,10 @@ async fn answer(state: &Arc<MockState>, reply: Reply, body: &Value, n: usize) ->
         tokio::time::sleep(pause).await;
         reply = *inner;
     }
-    let completion = Completion::new(body, n);
+    let mut completion = Completion::new(body, n);
+    if let Some(previous) = locked(&state.prompt_cache).as_mut() {
+        completion.cached_tokens = Some(cached_prefix(previous, body));
+    }
     let stream = body["stream"] == true;
     match reply {
         Reply::Error {
@@ -450,185 +467,4 @@ async fn answer(state: &Arc<MockState>, reply: Reply, body: &Value, n: usize) ->
         Reply::RawStream(events) => sse_response(state, events, Duration::ZERO, StreamEnd::Finish),
         Reply::Stall(..) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
     }
-}
-
-/// Splits text into pieces that concatenate back to it exactly.
-fn words(text: &str) -> Vec<String> {
-    text.split_inclusive(' ').map(str::to_owned).collect()
-}
-
-struct Completion {
-    id: String,
-    model: String,
-    include_usage: bool,
-    prompt_tokens: usize,
-}
-
-impl Completion {
-    fn new(body: &Value, n: usize) -> Completion {
-        // Counted as a real upstream would bill it: every message's text and tool calls, plus
-        // the tool schemas (cl100k, so memproxy's own estimates line up in tests).
-        let text_tokens = |value: &Value| match value {
-            Value::Null => 0,
-            Value::String(text) => crate::tokens::count(text),
-            other => crate::tokens::count(&other.to_string()),
-        };
-        let prompt_tokens = body["messages"]
-            .as_array()
-            .map(|messages| {
-                messages
-                    .iter()
-                    .map(|m| text_tokens(&m["content"]) + text_tokens(&m["tool_calls"]) + 4)
-                    .sum::<usize>()
-            })
-            .unwrap_or(0)
-            + text_tokens(&body["tools"]);
-        Completion {
-            id: format!("chatcmpl-mock-{n}"),
-            model: body["model"].as_str().unwrap_or("mock-model").to_owned(),
-            include_usage: body["stream_options"]["include_usage"] == true,
-            prompt_tokens,
-        }
-    }
-
-    fn usage(&self, completion_tokens: usize) -> Value {
-        json!({
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": self.prompt_tokens + completion_tokens,
-        })
-    }
-
-    fn whole(&self, text: &str, calls: &[(String, String)]) -> Response {
-        let mut message = json!({"role": "assistant", "content": text});
-        let finish = if calls.is_empty() {
-            "stop"
-        } else {
-            message["content"] = Value::Null;
-            message["tool_calls"] = calls
-                .iter()
-                .enumerate()
-                .map(|(i, (name, arguments))| {
-                    json!({"id": format!("call_{i}"), "type": "function",
-                           "function": {"name": name, "arguments": arguments}})
-                })
-                .collect();
-            "tool_calls"
-        };
-        let body = json!({
-            "id": self.id, "object": "chat.completion", "created": 1_700_000_000, "model": self.model,
-            "choices": [{"index": 0, "message": message, "logprobs": null, "finish_reason": finish}],
-            "usage": self.usage(text.split_whitespace().count() + calls.len() * 8),
-        });
-        ([("x-request-id", self.id.as_str())], Json(body)).into_response()
-    }
-
-    fn chunk(&self, choices: Value) -> String {
-        let mut chunk = json!({
-            "id": self.id, "object": "chat.completion.chunk", "created": 1_700_000_000,
-            "model": self.model, "choices": choices,
-        });
-        if self.include_usage {
-            chunk["usage"] = Value::Null;
-        }
-        format!("data: {chunk}\n\n")
-    }
-
-    fn content_events(&self, pieces: &[String]) -> Vec<String> {
-        let mut events = vec![self.chunk(json!([{"index": 0,
-            "delta": {"role": "assistant", "content": ""}, "finish_reason": null}]))];
-        for piece in pieces {
-            events.push(
-                self.chunk(
-                    json!([{"index": 0, "delta": {"content": piece}, "finish_reason": null}]),
-                ),
-            );
-        }
-        events
-    }
-
-    fn stream_events(&self, pieces: &[String], calls: &[(String, String)]) -> Vec<String> {
-        let mut events = self.content_events(pieces);
-        for (i, (name, arguments)) in calls.iter().enumerate() {
-            events.push(
-                self.chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i,
-                "id": format!("call_{i}"), "type": "function",
-                "function": {"name": name, "arguments": ""}}]}, "finish_reason": null}])),
-            );
-            let cut = arguments
-                .char_indices()
-                .map(|(at, _)| at)
-                .nth(arguments.chars().count() / 2);
-            let (head, tail) = arguments.split_at(cut.unwrap_or(arguments.len()));
-            for fragment in [head, tail].into_iter().filter(|f| !f.is_empty()) {
-                events.push(
-                    self.chunk(json!([{"index": 0, "delta": {"tool_calls": [{"index": i,
-                    "function": {"arguments": fragment}}]}, "finish_reason": null}])),
-                );
-            }
-        }
-        let finish = if calls.is_empty() {
-            "stop"
-        } else {
-            "tool_calls"
-        };
-        events.push(self.chunk(json!([{"index": 0, "delta": {}, "finish_reason": finish}])));
-        if self.include_usage {
-            let tokens = pieces.len() + calls.len() * 8;
-            let usage = json!({"id": self.id, "object": "chat.completion.chunk",
-                "created": 1_700_000_000, "model": self.model, "choices": [], "usage": self.usage(tokens)});
-            events.push(format!("data: {usage}\n\n"));
-        }
-        events.push("data: [DONE]\n\n".to_owned());
-        events
-    }
-}
-
-enum StreamEnd {
-    Finish,
-    /// Cut the connection (the body ends with an error).
-    Break,
-    /// Keep the connection open and send nothing more.
-    Hang,
-}
-
-fn sse_response(
-    state: &Arc<MockState>,
-    events: Vec<String>,
-    delay: Duration,
-    end: StreamEnd,
-) -> Response {
-    let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(1);
-    let state = Arc::clone(state);
-    tokio::spawn(async move {
-        for event in events {
-            if !delay.is_zero() {
-                tokio::time::sleep(delay).await;
-            }
-            if sender.send(Ok(Bytes::from(event))).await.is_err() {
-                state.abandoned_streams.fetch_add(1, Ordering::SeqCst);
-                state.abandoned.notify_waiters();
-                return;
-            }
-        }
-        match end {
-            StreamEnd::Finish => {}
-            StreamEnd::Break => {
-                let _ = sender
-                    .send(Err(std::io::Error::other("mock: connection cut")))
-                    .await;
-            }
-            StreamEnd::Hang => {
-                sender.closed().await;
-            }
-        }
-    });
-    let body = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|item| (item, receiver))
-    });
-    Response::builder()
-        .header("content-type", "text/event-stream")
-        .header("x-request-id", "mock-stream")
-        .body(Body::from_stream(body))
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }

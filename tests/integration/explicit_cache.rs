@@ -1,0 +1,95 @@
+//! Explicit mode and upstream prompt caches: each step's prompt starts byte for byte with the
+//! previous one's (the same tools, the same system message while memory is unchanged, the same
+//! messages), within a turn and from one turn to the next, and the step trace notes what the
+//! upstream says it served from its cache.
+
+use serde_json::{json, Value};
+
+use crate::common::harness_with;
+use crate::explicit::{call, model_requests, say, send, steps};
+
+/// How many leading messages `later` shares with `earlier`, and whether their tools are equal.
+fn shared(earlier: &Value, later: &Value) -> (usize, bool) {
+    let (a, b) = (
+        earlier["messages"].as_array().cloned().unwrap_or_default(),
+        later["messages"].as_array().cloned().unwrap_or_default(),
+    );
+    let count = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+    (count, earlier["tools"] == later["tools"])
+}
+
+fn message_count(request: &Value) -> usize {
+    request["messages"].as_array().map_or(0, Vec::len)
+}
+
+#[tokio::test]
+async fn every_step_and_turn_extends_the_previous_prompt_and_the_trace_notes_cache_hits() {
+    let h = harness_with(|_| {}).await;
+    h.mock.report_prompt_cache();
+    // Turn 1: a search that changes nothing, then the reply. Turn 2: a reply at once.
+    // Turn 3: a core-memory edit (the system message must change), then the reply.
+    h.mock.push(call(
+        "conversation_search",
+        json!({"query": "boats", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Boats, noted."));
+    h.mock.push(send("Hello again."));
+    h.mock.push(call(
+        "core_memory_append",
+        json!({"label": "human", "content": "The user sails a red boat.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("A red boat, lovely."));
+    say(&h, "sailor", "Do you remember my boats?").await;
+    say(&h, "sailor", "Hi there.").await;
+    say(&h, "sailor", "My boat is red.").await;
+
+    let requests = model_requests(&h);
+    assert_eq!(requests.len(), 5, "five steps in three turns");
+    // Within turn 1 the second step only adds to the first one's prompt.
+    let (count, same_tools) = shared(&requests[0], &requests[1]);
+    assert!(same_tools, "the tool list is the same at every step");
+    assert_eq!(
+        count,
+        message_count(&requests[0]),
+        "step 2 starts with all of step 1's messages"
+    );
+    // Turn 2 starts with all of turn 1's last prompt: what was stored renders as it was sent.
+    let (count, same_tools) = shared(&requests[1], &requests[2]);
+    assert!(same_tools);
+    assert_eq!(
+        count,
+        message_count(&requests[1]),
+        "turn 2 starts with turn 1's last prompt: {:#}\n---\n{:#}",
+        requests[1]["messages"],
+        requests[2]["messages"]
+    );
+    // A core-memory edit changes the system message (core memory lives there), and only then.
+    let (count, _) = shared(&requests[3], &requests[4]);
+    assert_eq!(
+        count, 0,
+        "the edited core memory is in the next step's system message"
+    );
+    assert_eq!(
+        shared(&requests[2], &requests[3]).0,
+        message_count(&requests[2])
+    );
+
+    // The trace notes what the upstream said it served from its cache, step by step.
+    let last = steps(&h, "sailor", "default").await;
+    let cached: Vec<Option<i64>> = last.iter().map(|s| s["cached_tokens"].as_i64()).collect();
+    assert_eq!(cached.len(), 2, "{last:?}");
+    let first = cached[0].expect("reported for the edit step");
+    assert!(first > 0, "turn 3's first step reuses turn 2's prompt");
+    assert_eq!(cached[1], Some(0), "after the edit nothing is shared");
+    assert!(last.iter().all(|s| s["prompt_tokens"].as_i64() > Some(0)));
+}
+
+#[tokio::test]
+async fn the_trace_leaves_cached_tokens_out_when_the_upstream_does_not_report_them() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(send("Hi."));
+    say(&h, "quiet", "Hello.").await;
+    let trace = steps(&h, "quiet", "default").await;
+    assert_eq!(trace.len(), 1);
+    assert!(trace[0].get("cached_tokens").is_none(), "{trace:?}");
+}
