@@ -21,7 +21,7 @@ pub enum ProxyError {
     },
     #[error("The request body is larger than the limit of {limit} bytes.")]
     PayloadTooLarge { limit: usize },
-    #[error("Missing or incorrect API key. Send a memproxy key as 'Authorization: Bearer <key>'.")]
+    #[error("Missing or incorrect API key. Send a memproxy key as 'Authorization: Bearer <key>' (or as 'x-api-key: <key>').")]
     Unauthorized,
     #[error("Unknown route: {method} {path}")]
     NotFound { method: String, path: String },

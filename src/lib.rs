@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod agent_commands;
+pub mod anthropic;
 pub mod bench;
 pub mod cli;
 pub mod commands;

@@ -34,7 +34,7 @@ pub async fn default_route(
     headers: HeaderMap,
     ChatBody(body): ChatBody,
 ) -> Result<Response, ProxyError> {
-    handle(state, context, None, headers, body).await
+    handle(state, context, None, headers, body, ROUTE).await
 }
 
 pub async fn mode_route(
@@ -45,7 +45,7 @@ pub async fn mode_route(
     ChatBody(body): ChatBody,
 ) -> Result<Response, ProxyError> {
     let mode = route_mode(&mode, "/v1/chat/completions")?;
-    handle(state, context, Some(mode), headers, body).await
+    handle(state, context, Some(mode), headers, body, ROUTE).await
 }
 
 /// The mode named by a route prefix; an unknown prefix is an unknown route.
@@ -56,12 +56,15 @@ pub fn route_mode(prefix: &str, rest: &str) -> Result<Mode, ProxyError> {
     })
 }
 
-async fn handle(
+/// One Chat Completions exchange, whichever API surface it came in on (`route` names the surface
+/// for metrics); the answer is in the Chat Completions shape, for the surface to convert.
+pub async fn handle(
     state: SharedState,
     context: RequestContext,
     route_mode: Option<Mode>,
     headers: HeaderMap,
     body: Bytes,
+    route: &'static str,
 ) -> Result<Response, ProxyError> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
@@ -69,7 +72,8 @@ async fn handle(
     let mode = resolve_mode(&headers, route_mode, state.config.mode)?;
     let scope = Scope::identify(&context.tenant, &headers, &request)?;
     if mode == Mode::Explicit {
-        return super::explicit::handle(state, context, headers, request, scope, started).await;
+        return super::explicit::handle(state, context, headers, request, scope, started, route)
+            .await;
     }
     let rewrite =
         crate::strategy::prepare(&state.memory, &state.config.memory, mode, &scope, &request).await;
@@ -104,7 +108,7 @@ async fn handle(
     let wants_stream = request.is_stream();
     let mut recorder = ExchangeRecorder::new(
         Arc::clone(&state),
-        ROUTE,
+        route,
         request_id,
         scope,
         mode,

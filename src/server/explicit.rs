@@ -20,8 +20,6 @@ use crate::upstream::request_headers;
 use super::auth::RequestContext;
 use super::SharedState;
 
-const ROUTE: &str = "/v1/chat/completions";
-
 pub async fn handle(
     state: SharedState,
     context: RequestContext,
@@ -29,6 +27,7 @@ pub async fn handle(
     request: ChatRequest,
     scope: Scope,
     started: Instant,
+    route: &'static str,
 ) -> Result<Response, ProxyError> {
     let input = turn_input(&request, &scope)?;
     let authorization = state.upstream.authorization(
@@ -54,6 +53,7 @@ pub async fn handle(
         outcome
     });
     let answer = Answer {
+        route,
         model: request.model.clone().unwrap_or_default(),
         include_usage: request.client_wants_usage(),
         started,
@@ -109,6 +109,7 @@ pub async fn handle(
 /// What the answer needs besides the turn's outcome.
 #[derive(Clone)]
 struct Answer {
+    route: &'static str,
     model: String,
     include_usage: bool,
     started: Instant,
@@ -121,7 +122,7 @@ impl Answer {
         let overhead = self.started.elapsed().saturating_sub(llm);
         state
             .metrics
-            .observe_timing(ROUTE, "explicit", llm, overhead);
+            .observe_timing(self.route, "explicit", llm, overhead);
         state
             .metrics
             .count_exchange("explicit", "completed", Some(outcome.usage));

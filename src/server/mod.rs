@@ -12,6 +12,7 @@ pub mod console;
 mod exchange;
 mod explicit;
 mod extract;
+mod messages;
 mod openapi;
 mod ops;
 mod relay;

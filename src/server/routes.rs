@@ -8,7 +8,9 @@ use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
-use super::{admin, agents_api, auth, chat, console, openapi, ops, relay, simulate, SharedState};
+use super::{
+    admin, agents_api, auth, chat, console, messages, openapi, ops, relay, simulate, SharedState,
+};
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
@@ -17,6 +19,13 @@ pub fn router(state: SharedState) -> Router {
     let proxied = Router::new()
         .route("/v1/chat/completions", post(chat::default_route))
         .route("/{mode}/v1/chat/completions", post(chat::mode_route))
+        .route("/v1/messages", post(messages::default_route))
+        .route("/{mode}/v1/messages", post(messages::mode_route))
+        .route("/v1/messages/count_tokens", post(messages::count_tokens))
+        .route(
+            "/{mode}/v1/messages/count_tokens",
+            post(messages::count_tokens),
+        )
         .route("/v1/{*rest}", any(relay::default_route))
         .route("/{mode}/v1/{*rest}", any(relay::mode_route))
         .route_layer(from_fn_with_state(state.clone(), auth::authenticate))

@@ -26,6 +26,7 @@ mod lifecycle;
 mod memory;
 mod memory_storage;
 mod memory_transfer;
+mod messages;
 mod quality;
 mod recency;
 mod relay;

@@ -1,7 +1,7 @@
-//! Conformance with the official `openai` Python SDK against a running memproxy.
+//! Conformance with the official `openai` and `anthropic` Python SDKs against a running memproxy.
 //!
-//! `scripts/setup-sdk-venv` installs the pinned SDK into a venv (idempotent; the README's test
-//! command runs it first, and this test runs it again so `cargo test` alone works too).
+//! `scripts/setup-sdk-venv` installs the pinned SDKs into a venv (idempotent; the README's test
+//! command runs it first, and these tests run it again so `cargo test` alone works too).
 
 use std::path::Path;
 use std::process::Command;
@@ -10,8 +10,9 @@ use memproxy::config::Secret;
 
 use crate::common::harness_with;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn official_python_sdk_works_through_memproxy() {
+/// Runs `tests/sdk/<script>` against a memproxy with one proxy key, and checks that it printed
+/// `ok <check>` for each of `checks`.
+async fn run_script(script: &str, base_path: &str, checks: &[&str]) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let setup = Command::new(root.join("scripts/setup-sdk-venv"))
         .status()
@@ -21,8 +22,8 @@ async fn official_python_sdk_works_through_memproxy() {
     let python = root.join(venv).join("bin/python");
 
     let h = harness_with(|c| c.auth.api_keys = vec![Secret::new("mp-sdk-key")]).await;
-    let script = root.join("tests/sdk/conformance.py");
-    let base_url = h.url("/v1");
+    let script = root.join("tests/sdk").join(script);
+    let base_url = h.url(base_path);
     let output = tokio::task::spawn_blocking(move || {
         Command::new(python)
             .arg(script)
@@ -39,19 +40,49 @@ async fn official_python_sdk_works_through_memproxy() {
         output.status.success(),
         "SDK conformance failed:\n{stdout}\n{stderr}"
     );
-    for check in [
-        "create",
-        "stream",
-        "tools",
-        "stream-tools",
-        "rate-limit",
-        "bad-request",
-        "auth",
-        "explicit",
-    ] {
+    for check in checks {
         assert!(
             stdout.contains(&format!("ok {check}")),
             "missing check {check}:\n{stdout}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_sdk_works_through_memproxy() {
+    run_script(
+        "conformance.py",
+        "/v1",
+        &[
+            "create",
+            "stream",
+            "tools",
+            "stream-tools",
+            "rate-limit",
+            "bad-request",
+            "auth",
+            "explicit",
+        ],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_anthropic_sdk_works_through_memproxy() {
+    run_script(
+        "anthropic_conformance.py",
+        "",
+        &[
+            "create",
+            "stream",
+            "tools",
+            "stream-tools",
+            "tool-result",
+            "count-tokens",
+            "rate-limit",
+            "bad-request",
+            "auth",
+        ],
+    )
+    .await;
 }

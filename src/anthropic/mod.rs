@@ -1,0 +1,368 @@
+//! The Anthropic Messages API surface (`POST /v1/messages`): its request read and checked as
+//! Anthropic checks it, and translated to the Chat Completions form memproxy's strategies, recall
+//! log and hooks work on ([`crate::openai::ChatRequest`], the neutral form); the answer and its
+//! stream translated back ([`reply`], [`events`]); errors in Anthropic's shape.
+//!
+//! What has no Chat Completions counterpart is refused with a precise error (server tools, MCP
+//! servers, documents), except hints the answer does not depend on (`thinking`, `cache_control`),
+//! which are dropped.
+
+pub mod events;
+pub mod reply;
+
+use serde_json::{json, Map, Value};
+
+use crate::error::ProxyError;
+use crate::openai::ChatRequest;
+
+/// Top-level fields that name features a Chat Completions upstream does not have.
+const UNTRANSLATABLE: [&str; 3] = ["mcp_servers", "container", "context_management"];
+
+/// A Messages request as Chat Completions, checked first the way Anthropic checks it.
+pub fn to_chat(body: &[u8]) -> Result<ChatRequest, ProxyError> {
+    let value: Value = serde_json::from_slice(body).map_err(|error| {
+        ProxyError::invalid(format!("The request body is not valid JSON: {error}"), None)
+    })?;
+    let Value::Object(request) = value else {
+        return Err(ProxyError::invalid(
+            "The request body must be a JSON object.",
+            None,
+        ));
+    };
+    let model = match request.get("model") {
+        Some(Value::String(model)) if !model.is_empty() => model.clone(),
+        _ => return Err(field("model", "Field required (a non-empty string).")),
+    };
+    let max_tokens = match request.get("max_tokens") {
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n >= 1) => n.clone(),
+        Some(_) => return Err(field("max_tokens", "Must be an integer of at least 1.")),
+        None => return Err(field("max_tokens", "Field required.")),
+    };
+    let Some(Value::Array(messages)) = request.get("messages") else {
+        return Err(field("messages", "Field required (a list of messages)."));
+    };
+    if messages.is_empty() {
+        return Err(field("messages", "At least one message is required."));
+    }
+    if let Some(name) = UNTRANSLATABLE.iter().find(|n| request.contains_key(**n)) {
+        return Err(untranslatable(&format!("'{name}'")));
+    }
+    let mut chat = Vec::new();
+    if let Some(system) = request.get("system") {
+        let text = match system {
+            Value::String(text) => text.clone(),
+            Value::Array(blocks) => texts(blocks, "system")?,
+            _ => {
+                return Err(field(
+                    "system",
+                    "Must be a string or a list of text blocks.",
+                ))
+            }
+        };
+        if !text.is_empty() {
+            chat.push(json!({"role": "system", "content": text}));
+        }
+    }
+    for (index, message) in messages.iter().enumerate() {
+        convert_message(message, index, &mut chat)?;
+    }
+    let mut out = Map::new();
+    out.insert("model".into(), json!(model));
+    out.insert("messages".into(), Value::Array(chat));
+    out.insert("max_tokens".into(), Value::Number(max_tokens));
+    for (from, to) in [
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("top_k", "top_k"),
+        ("stop_sequences", "stop"),
+    ] {
+        if let Some(value) = request.get(from).filter(|v| !v.is_null()) {
+            out.insert(to.into(), value.clone());
+        }
+    }
+    if request.get("stream") == Some(&Value::Bool(true)) {
+        out.insert("stream".into(), json!(true));
+        out.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    match &request.get("metadata").unwrap_or(&Value::Null)["user_id"] {
+        Value::Null => {}
+        Value::String(user) => {
+            out.insert("user".into(), json!(user));
+        }
+        _ => return Err(field("metadata.user_id", "Must be a string.")),
+    }
+    if let Some(tools) = request.get("tools").filter(|t| !t.is_null()) {
+        let tools = convert_tools(tools)?;
+        if !tools.is_empty() {
+            out.insert("tools".into(), Value::Array(tools));
+        }
+    }
+    if let Some(choice) = request.get("tool_choice").filter(|c| !c.is_null()) {
+        convert_tool_choice(choice, &mut out)?;
+    }
+    serde_json::from_value(Value::Object(out))
+        .map_err(|error| ProxyError::Internal(format!("translated request: {error}")))
+}
+
+fn field(name: &str, problem: &str) -> ProxyError {
+    ProxyError::invalid(format!("{name}: {problem}"), Some(name))
+}
+
+/// A feature of the Messages API that a Chat Completions upstream cannot serve.
+pub fn untranslatable(what: &str) -> ProxyError {
+    ProxyError::invalid(
+        format!("{what} cannot be translated to the Chat Completions API the configured upstream speaks; leave it out, or configure an upstream that speaks the Messages API."),
+        None,
+    )
+}
+
+/// The text of a list of text blocks (`cache_control` and citations dropped).
+fn texts(blocks: &[Value], place: &str) -> Result<String, ProxyError> {
+    let mut parts = Vec::new();
+    for block in blocks {
+        match (block["type"].as_str(), block["text"].as_str()) {
+            (Some("text"), Some(text)) => parts.push(text),
+            _ => {
+                return Err(field(
+                    place,
+                    "Each block must be {\"type\": \"text\", \"text\": ...}.",
+                ))
+            }
+        }
+    }
+    Ok(parts.join("\n\n"))
+}
+
+fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Result<(), ProxyError> {
+    let at = format!("messages.{index}");
+    let role = match message["role"].as_str() {
+        Some(role @ ("user" | "assistant")) => role,
+        _ => {
+            return Err(field(
+                &format!("{at}.role"),
+                "Must be 'user' or 'assistant'.",
+            ))
+        }
+    };
+    let blocks = match &message["content"] {
+        Value::String(text) => {
+            chat.push(json!({"role": role, "content": text}));
+            return Ok(());
+        }
+        Value::Array(blocks) => blocks,
+        _ => {
+            return Err(field(
+                &format!("{at}.content"),
+                "Must be a string or a list of content blocks.",
+            ))
+        }
+    };
+    let mut parts: Vec<Value> = Vec::new();
+    let mut calls: Vec<Value> = Vec::new();
+    let mut results: Vec<Value> = Vec::new();
+    for (position, block) in blocks.iter().enumerate() {
+        let place = format!("{at}.content.{position}");
+        match block["type"].as_str().unwrap_or_default() {
+            "text" => match block["text"].as_str() {
+                Some(text) => parts.push(json!({"type": "text", "text": text})),
+                None => return Err(field(&place, "A text block needs 'text'.")),
+            },
+            "image" if role == "user" => parts.push(image_part(&block["source"], &place)?),
+            "tool_use" if role == "assistant" => {
+                let (Some(id), Some(name)) = (block["id"].as_str(), block["name"].as_str()) else {
+                    return Err(field(&place, "A tool_use block needs 'id' and 'name'."));
+                };
+                let input = if block["input"].is_null() {
+                    json!({})
+                } else {
+                    block["input"].clone()
+                };
+                calls.push(json!({"id": id, "type": "function",
+                    "function": {"name": name, "arguments": input.to_string()}}));
+            }
+            "tool_result" if role == "user" => {
+                let Some(id) = block["tool_use_id"].as_str() else {
+                    return Err(field(&place, "A tool_result block needs 'tool_use_id'."));
+                };
+                let mut content = match &block["content"] {
+                    Value::Null => String::new(),
+                    Value::String(text) => text.clone(),
+                    Value::Array(inner) => result_text(inner, &place)?,
+                    _ => return Err(field(&place, "'content' must be a string or blocks.")),
+                };
+                if block["is_error"] == true {
+                    content = format!("Error: {content}");
+                }
+                results.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+            }
+            // The model's earlier reasoning: a Chat Completions upstream has no place for it.
+            "thinking" | "redacted_thinking" if role == "assistant" => {}
+            other => {
+                return Err(untranslatable(&format!(
+                    "The content block type '{other}' in a{} {role} message ({place})",
+                    if role == "assistant" { "n" } else { "" }
+                )))
+            }
+        }
+    }
+    // Tool results answer the previous assistant message's calls: they come first.
+    chat.extend(results);
+    if role == "assistant" {
+        let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        let mut out = json!({"role": "assistant", "content": text.join("")});
+        if !calls.is_empty() {
+            if text.is_empty() {
+                out["content"] = Value::Null;
+            }
+            out["tool_calls"] = Value::Array(calls);
+        }
+        if !text.is_empty() || out.get("tool_calls").is_some() {
+            chat.push(out);
+        }
+    } else if !parts.is_empty() {
+        let plain = parts.iter().all(|p| p["type"] == "text");
+        let content = if plain {
+            let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+            json!(text.join("\n\n"))
+        } else {
+            Value::Array(parts)
+        };
+        chat.push(json!({"role": "user", "content": content}));
+    }
+    Ok(())
+}
+
+/// A tool result's blocks as text (images cannot go into a Chat Completions tool message).
+fn result_text(blocks: &[Value], place: &str) -> Result<String, ProxyError> {
+    let mut parts = Vec::new();
+    for block in blocks {
+        match (block["type"].as_str(), block["text"].as_str()) {
+            (Some("text"), Some(text)) => parts.push(text),
+            (Some(other), _) => {
+                return Err(untranslatable(&format!(
+                    "A '{other}' block inside a tool_result ({place})"
+                )))
+            }
+            _ => return Err(field(place, "Each block needs a 'type'.")),
+        }
+    }
+    Ok(parts.join("\n\n"))
+}
+
+fn image_part(source: &Value, place: &str) -> Result<Value, ProxyError> {
+    let url = match source["type"].as_str() {
+        Some("base64") => match (source["media_type"].as_str(), source["data"].as_str()) {
+            (Some(media), Some(data)) => format!("data:{media};base64,{data}"),
+            _ => {
+                return Err(field(
+                    place,
+                    "A base64 image needs 'media_type' and 'data'.",
+                ))
+            }
+        },
+        Some("url") => match source["url"].as_str() {
+            Some(url) => url.to_owned(),
+            None => return Err(field(place, "A url image needs 'url'.")),
+        },
+        _ => return Err(field(place, "An image 'source' must be base64 or url.")),
+    };
+    Ok(json!({"type": "image_url", "image_url": {"url": url}}))
+}
+
+fn convert_tools(tools: &Value) -> Result<Vec<Value>, ProxyError> {
+    let Value::Array(tools) = tools else {
+        return Err(field("tools", "Must be a list of tools."));
+    };
+    let mut out = Vec::with_capacity(tools.len());
+    for (index, tool) in tools.iter().enumerate() {
+        match tool["type"].as_str() {
+            None | Some("custom") => {}
+            Some(kind) => {
+                return Err(untranslatable(&format!(
+                    "The server tool '{kind}' (tools.{index})"
+                )))
+            }
+        }
+        let Some(name) = tool["name"].as_str() else {
+            return Err(field(&format!("tools.{index}.name"), "Field required."));
+        };
+        let mut function = json!({"name": name});
+        if let Some(description) = tool["description"].as_str() {
+            function["description"] = json!(description);
+        }
+        function["parameters"] = if tool["input_schema"].is_object() {
+            tool["input_schema"].clone()
+        } else {
+            return Err(field(
+                &format!("tools.{index}.input_schema"),
+                "Field required (a JSON schema object).",
+            ));
+        };
+        out.push(json!({"type": "function", "function": function}));
+    }
+    Ok(out)
+}
+
+fn convert_tool_choice(choice: &Value, out: &mut Map<String, Value>) -> Result<(), ProxyError> {
+    let chat = match choice["type"].as_str() {
+        Some("auto") => json!("auto"),
+        Some("any") => json!("required"),
+        Some("none") => json!("none"),
+        Some("tool") => match choice["name"].as_str() {
+            Some(name) => json!({"type": "function", "function": {"name": name}}),
+            None => return Err(field("tool_choice.name", "Field required.")),
+        },
+        _ => {
+            return Err(field(
+                "tool_choice.type",
+                "Must be 'auto', 'any', 'tool' or 'none'.",
+            ))
+        }
+    };
+    out.insert("tool_choice".into(), chat);
+    if choice["disable_parallel_tool_use"] == true {
+        out.insert("parallel_tool_calls".into(), json!(false));
+    }
+    Ok(())
+}
+
+/// Anthropic's error `type` for a status.
+pub fn error_type(status: u16) -> &'static str {
+    match status {
+        400 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        _ => "api_error",
+    }
+}
+
+/// `{"type": "error", "error": {"type", "message"}}`.
+pub fn error_body(status: u16, message: &str) -> Value {
+    json!({"type": "error", "error": {"type": error_type(status), "message": message}})
+}
+
+/// A memproxy error in Anthropic's shape, with the same status.
+pub fn error_response(error: &ProxyError) -> axum::response::Response {
+    let (status, _, _) = error.catalogue();
+    if status.is_server_error() {
+        tracing::warn!(%error, "request failed");
+    }
+    let mut response = axum::response::Response::new(
+        error_body(status.as_u16(), &error.to_string())
+            .to_string()
+            .into(),
+    );
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests;

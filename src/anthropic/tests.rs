@@ -1,0 +1,235 @@
+use serde_json::{json, Value};
+
+use super::events::Translator;
+use super::*;
+
+fn chat(request: Value) -> Value {
+    let converted = to_chat(request.to_string().as_bytes()).expect("translates");
+    serde_json::to_value(converted).expect("json")
+}
+
+fn refusal(request: Value) -> String {
+    match to_chat(request.to_string().as_bytes()) {
+        Ok(converted) => panic!("accepted: {converted:?}"),
+        Err(error) => {
+            assert_eq!(error.catalogue().0, 400);
+            error.to_string()
+        }
+    }
+}
+
+#[test]
+fn a_conversation_with_tools_becomes_chat_completions() {
+    let converted = chat(json!({
+        "model": "claude-x", "max_tokens": 100, "temperature": 0.2, "stop_sequences": ["END"],
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
+        "metadata": {"user_id": "ada"},
+        "tools": [{"name": "weather", "description": "Weather now", "input_schema": {"type": "object"}}],
+        "tool_choice": {"type": "any", "disable_parallel_tool_use": true},
+        "messages": [
+            {"role": "user", "content": "Weather in Porto?"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "...", "signature": "s"},
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Porto"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "21C"}]},
+                {"type": "text", "text": "And tomorrow?"}]}
+        ]
+    }));
+    assert_eq!(converted["model"], "claude-x");
+    assert_eq!(converted["max_tokens"], 100);
+    assert_eq!(converted["stop"], json!(["END"]));
+    assert_eq!(converted["user"], "ada");
+    assert_eq!(converted["tool_choice"], "required");
+    assert_eq!(converted["parallel_tool_calls"], false);
+    assert_eq!(
+        converted["tools"][0],
+        json!({"type": "function", "function": {"name": "weather", "description": "Weather now", "parameters": {"type": "object"}}})
+    );
+    let messages = converted["messages"].as_array().expect("messages");
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(messages[0]["content"], "Be brief.");
+    assert_eq!(messages[2]["content"], "Checking.");
+    assert_eq!(
+        messages[2]["tool_calls"][0]["function"],
+        json!({"name": "weather", "arguments": "{\"city\":\"Porto\"}"})
+    );
+    assert_eq!(
+        messages[3],
+        json!({"role": "tool", "tool_call_id": "toolu_1", "content": "21C"})
+    );
+    assert_eq!(messages[4]["content"], "And tomorrow?");
+}
+
+#[test]
+fn images_become_image_url_parts_and_streams_ask_for_usage() {
+    let converted = chat(json!({
+        "model": "m", "max_tokens": 5, "stream": true,
+        "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]}]
+    }));
+    assert_eq!(converted["stream"], true);
+    assert_eq!(converted["stream_options"]["include_usage"], true);
+    assert_eq!(
+        converted["messages"][0]["content"][1],
+        json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}})
+    );
+}
+
+#[test]
+fn bad_and_untranslatable_requests_are_refused_precisely() {
+    let message = json!([{"role": "user", "content": "hi"}]);
+    assert!(refusal(json!({"max_tokens": 5, "messages": message})).contains("model"));
+    assert!(refusal(json!({"model": "m", "messages": message})).contains("max_tokens"));
+    assert!(
+        refusal(json!({"model": "m", "max_tokens": 0, "messages": message})).contains("max_tokens")
+    );
+    assert!(refusal(json!({"model": "m", "max_tokens": 5, "messages": []})).contains("messages"));
+    assert!(refusal(json!({"model": "m", "max_tokens": 5,
+        "messages": [{"role": "system", "content": "x"}]}))
+    .contains("messages.0.role"));
+    let server_tool = refusal(json!({"model": "m", "max_tokens": 5, "messages": message,
+        "tools": [{"type": "web_search_20250305", "name": "web_search"}]}));
+    assert!(
+        server_tool.contains("web_search_20250305") && server_tool.contains("cannot be translated")
+    );
+    let document = refusal(
+        json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user",
+        "content": [{"type": "document", "source": {}}]}]}),
+    );
+    assert!(document.contains("'document'") && document.contains("messages.0.content.0"));
+    assert!(
+        refusal(json!({"model": "m", "max_tokens": 5, "messages": message,
+        "mcp_servers": []}))
+        .contains("mcp_servers")
+    );
+    assert!(to_chat(b"[1]").is_err() && to_chat(b"{").is_err());
+}
+
+#[test]
+fn errors_have_anthropic_types() {
+    assert_eq!(
+        error_body(429, "slow down"),
+        json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}})
+    );
+    assert_eq!(error_type(401), "authentication_error");
+    assert_eq!(error_type(502), "api_error");
+}
+
+#[test]
+fn a_whole_completion_becomes_a_message() {
+    let completion = json!({"id": "chatcmpl-abc", "choices": [{"index": 0, "finish_reason": "tool_calls",
+        "message": {"role": "assistant", "content": "Let me look.", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Porto\"}"}}]}}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19,
+            "prompt_tokens_details": {"cached_tokens": 10}}});
+    let message = reply::message(&completion, "claude-x");
+    assert_eq!(message["id"], "msg_abc");
+    assert_eq!(message["model"], "claude-x");
+    assert_eq!(message["stop_reason"], "tool_use");
+    assert_eq!(
+        message["content"][0],
+        json!({"type": "text", "text": "Let me look."})
+    );
+    assert_eq!(message["content"][1]["input"], json!({"city": "Porto"}));
+    assert_eq!(
+        message["usage"],
+        json!({"input_tokens": 12, "output_tokens": 7, "cache_read_input_tokens": 10})
+    );
+}
+
+/// `(event name, data)` of translated events.
+fn parsed(events: &[bytes::Bytes]) -> Vec<(String, Value)> {
+    events
+        .iter()
+        .map(|raw| {
+            let text = String::from_utf8_lossy(raw);
+            let name = text
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap_or_default()
+                .to_owned();
+            let data = text
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .and_then(|d| serde_json::from_str(d).ok())
+                .unwrap_or(Value::Null);
+            (name, data)
+        })
+        .collect()
+}
+
+#[test]
+fn a_stream_becomes_anthropic_events() {
+    let mut translator = Translator::new("claude-x");
+    let mut out = Vec::new();
+    let chunks = [
+        json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}),
+        json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"content": "Hel"}}]}),
+        json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"content": "lo"}}]}),
+        json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_9", "function": {"name": "weather", "arguments": "{\"ci"}}]}}]}),
+        json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"tool_calls": [
+            {"index": 0, "function": {"arguments": "ty\":\"Porto\"}"}}]}}]}),
+        json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        json!({"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}}),
+    ];
+    out.extend(translator.on_event(b": keep-alive\n\n"));
+    for chunk in chunks {
+        out.extend(translator.on_event(format!("data: {chunk}\n\n").as_bytes()));
+    }
+    out.extend(translator.on_event(b"data: [DONE]\n\n"));
+    assert_eq!(out[0].as_ref(), b": keep-alive\n\n");
+    let events = parsed(&out[1..]);
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "message_start",
+            "ping",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_delta",
+            "content_block_stop",
+            "content_block_start",
+            "content_block_delta",
+            "content_block_stop",
+            "message_delta",
+            "message_stop"
+        ]
+    );
+    assert_eq!(events[0].1["message"]["id"], "msg_1");
+    assert_eq!(
+        events[3].1["delta"],
+        json!({"type": "text_delta", "text": "Hel"})
+    );
+    assert_eq!(
+        events[6].1["content_block"],
+        json!({"type": "tool_use", "id": "call_9", "name": "weather", "input": {}})
+    );
+    assert_eq!(events[7].1["index"], 1);
+    assert_eq!(events[7].1["delta"]["partial_json"], "{\"city\":\"Porto\"}");
+    assert_eq!(events[9].1["delta"]["stop_reason"], "tool_use");
+    assert_eq!(events[9].1["usage"]["output_tokens"], 4);
+    assert!(translator.finish().is_empty(), "closed once");
+}
+
+#[test]
+fn an_error_in_the_stream_becomes_an_error_event() {
+    let mut translator = Translator::new("m");
+    let events = translator.on_event(
+        br#"data: {"error": {"message": "upstream timed out", "type": "server_error"}}
+
+"#,
+    );
+    let events = parsed(&events);
+    assert_eq!(events[0].0, "error");
+    assert_eq!(events[0].1["error"]["message"], "upstream timed out");
+    assert!(translator.finish().is_empty());
+}

@@ -1,0 +1,278 @@
+//! The Anthropic Messages API over real HTTP, translated to the scripted Chat Completions
+//! upstream: one memory across APIs and isolated per user, explicit mode, streams, and errors in
+//! Anthropic's shape with Anthropic's statuses. (The official `anthropic` SDK runs in `sdk.rs`.)
+
+use std::time::Duration;
+
+use memproxy::config::Secret;
+use serde_json::{json, Value};
+
+use crate::common::{eventually, harness_with, implicit_chat, memories, Harness};
+use crate::explicit::send;
+
+async fn messages(h: &Harness, path: &str, user: &str, body: Value) -> reqwest::Response {
+    h.client
+        .post(h.url(path))
+        .header("x-memproxy-user", user)
+        .header("anthropic-version", "2023-06-01")
+        .json(&body)
+        .send()
+        .await
+        .expect("answer")
+}
+
+fn ask(text: &str) -> Value {
+    json!({"model": "claude-test", "max_tokens": 64,
+           "messages": [{"role": "user", "content": text}]})
+}
+
+fn assert_anthropic_error(body: &Value, kind: &str) {
+    assert_eq!(body["type"], "error", "{body}");
+    assert_eq!(body["error"]["type"], kind, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .is_some_and(|m| !m.is_empty()));
+}
+
+#[tokio::test]
+async fn a_fact_told_over_messages_is_recalled_over_chat_completions_for_that_user_only() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    let told = messages(
+        &h,
+        "/implicit/v1/messages",
+        "mira",
+        ask("My dog is called Pixel."),
+    )
+    .await;
+    assert_eq!(told.status(), 200);
+    assert_eq!(told.headers()["x-memproxy-mode"], "implicit");
+    let body: Value = told.json().await.expect("json");
+    assert_eq!(body["type"], "message");
+    assert_eq!(body["model"], "claude-test");
+    assert_eq!(body["content"][0]["text"], "echo: My dog is called Pixel.");
+    assert_eq!(body["stop_reason"], "end_turn");
+    assert!(body["usage"]["input_tokens"].as_u64() > Some(0));
+    eventually("the fact is extracted", || async {
+        memories(&h, "mira")
+            .await
+            .iter()
+            .any(|m| m.contains("Pixel"))
+    })
+    .await;
+
+    let asked = implicit_chat(
+        &h,
+        "mira",
+        json!([{"role": "user", "content": "What is my dog called?"}]),
+    )
+    .await;
+    assert_eq!(asked.status(), 200);
+    let seen = h.mock.chat_requests(None).last().cloned().expect("request");
+    assert!(seen.to_string().contains("Pixel"), "injected: {seen}");
+
+    // The other way round: a Messages client sees what a chat app's user told, and another
+    // user sees none of it.
+    messages(
+        &h,
+        "/implicit/v1/messages",
+        "mira",
+        ask("Where does my dog sleep?"),
+    )
+    .await;
+    let seen = h.mock.chat_requests(None).last().cloned().expect("request");
+    assert!(seen.to_string().contains("Pixel"));
+    messages(
+        &h,
+        "/implicit/v1/messages",
+        "other",
+        ask("What is my dog called?"),
+    )
+    .await;
+    let seen = h.mock.chat_requests(None).last().cloned().expect("request");
+    assert!(!seen.to_string().contains("Pixel"), "isolated: {seen}");
+    assert!(memories(&h, "other")
+        .await
+        .iter()
+        .all(|m| !m.contains("Pixel")));
+}
+
+#[tokio::test]
+async fn explicit_mode_answers_in_anthropic_shape_whole_and_streamed() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(send("Hello from the agent."));
+    let whole = messages(&h, "/explicit/v1/messages", "eli", ask("Hi, I am Eli.")).await;
+    assert_eq!(whole.status(), 200);
+    assert_eq!(whole.headers()["x-memproxy-mode"], "explicit");
+    let body: Value = whole.json().await.expect("json");
+    assert_eq!(
+        body["content"],
+        json!([{"type": "text", "text": "Hello from the agent."}])
+    );
+    assert!(body["id"].as_str().is_some_and(|id| id.starts_with("msg_")));
+
+    h.mock.push(send("Streamed hello."));
+    let mut streamed = ask("Stream it please.");
+    streamed["stream"] = json!(true);
+    let response = messages(&h, "/explicit/v1/messages", "eli", streamed).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let text = response.text().await.expect("body");
+    let mut names = Vec::new();
+    let mut reply = String::new();
+    for event in text.split("\n\n").filter(|e| e.starts_with("event: ")) {
+        let name = event
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches("event: ");
+        names.push(name.to_owned());
+        let data: Value = event
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .and_then(|d| serde_json::from_str(d).ok())
+            .unwrap_or(Value::Null);
+        if let Some(piece) = data["delta"]["text"].as_str() {
+            reply.push_str(piece);
+        }
+    }
+    assert_eq!(reply, "Streamed hello.");
+    assert_eq!(names.first().map(String::as_str), Some("message_start"));
+    assert_eq!(names.last().map(String::as_str), Some("message_stop"));
+    assert!(names.contains(&"message_delta".to_owned()));
+    // The agent got the user's words through the translation.
+    let seen = h.mock.chat_requests(None).last().cloned().expect("request");
+    assert!(seen.to_string().contains("Stream it please."));
+}
+
+#[tokio::test]
+async fn errors_come_back_in_anthropic_shape_with_anthropic_statuses() {
+    let h = harness_with(|c| {
+        c.auth.api_keys = vec![Secret::new("mp-key")];
+        c.server.max_body_bytes = 4096;
+    })
+    .await;
+    let post = |body: reqwest::Body, key: Option<&'static str>| {
+        let mut request = h
+            .client
+            .post(h.url("/v1/messages"))
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(key) = key {
+            request = request.header("x-api-key", key);
+        }
+        request.send()
+    };
+    let cases: Vec<(reqwest::Body, Option<&'static str>, u16, &str)> = vec![
+        (
+            ask("hi").to_string().into(),
+            None,
+            401,
+            "authentication_error",
+        ),
+        (
+            ask("hi").to_string().into(),
+            Some("wrong"),
+            401,
+            "authentication_error",
+        ),
+        ("{".into(), Some("mp-key"), 400, "invalid_request_error"),
+        (
+            json!({"model": "m", "messages": []}).to_string().into(),
+            Some("mp-key"),
+            400,
+            "invalid_request_error",
+        ),
+        (
+            "x".repeat(10_000).into(),
+            Some("mp-key"),
+            413,
+            "request_too_large",
+        ),
+    ];
+    for (body, key, status, kind) in cases {
+        let response = post(body, key).await.expect("answer");
+        assert_eq!(response.status(), status);
+        let body: Value = response.json().await.expect("json");
+        assert_anthropic_error(&body, kind);
+    }
+    // An upstream error keeps its status and message.
+    let mut limited = ask("hi");
+    limited["model"] = json!("mock-error-429");
+    let response = post(limited.to_string().into(), Some("mp-key"))
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 429);
+    let body: Value = response.json().await.expect("json");
+    assert_anthropic_error(&body, "rate_limit_error");
+    // Unknown mode prefixes are unknown routes, in the same shape.
+    let response = h
+        .client
+        .post(h.url("/nosuchmode/v1/messages"))
+        .header("x-api-key", "mp-key")
+        .json(&ask("hi"))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 404);
+    assert_anthropic_error(&response.json().await.expect("json"), "not_found_error");
+}
+
+#[tokio::test]
+async fn the_memproxy_key_in_x_api_key_selects_the_tenant_and_never_goes_upstream() {
+    let h = harness_with(|c| c.auth.api_keys = vec![Secret::new("mp-secret")]).await;
+    let response = h
+        .client
+        .post(h.url("/v1/messages"))
+        .header("x-api-key", "mp-secret")
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "some-beta")
+        .json(&ask("hello"))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    let received = h.mock.requests();
+    let last = received.last().expect("upstream request");
+    let names: Vec<&str> = last.headers.keys().map(|n| n.as_str()).collect();
+    assert!(
+        !names
+            .iter()
+            .any(|n| *n == "x-api-key" || n.starts_with("anthropic-")),
+        "{names:?}"
+    );
+    assert!(
+        !last
+            .headers
+            .values()
+            .any(|v| v.to_str().unwrap_or_default().contains("mp-secret")),
+        "the memproxy key reached the upstream"
+    );
+}
+
+#[tokio::test]
+async fn count_tokens_counts_the_translated_prompt() {
+    let h = harness_with(|_| {}).await;
+    let short = messages(
+        &h,
+        "/v1/messages/count_tokens",
+        "c",
+        json!({"model": "m",
+        "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(short.status(), 200);
+    let short: Value = short.json().await.expect("json");
+    let long = messages(
+        &h,
+        "/v1/messages/count_tokens",
+        "c",
+        json!({"model": "m",
+        "system": "You are a careful assistant who answers in full sentences.",
+        "messages": [{"role": "user", "content": "hi there, how are you today?"}]}),
+    )
+    .await;
+    let long: Value = long.json().await.expect("json");
+    assert!(short["input_tokens"].as_u64() > Some(0));
+    assert!(long["input_tokens"].as_u64() > short["input_tokens"].as_u64());
+    assert!(h.mock.requests().is_empty(), "counted locally");
+}
