@@ -4,8 +4,10 @@
 //! stream translated back ([`reply`], [`events`]); errors in Anthropic's shape.
 //!
 //! What has no Chat Completions counterpart is refused with a precise error (server tools, MCP
-//! servers, documents), except hints the answer does not depend on (`thinking`, `cache_control`),
-//! which are dropped.
+//! servers, documents), except hints the answer does not depend on, which are dropped:
+//! `thinking`, `output_config` (effort), `cache_control`, `service_tier`, and `context_management`
+//! (server-side clearing of old tool results when the context fills up; without it the model sees
+//! the full history).
 
 pub mod events;
 pub mod reply;
@@ -16,7 +18,7 @@ use crate::error::ProxyError;
 use crate::openai::ChatRequest;
 
 /// Top-level fields that name features a Chat Completions upstream does not have.
-const UNTRANSLATABLE: [&str; 3] = ["mcp_servers", "container", "context_management"];
+const UNTRANSLATABLE: [&str; 2] = ["mcp_servers", "container"];
 
 /// A Messages request as Chat Completions, checked first the way Anthropic checks it.
 pub fn to_chat(body: &[u8]) -> Result<ChatRequest, ProxyError> {
@@ -137,10 +139,20 @@ fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Resu
     let at = format!("messages.{index}");
     let role = match message["role"].as_str() {
         Some(role @ ("user" | "assistant")) => role,
+        // Instructions in the middle of the conversation (Claude Code sends them).
+        Some("system") => {
+            let text = match &message["content"] {
+                Value::String(text) => text.clone(),
+                Value::Array(blocks) => texts(blocks, &format!("{at}.content"))?,
+                _ => return Err(field(&format!("{at}.content"), "Must be text.")),
+            };
+            chat.push(json!({"role": "system", "content": text}));
+            return Ok(());
+        }
         _ => {
             return Err(field(
                 &format!("{at}.role"),
-                "Must be 'user' or 'assistant'.",
+                "Must be 'user', 'assistant' or 'system'.",
             ))
         }
     };

@@ -34,7 +34,8 @@ fn a_conversation_with_tools_becomes_chat_completions() {
                 {"type": "tool_use", "id": "toolu_1", "name": "weather", "input": {"city": "Porto"}}]},
             {"role": "user", "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "21C"}]},
-                {"type": "text", "text": "And tomorrow?"}]}
+                {"type": "text", "text": "And tomorrow?"}]},
+            {"role": "system", "content": [{"type": "text", "text": "Answer in Celsius."}]}
         ]
     }));
     assert_eq!(converted["model"], "claude-x");
@@ -52,7 +53,11 @@ fn a_conversation_with_tools_becomes_chat_completions() {
         .iter()
         .map(|m| m["role"].as_str().unwrap_or(""))
         .collect();
-    assert_eq!(roles, ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "user", "system"]
+    );
+    assert_eq!(messages[5]["content"], "Answer in Celsius.");
     assert_eq!(messages[0]["content"], "Be brief.");
     assert_eq!(messages[2]["content"], "Checking.");
     assert_eq!(
@@ -92,7 +97,7 @@ fn bad_and_untranslatable_requests_are_refused_precisely() {
     );
     assert!(refusal(json!({"model": "m", "max_tokens": 5, "messages": []})).contains("messages"));
     assert!(refusal(json!({"model": "m", "max_tokens": 5,
-        "messages": [{"role": "system", "content": "x"}]}))
+        "messages": [{"role": "tool", "content": "x"}]}))
     .contains("messages.0.role"));
     let server_tool = refusal(json!({"model": "m", "max_tokens": 5, "messages": message,
         "tools": [{"type": "web_search_20250305", "name": "web_search"}]}));
