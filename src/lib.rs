@@ -23,6 +23,7 @@ pub mod mock;
 pub mod mode;
 pub mod openai;
 pub mod postprocess;
+pub mod responses;
 pub mod secret;
 pub mod server;
 pub mod store;

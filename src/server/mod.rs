@@ -16,6 +16,7 @@ mod messages;
 mod openapi;
 mod ops;
 mod relay;
+mod responses;
 mod routes;
 mod simulate;
 mod stream;

@@ -9,7 +9,8 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use super::{
-    admin, agents_api, auth, chat, console, messages, openapi, ops, relay, simulate, SharedState,
+    admin, agents_api, auth, chat, console, messages, openapi, ops, relay, responses, simulate,
+    SharedState,
 };
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -19,6 +20,12 @@ pub fn router(state: SharedState) -> Router {
     let proxied = Router::new()
         .route("/v1/chat/completions", post(chat::default_route))
         .route("/{mode}/v1/chat/completions", post(chat::mode_route))
+        .route("/v1/responses", post(responses::default_route))
+        .route("/{mode}/v1/responses", post(responses::mode_route))
+        .route(
+            "/v1/responses/{id}",
+            get(responses::get).delete(responses::delete),
+        )
         .route("/v1/messages", post(messages::default_route))
         .route("/{mode}/v1/messages", post(messages::mode_route))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))

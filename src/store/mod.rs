@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod history;
+pub mod responses;
 pub mod sqlite;
 
 pub use agent::{
@@ -350,7 +351,7 @@ impl Default for Page {
     }
 }
 
-pub trait Store: Send + Sync + 'static {
+pub trait Store: responses::ResponseLog + Send + Sync + 'static {
     // Users.
     fn ensure_user(&self, scope: &UserScope) -> StoreResult<i64>;
     /// `None` when the user has never been seen.

@@ -30,5 +30,6 @@ mod messages;
 mod quality;
 mod recency;
 mod relay;
+mod responses;
 mod sdk;
 mod streaming;

@@ -86,3 +86,24 @@ async fn official_anthropic_sdk_works_through_memproxy() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_sdk_responses_api_works_through_memproxy() {
+    run_script(
+        "responses_conformance.py",
+        "/v1",
+        &[
+            "create",
+            "previous-response",
+            "stream",
+            "stream-events",
+            "tools",
+            "stream-tools",
+            "retrieve-delete",
+            "bad-request",
+            "rate-limit",
+            "auth",
+        ],
+    )
+    .await;
+}

@@ -9,6 +9,7 @@ mod agent_log;
 mod jobs;
 mod memories;
 mod recall;
+mod responses;
 mod schema;
 mod search;
 mod transfer;

@@ -281,4 +281,18 @@ CREATE INDEX memory_events_by_memory ON memory_events(uid, memory_id);
     r#"
 ALTER TABLE agent_steps ADD COLUMN cached_tokens INTEGER;
 "#,
+    // 9: the Responses API's response log (`previous_response_id` against an upstream that keeps
+    // no state; `GET`/`DELETE /v1/responses/{id}`).
+    r#"
+CREATE TABLE responses (
+    id          INTEGER PRIMARY KEY,
+    uid         INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    response_id TEXT NOT NULL,
+    previous    TEXT,
+    messages    TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    UNIQUE (uid, response_id)
+);
+"#,
 ];

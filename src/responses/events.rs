@@ -1,0 +1,322 @@
+//! A streamed Chat Completions answer as the Responses API's event stream: `response.created`,
+//! `response.in_progress`, the text as a `message` item streamed as it comes
+//! (`output_item.added`, `content_part.added`, `output_text.delta`s, then the `.done` events),
+//! tool calls as `function_call` items (gathered, then sent whole, since Chat Completions may
+//! interleave parallel calls), and `response.completed` (or `response.incomplete`) with usage.
+//! Every event carries its `sequence_number`. An error inside the chat stream becomes an `error`
+//! event; SSE comments (keep-alives) pass through. When the response completes, `on_done` gets it
+//! (the surface stores it for `previous_response_id`).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use axum::body::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use super::reply;
+use crate::openai::sse::{event_data, SseSplitter};
+
+/// Called with the finished response; the stream sends its last event only once the returned
+/// future is done (a client that continues at once with `previous_response_id` finds it).
+pub type OnDone = Box<dyn FnOnce(Value) -> BoxFuture<'static, ()> + Send>;
+
+#[derive(Default)]
+struct Call {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+pub struct Translator {
+    response: Value,
+    sequence: u64,
+    started: bool,
+    text: Option<String>,
+    calls: BTreeMap<u64, Call>,
+    finish: Option<String>,
+    completion_usage: Value,
+    ended: bool,
+    on_done: Option<OnDone>,
+    /// The `on_done` work to wait for before the final events go out.
+    writing: Option<BoxFuture<'static, ()>>,
+}
+
+impl Translator {
+    pub fn new(skeleton: Value, on_done: Option<OnDone>) -> Translator {
+        Translator {
+            response: skeleton,
+            sequence: 0,
+            started: false,
+            text: None,
+            calls: BTreeMap::new(),
+            finish: None,
+            completion_usage: Value::Null,
+            ended: false,
+            on_done,
+            writing: None,
+        }
+    }
+
+    fn event(&mut self, kind: &str, mut data: Value) -> Bytes {
+        data["type"] = json!(kind);
+        data["sequence_number"] = json!(self.sequence);
+        self.sequence += 1;
+        Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
+    }
+
+    fn start(&mut self, out: &mut Vec<Bytes>) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        let response = self.response.clone();
+        out.push(self.event("response.created", json!({"response": response})));
+        out.push(self.event("response.in_progress", json!({"response": response})));
+    }
+
+    pub fn on_event(&mut self, raw: &[u8]) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        let Some(data) = event_data(raw) else {
+            if raw.starts_with(b":") {
+                out.push(Bytes::copy_from_slice(raw));
+            }
+            return out;
+        };
+        if data.trim() == "[DONE]" {
+            out.extend(self.finish());
+            return out;
+        }
+        let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
+            return out;
+        };
+        if let Some(error) = chunk.get("error") {
+            self.ended = true;
+            let message = crate::anthropic::reply::error_message(data.as_bytes());
+            let code = error["code"].clone();
+            out.push(self.event(
+                "error",
+                json!({"code": code, "message": message, "param": null}),
+            ));
+            return out;
+        }
+        self.start(&mut out);
+        if chunk["usage"].is_object() {
+            self.completion_usage = chunk.clone();
+        }
+        let choice = &chunk["choices"][0];
+        if let Some(piece) = choice["delta"]["content"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+        {
+            let item_id = reply::message_id(&self.response);
+            if self.text.is_none() {
+                self.text = Some(String::new());
+                let mut item = reply::message_item(&item_id, "", "in_progress");
+                item["content"] = json!([]);
+                out.push(self.event(
+                    "response.output_item.added",
+                    json!({"output_index": 0, "item": item}),
+                ));
+                out.push(self.event(
+                    "response.content_part.added",
+                    json!({"item_id": item_id,
+                    "output_index": 0, "content_index": 0,
+                    "part": {"type": "output_text", "text": "", "annotations": []}}),
+                ));
+            }
+            if let Some(text) = self.text.as_mut() {
+                text.push_str(piece);
+            }
+            out.push(self.event(
+                "response.output_text.delta",
+                json!({"item_id": item_id,
+                "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []}),
+            ));
+        }
+        for call in choice["delta"]["tool_calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let entry = self
+                .calls
+                .entry(call["index"].as_u64().unwrap_or(0))
+                .or_default();
+            if let Some(id) = call["id"].as_str().filter(|id| !id.is_empty()) {
+                entry.id = id.to_owned();
+            }
+            if let Some(name) = call["function"]["name"].as_str().filter(|n| !n.is_empty()) {
+                entry.name = name.to_owned();
+            }
+            if let Some(piece) = call["function"]["arguments"].as_str() {
+                entry.arguments.push_str(piece);
+            }
+        }
+        if let Some(finish) = choice["finish_reason"].as_str() {
+            self.finish = Some(finish.to_owned());
+        }
+        out
+    }
+
+    /// The closing events, once: the text item's `.done` events, the calls, the final response.
+    pub fn finish(&mut self) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        self.ended = true;
+        self.start(&mut out);
+        let mut output = Vec::new();
+        if let Some(text) = self.text.take() {
+            let item_id = reply::message_id(&self.response);
+            let part = json!({"type": "output_text", "text": text, "annotations": []});
+            out.push(self.event(
+                "response.output_text.done",
+                json!({"item_id": item_id,
+                "output_index": 0, "content_index": 0, "text": text, "logprobs": []}),
+            ));
+            out.push(self.event(
+                "response.content_part.done",
+                json!({"item_id": item_id,
+                "output_index": 0, "content_index": 0, "part": part}),
+            ));
+            let item = reply::message_item(&item_id, &text, "completed");
+            out.push(self.event(
+                "response.output_item.done",
+                json!({"output_index": 0, "item": item}),
+            ));
+            output.push(item);
+        }
+        for (position, call) in std::mem::take(&mut self.calls).into_values().enumerate() {
+            let index = output.len();
+            let call_id = if call.id.is_empty() {
+                format!("call_{position}_{}", uuid::Uuid::new_v4().simple())
+            } else {
+                call.id
+            };
+            let done = reply::call_item(&call_id, &call.name, &call.arguments);
+            let mut added = done.clone();
+            added["arguments"] = json!("");
+            added["status"] = json!("in_progress");
+            let item_id = done["id"].clone();
+            out.push(self.event(
+                "response.output_item.added",
+                json!({"output_index": index, "item": added}),
+            ));
+            out.push(self.event(
+                "response.function_call_arguments.delta",
+                json!({
+                "item_id": item_id, "output_index": index, "delta": call.arguments}),
+            ));
+            out.push(self.event(
+                "response.function_call_arguments.done",
+                json!({
+                "item_id": item_id, "output_index": index, "name": call.name,
+                "arguments": call.arguments}),
+            ));
+            out.push(self.event(
+                "response.output_item.done",
+                json!({"output_index": index, "item": done}),
+            ));
+            output.push(done);
+        }
+        let mut response = self.response.clone();
+        reply::finish(
+            &mut response,
+            output,
+            self.finish.as_deref(),
+            &self.completion_usage,
+        );
+        let kind = if response["status"] == "incomplete" {
+            "response.incomplete"
+        } else {
+            "response.completed"
+        };
+        out.push(self.event(kind, json!({"response": response})));
+        if let Some(on_done) = self.on_done.take() {
+            self.writing = Some(on_done(response));
+        }
+        out
+    }
+
+    fn end_of_input(&mut self) -> Vec<Bytes> {
+        if self.ended {
+            return Vec::new();
+        }
+        if self.finish.is_some() {
+            return self.finish();
+        }
+        self.ended = true;
+        vec![self.event(
+            "error",
+            json!({"code": "upstream_broken", "param": null,
+                "message": "The upstream's stream ended before the answer was complete."}),
+        )]
+    }
+}
+
+struct State {
+    input: BoxStream<'static, Result<Bytes, std::io::Error>>,
+    splitter: SseSplitter,
+    translator: Translator,
+    pending: VecDeque<Bytes>,
+    done: bool,
+}
+
+/// Translates a chat SSE body stream into the Responses API's events.
+pub fn translate(
+    input: BoxStream<'static, Result<Bytes, std::io::Error>>,
+    translator: Translator,
+) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
+    let state = State {
+        input,
+        splitter: SseSplitter::default(),
+        translator,
+        pending: VecDeque::new(),
+        done: false,
+    };
+    futures_util::stream::unfold(state, |mut state| async move {
+        loop {
+            if let Some(next) = state.pending.pop_front() {
+                return Some((Ok(next), state));
+            }
+            if state.done {
+                return None;
+            }
+            match state.input.next().await {
+                Some(Ok(bytes)) => {
+                    state.splitter.push(&bytes);
+                    while let Some(raw) = state.splitter.next_event() {
+                        let events = state.translator.on_event(&raw);
+                        state.pending.extend(events);
+                    }
+                    if let Some(writing) = state.translator.writing.take() {
+                        writing.await;
+                    }
+                }
+                Some(Err(error)) => {
+                    state.done = true;
+                    return Some((Err(error), state));
+                }
+                None => {
+                    state.done = true;
+                    if let Some(rest) = state.splitter.finish() {
+                        let events = state.translator.on_event(&rest);
+                        state.pending.extend(events);
+                    }
+                    let events = state.translator.end_of_input();
+                    state.pending.extend(events);
+                    if let Some(writing) = state.translator.writing.take() {
+                        writing.await;
+                    }
+                }
+            }
+        }
+    })
+    .boxed()
+}

@@ -1,0 +1,147 @@
+//! A Chat Completions answer as a Responses API `response` object: the skeleton echoing the
+//! request (known before the upstream answers, so a stream can start with it), the output items
+//! (a `message` with `output_text`, `function_call`s), status and usage; and the answer as the
+//! Chat Completions assistant message the response log keeps for the next turn.
+
+use serde_json::{json, Map, Value};
+
+/// A fresh response id.
+pub fn new_id() -> String {
+    format!("resp_{}", uuid::Uuid::new_v4().simple())
+}
+
+pub fn now_seconds() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The response object before any output: `status: in_progress`, the request's settings echoed.
+pub fn skeleton(request: &Map<String, Value>, id: &str, created_at: u64) -> Value {
+    let get = |key: &str| request.get(key).cloned().unwrap_or(Value::Null);
+    let tools = request.get("tools").cloned().unwrap_or_else(|| json!([]));
+    let text = request
+        .get("text")
+        .cloned()
+        .unwrap_or_else(|| json!({"format": {"type": "text"}}));
+    json!({
+        "id": id,
+        "object": "response",
+        "created_at": created_at,
+        "status": "in_progress",
+        "error": null,
+        "incomplete_details": null,
+        "instructions": get("instructions"),
+        "max_output_tokens": get("max_output_tokens"),
+        "model": get("model"),
+        "output": [],
+        "parallel_tool_calls": request.get("parallel_tool_calls").cloned().unwrap_or(json!(true)),
+        "previous_response_id": get("previous_response_id"),
+        "reasoning": {"effort": null, "summary": null},
+        "store": request.get("store").cloned().unwrap_or(json!(true)),
+        "temperature": get("temperature"),
+        "text": text,
+        "tool_choice": request.get("tool_choice").cloned().unwrap_or(json!("auto")),
+        "tools": tools,
+        "top_p": get("top_p"),
+        "truncation": "disabled",
+        "usage": null,
+        "user": get("user"),
+        "metadata": request.get("metadata").cloned().unwrap_or(json!({})),
+    })
+}
+
+/// The output `message` item holding `text`.
+pub fn message_item(id: &str, text: &str, status: &str) -> Value {
+    json!({"type": "message", "id": id, "status": status, "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}]})
+}
+
+/// A `function_call` output item.
+pub fn call_item(call_id: &str, name: &str, arguments: &str) -> Value {
+    json!({"type": "function_call", "id": format!("fc_{}", call_id.trim_start_matches("call_")),
+        "call_id": call_id, "name": name, "arguments": arguments, "status": "completed"})
+}
+
+/// Chat usage → Responses usage.
+pub fn usage(completion: &Value) -> Value {
+    let usage = &completion["usage"];
+    let input = usage["prompt_tokens"].as_u64().unwrap_or(0);
+    let output = usage["completion_tokens"].as_u64().unwrap_or(0);
+    json!({
+        "input_tokens": input,
+        "input_tokens_details": {"cached_tokens": crate::openai::cached_prompt_tokens(completion).unwrap_or(0)},
+        "output_tokens": output,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": input + output,
+    })
+}
+
+/// Completes `response` with its output, status (`incomplete` when the token limit cut it) and
+/// usage.
+pub fn finish(response: &mut Value, output: Vec<Value>, finish: Option<&str>, completion: &Value) {
+    response["output"] = Value::Array(output);
+    if finish == Some("length") {
+        response["status"] = json!("incomplete");
+        response["incomplete_details"] = json!({"reason": "max_output_tokens"});
+    } else {
+        response["status"] = json!("completed");
+    }
+    response["usage"] = usage(completion);
+}
+
+/// The whole response for a whole `chat.completion`.
+pub fn complete(mut response: Value, completion: &Value) -> Value {
+    let choice = &completion["choices"][0];
+    let message = &choice["message"];
+    let mut output = Vec::new();
+    if let Some(text) = message["content"].as_str().filter(|t| !t.is_empty()) {
+        output.push(message_item(&message_id(&response), text, "completed"));
+    }
+    for call in message["tool_calls"].as_array().into_iter().flatten() {
+        output.push(call_item(
+            call["id"].as_str().unwrap_or_default(),
+            call["function"]["name"].as_str().unwrap_or_default(),
+            call["function"]["arguments"].as_str().unwrap_or_default(),
+        ));
+    }
+    finish(
+        &mut response,
+        output,
+        choice["finish_reason"].as_str(),
+        completion,
+    );
+    response
+}
+
+/// The id of a response's message item (`resp_x` → `msg_x`).
+pub fn message_id(response: &Value) -> String {
+    let id = response["id"].as_str().unwrap_or_default();
+    format!("msg_{}", id.trim_start_matches("resp_"))
+}
+
+/// The response's output as the Chat Completions assistant message (for the next turn).
+pub fn assistant_message(response: &Value) -> Value {
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    for item in response["output"].as_array().into_iter().flatten() {
+        match item["type"].as_str() {
+            Some("message") => {
+                for part in item["content"].as_array().into_iter().flatten() {
+                    text.push_str(part["text"].as_str().unwrap_or_default());
+                }
+            }
+            Some("function_call") => calls.push(json!({"id": item["call_id"], "type": "function",
+                "function": {"name": item["name"], "arguments": item["arguments"]}})),
+            _ => {}
+        }
+    }
+    let mut message = json!({"role": "assistant", "content": text});
+    if !calls.is_empty() {
+        if text.is_empty() {
+            message["content"] = Value::Null;
+        }
+        message["tool_calls"] = Value::Array(calls);
+    }
+    message
+}

@@ -1,0 +1,128 @@
+use serde_json::{json, Value};
+
+use super::events::Translator;
+use super::*;
+
+fn translated(request: Value) -> Value {
+    let Value::Object(request) = request else {
+        panic!("an object")
+    };
+    let out = to_chat(
+        &request,
+        vec![json!({"role": "user", "content": "earlier"})],
+    )
+    .expect("translates");
+    serde_json::to_value(out.chat).expect("json")
+}
+
+#[test]
+fn items_parts_and_settings_become_chat_completions() {
+    let chat = translated(json!({
+        "model": "m", "instructions": "Be brief.", "max_output_tokens": 30, "user": "u1",
+        "text": {"format": {"type": "json_schema", "name": "answer", "schema": {"type": "object"}, "strict": true}},
+        "tool_choice": {"type": "function", "name": "f"},
+        "input": [
+            {"role": "developer", "content": "Use metric units."},
+            {"type": "message", "role": "user", "content": [
+                {"type": "input_text", "text": "Look:"},
+                {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "low"}]},
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {"role": "assistant", "content": [{"type": "output_text", "text": "Calling."}]},
+            {"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": [{"type": "input_text", "text": "done"}]}
+        ]
+    }));
+    assert_eq!(chat["max_tokens"], 30);
+    assert_eq!(chat["user"], "u1");
+    assert_eq!(
+        chat["tool_choice"],
+        json!({"type": "function", "function": {"name": "f"}})
+    );
+    assert_eq!(
+        chat["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "answer", "schema": {"type": "object"}, "strict": true}})
+    );
+    let messages = chat["messages"].as_array().expect("messages");
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "system", "user", "assistant", "tool"]
+    );
+    assert_eq!(
+        messages[1]["content"], "earlier",
+        "history after instructions"
+    );
+    assert_eq!(
+        messages[3]["content"][1],
+        json!({"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "low"}})
+    );
+    assert_eq!(messages[4]["content"], "Calling.");
+    assert_eq!(messages[4]["tool_calls"][0]["id"], "call_1");
+    assert_eq!(messages[5]["content"], "done");
+}
+
+#[test]
+fn a_stream_becomes_response_events_and_reports_the_finished_response() {
+    let skeleton = reply::skeleton(
+        &serde_json::from_value(json!({"model": "m"})).expect("map"),
+        "resp_1",
+        0,
+    );
+    let finished = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let sink = std::sync::Arc::clone(&finished);
+    let mut translator = Translator::new(
+        skeleton,
+        Some(Box::new(move |done| {
+            *sink.lock().expect("lock") = Some(done);
+            Box::pin(async {})
+        })),
+    );
+    let mut out = Vec::new();
+    for chunk in [
+        json!({"choices": [{"index": 0, "delta": {"content": "Hi "}}]}),
+        json!({"choices": [{"index": 0, "delta": {"content": "there"}}]}),
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
+        json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}),
+    ] {
+        out.extend(translator.on_event(format!("data: {chunk}\n\n").as_bytes()));
+    }
+    out.extend(translator.on_event(b"data: [DONE]\n\n"));
+    let kinds: Vec<String> = out
+        .iter()
+        .map(|e| {
+            String::from_utf8_lossy(e)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("event: ")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.incomplete"
+        ]
+    );
+    let done = finished.lock().expect("lock").clone().expect("reported");
+    assert_eq!(done["status"], "incomplete");
+    assert_eq!(done["incomplete_details"]["reason"], "max_output_tokens");
+    assert_eq!(done["output"][0]["content"][0]["text"], "Hi there");
+    assert_eq!(done["usage"]["total_tokens"], 5);
+    assert_eq!(
+        reply::assistant_message(&done),
+        json!({"role": "assistant", "content": "Hi there"})
+    );
+}

@@ -1,0 +1,271 @@
+//! `POST /v1/responses` (and `/{mode}/v1/responses`), the OpenAI Responses API: the request is
+//! translated to Chat Completions ([`crate::responses`]), with the history of its
+//! `previous_response_id` rebuilt from this user's response log, and goes through the same
+//! exchange as `/v1/chat/completions` (identity, strategy, recall log, agent loop), so one user
+//! keeps one memory across APIs. The answer comes back as a `response` object or its event
+//! stream, and is logged (unless `store: false`) for the next `previous_response_id` and for
+//! `GET` / `DELETE /v1/responses/{id}`.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use axum::Extension;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use crate::error::ProxyError;
+use crate::identity::Scope;
+use crate::openai::ChatRequest;
+use crate::responses::events::{self, Translator};
+use crate::responses::{self as wire, reply};
+use crate::store::responses::{chain_messages, StoredResponse};
+use crate::store::{now_ms, UserScope};
+
+use super::auth::RequestContext;
+use super::chat::route_mode;
+use super::extract::{ApiPath, LimitedBody};
+use super::SharedState;
+
+const ROUTE: &str = "/v1/responses";
+
+pub async fn default_route(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    headers: HeaderMap,
+    LimitedBody(body): LimitedBody,
+) -> Result<Response, ProxyError> {
+    handle(state, context, None, headers, body).await
+}
+
+pub async fn mode_route(
+    State(state): State<SharedState>,
+    ApiPath(mode): ApiPath<String>,
+    Extension(context): Extension<RequestContext>,
+    headers: HeaderMap,
+    LimitedBody(body): LimitedBody,
+) -> Result<Response, ProxyError> {
+    let mode = route_mode(&mode, ROUTE)?;
+    handle(state, context, Some(mode), headers, body).await
+}
+
+/// Whose response log: the same user headers (or `user` field) as every other API.
+fn user_scope(
+    context: &RequestContext,
+    headers: &HeaderMap,
+    user: Option<&Value>,
+) -> Result<UserScope, ProxyError> {
+    let probe: ChatRequest = serde_json::from_value(json!({"messages": [], "user": user}))
+        .map_err(|e| ProxyError::Internal(e.to_string()))?;
+    Ok(UserScope::from(&Scope::identify(
+        &context.tenant,
+        headers,
+        &probe,
+    )?))
+}
+
+async fn handle(
+    state: SharedState,
+    context: RequestContext,
+    mode: Option<crate::mode::Mode>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ProxyError> {
+    let request = wire::parse(&body)?;
+    let scope = user_scope(&context, &headers, request.get("user"))?;
+    let history = match request.get("previous_response_id") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(previous)) => {
+            let (lookup, id) = (scope.clone(), previous.clone());
+            let found = state
+                .memory
+                .blocking(move |store, _| Ok(chain_messages(store, &lookup, &id)?))
+                .await?;
+            found.ok_or_else(|| ProxyError::InvalidRequest {
+                message: format!("Previous response with id '{previous}' not found."),
+                param: Some("previous_response_id".to_owned()),
+                code: "previous_response_not_found",
+            })?
+        }
+        Some(_) => {
+            return Err(ProxyError::invalid(
+                "'previous_response_id' must be a string.",
+                Some("previous_response_id"),
+            ))
+        }
+    };
+    let translated = wire::to_chat(&request, history)?;
+    let chat_body = serde_json::to_vec(&translated.chat)
+        .map_err(|error| ProxyError::Internal(error.to_string()))?;
+    let skeleton = reply::skeleton(&request, &reply::new_id(), reply::now_seconds());
+    let log = Logger {
+        state: Arc::clone(&state),
+        scope,
+        store: request.get("store") != Some(&Value::Bool(false)),
+        previous: request
+            .get("previous_response_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        new_messages: translated.new_messages,
+    };
+    let response =
+        super::chat::handle(state, context, mode, headers, chat_body.into(), ROUTE).await?;
+    translate(response, skeleton, log).await
+}
+
+/// Writes a finished response into the user's response log before the client gets the end of
+/// it (so a `previous_response_id` sent at once finds it).
+struct Logger {
+    state: SharedState,
+    scope: UserScope,
+    store: bool,
+    previous: Option<String>,
+    new_messages: Vec<Value>,
+}
+
+impl Logger {
+    async fn log(self, response: Value) {
+        if !self.store || response["status"] == "failed" {
+            return;
+        }
+        let mut messages = self.new_messages;
+        messages.push(reply::assistant_message(&response));
+        let stored = StoredResponse {
+            id: response["id"].as_str().unwrap_or_default().to_owned(),
+            previous: self.previous,
+            messages: Value::Array(messages).to_string(),
+            body: response.to_string(),
+            created_at_ms: now_ms(),
+        };
+        let scope = self.scope;
+        let written = self
+            .state
+            .memory
+            .blocking(move |store, _| Ok(store.put_response(&scope, &stored)?))
+            .await;
+        if let Err(error) = written {
+            tracing::warn!(%error, "a response could not be logged");
+        }
+    }
+}
+
+/// The Chat Completions answer as a Responses answer; errors keep their (shared OpenAI) shape.
+async fn translate(
+    response: Response,
+    skeleton: Value,
+    log: Logger,
+) -> Result<Response, ProxyError> {
+    let (parts, body) = response.into_parts();
+    let mut headers = HeaderMap::new();
+    for (name, value) in &parts.headers {
+        let text = name.as_str();
+        if text.starts_with("x-memproxy-")
+            || text == "x-request-id"
+            || text == "x-upstream-request-id"
+        {
+            headers.append(name.clone(), value.clone());
+        }
+    }
+    let streamed = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if !parts.status.is_success() {
+        // The upstream's (or memproxy's) error, already in the OpenAI shape this API uses.
+        return Ok(build(parts.status, parts.headers, body));
+    }
+    if streamed {
+        let input = body
+            .into_data_stream()
+            .map(|chunk| chunk.map_err(std::io::Error::other))
+            .boxed();
+        let translator = Translator::new(
+            skeleton,
+            Some(Box::new(move |done| Box::pin(log.log(done)))),
+        );
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        return Ok(build(
+            parts.status,
+            headers,
+            Body::from_stream(events::translate(input, translator)),
+        ));
+    }
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|error| ProxyError::UpstreamBroken(error.to_string()))?;
+    let completion: Value = serde_json::from_slice(&bytes)
+        .ok()
+        .filter(|c: &Value| c["choices"][0]["message"].is_object())
+        .ok_or_else(|| {
+            ProxyError::UpstreamBroken("the upstream's answer is not a chat completion".to_owned())
+        })?;
+    let done = reply::complete(skeleton, &completion);
+    log.log(done.clone()).await;
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(build(parts.status, headers, Body::from(done.to_string())))
+}
+
+fn build(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+fn json_response(value: &Value) -> Response {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    build(StatusCode::OK, headers, Body::from(value.to_string()))
+}
+
+/// `GET /v1/responses/{id}`: this user's logged response.
+pub async fn get(
+    State(state): State<SharedState>,
+    ApiPath(id): ApiPath<String>,
+    Extension(context): Extension<RequestContext>,
+    headers: HeaderMap,
+) -> Result<Response, ProxyError> {
+    let scope = user_scope(&context, &headers, None)?;
+    let lookup = id.clone();
+    let found = state
+        .memory
+        .blocking(move |store, _| Ok(store.response(&scope, &lookup)?))
+        .await?;
+    let stored = found.ok_or_else(|| ProxyError::ResourceNotFound(format!("Response '{id}'")))?;
+    let body: Value = serde_json::from_str(&stored.body).unwrap_or(Value::Null);
+    Ok(json_response(&body))
+}
+
+/// `DELETE /v1/responses/{id}`.
+pub async fn delete(
+    State(state): State<SharedState>,
+    ApiPath(id): ApiPath<String>,
+    Extension(context): Extension<RequestContext>,
+    headers: HeaderMap,
+) -> Result<Response, ProxyError> {
+    let scope = user_scope(&context, &headers, None)?;
+    let lookup = id.clone();
+    let deleted = state
+        .memory
+        .blocking(move |store, _| Ok(store.delete_response(&scope, &lookup)?))
+        .await?;
+    if !deleted {
+        return Err(ProxyError::ResourceNotFound(format!("Response '{id}'")));
+    }
+    Ok(json_response(
+        &json!({"id": id, "object": "response.deleted", "deleted": true}),
+    ))
+}

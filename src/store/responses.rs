@@ -1,0 +1,60 @@
+//! The response log of the OpenAI Responses API surface, one small area of the store: what each
+//! stored response added to its conversation, so that a client sending only
+//! `previous_response_id` and its new items gets the whole history rebuilt, and `GET` / `DELETE
+//! /v1/responses/{id}` work on an upstream that keeps no state. Scoped per user like everything.
+
+use serde::{Deserialize, Serialize};
+
+use super::{StoreResult, UserScope};
+
+/// Longest chain of `previous_response_id` links followed when rebuilding a history.
+pub const MAX_CHAIN: usize = 1000;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredResponse {
+    /// `resp_…`.
+    pub id: String,
+    pub previous: Option<String>,
+    /// The Chat Completions messages this response added after its predecessor's (its new input
+    /// items, then its output), as a JSON array. `instructions` are not part of it: they do not
+    /// carry over to the next response.
+    pub messages: String,
+    /// The response object as the client got it (for `GET`).
+    pub body: String,
+    pub created_at_ms: i64,
+}
+
+pub trait ResponseLog {
+    /// Stores (or replaces) a response of this user.
+    fn put_response(&self, scope: &UserScope, response: &StoredResponse) -> StoreResult<()>;
+    /// This user's response with this id, if any (another user's never).
+    fn response(&self, scope: &UserScope, id: &str) -> StoreResult<Option<StoredResponse>>;
+    /// Returns whether it existed.
+    fn delete_response(&self, scope: &UserScope, id: &str) -> StoreResult<bool>;
+}
+
+/// The messages of the chain ending at `id`, oldest first: `Ok(None)` if a link is missing
+/// (the response is unknown to this user, was deleted, or was not stored).
+pub fn chain_messages(
+    log: &dyn ResponseLog,
+    scope: &UserScope,
+    id: &str,
+) -> StoreResult<Option<Vec<serde_json::Value>>> {
+    let mut parts = Vec::new();
+    let mut next = Some(id.to_owned());
+    while let Some(current) = next {
+        if parts.len() >= MAX_CHAIN {
+            return Err(super::StoreError::Invalid(format!(
+                "the chain of previous responses is longer than {MAX_CHAIN}"
+            )));
+        }
+        let Some(stored) = log.response(scope, &current)? else {
+            return Ok(None);
+        };
+        let messages: Vec<serde_json::Value> = serde_json::from_str(&stored.messages)
+            .map_err(|e| super::StoreError::Invalid(format!("stored response {current}: {e}")))?;
+        parts.push(messages);
+        next = stored.previous;
+    }
+    Ok(Some(parts.into_iter().rev().flatten().collect()))
+}

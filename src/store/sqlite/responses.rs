@@ -1,0 +1,77 @@
+//! The response log (see [`crate::store::responses`]) in SQLite.
+
+use rusqlite::{params, Connection, OptionalExtension, Transaction};
+
+use super::{ensure_uid, find_uid};
+use crate::store::responses::StoredResponse;
+use crate::store::{StoreResult, UserScope};
+
+pub fn put(tx: &Transaction, scope: &UserScope, response: &StoredResponse) -> StoreResult<()> {
+    let uid = ensure_uid(tx, scope)?;
+    tx.execute(
+        "INSERT INTO responses (uid, response_id, previous, messages, body, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (uid, response_id) DO UPDATE SET previous = excluded.previous,
+             messages = excluded.messages, body = excluded.body",
+        params![
+            uid,
+            response.id,
+            response.previous,
+            response.messages,
+            response.body,
+            response.created_at_ms
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn get(
+    connection: &Connection,
+    scope: &UserScope,
+    id: &str,
+) -> StoreResult<Option<StoredResponse>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(None);
+    };
+    Ok(connection
+        .query_row(
+            "SELECT response_id, previous, messages, body, created_at FROM responses
+             WHERE uid = ?1 AND response_id = ?2",
+            params![uid, id],
+            |row| {
+                Ok(StoredResponse {
+                    id: row.get(0)?,
+                    previous: row.get(1)?,
+                    messages: row.get(2)?,
+                    body: row.get(3)?,
+                    created_at_ms: row.get(4)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+pub fn delete(tx: &Transaction, scope: &UserScope, id: &str) -> StoreResult<bool> {
+    let Some(uid) = find_uid(tx, scope)? else {
+        return Ok(false);
+    };
+    let deleted = tx.execute(
+        "DELETE FROM responses WHERE uid = ?1 AND response_id = ?2",
+        params![uid, id],
+    )?;
+    Ok(deleted > 0)
+}
+
+impl crate::store::responses::ResponseLog for super::SqliteStore {
+    fn put_response(&self, scope: &UserScope, response: &StoredResponse) -> StoreResult<()> {
+        self.write(|tx| put(tx, scope, response))
+    }
+
+    fn response(&self, scope: &UserScope, id: &str) -> StoreResult<Option<StoredResponse>> {
+        self.read(|connection| get(connection, scope, id))
+    }
+
+    fn delete_response(&self, scope: &UserScope, id: &str) -> StoreResult<bool> {
+        self.write(|tx| delete(tx, scope, id))
+    }
+}
