@@ -36,8 +36,17 @@ no longer fit in view: conversation_search and conversation_search_date.
 When the user tells you something worth keeping (a name, a preference, a plan, a change), save \
 it before you answer. When asked about the past, search before you answer.";
 
-/// The system message: instructions, memory metadata, core memory blocks.
+/// The system message: instructions, memory metadata, core memory blocks. It depends on memory
+/// only (its date is that of the newest block change, `now_ms` when no block has one), so it is
+/// byte-identical from one compilation to the next while memory is unchanged: upstream prompt
+/// caches keep serving it.
 pub fn compile_system(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -> String {
+    let modified = blocks
+        .iter()
+        .map(|b| b.updated_at_ms)
+        .max()
+        .filter(|at| *at > 0)
+        .unwrap_or(now_ms);
     let hidden = (counts.messages - counts.in_context).max(0);
     let mut text = format!(
         "{BASE_INSTRUCTIONS}\n\n### Memory [last modified: {}]\n\
@@ -45,7 +54,7 @@ pub fn compile_system(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -
          use conversation_search).\n\
          {} passages are in archival memory (use archival_memory_search).\n\n\
          Core memory:",
-        dates::timestamp(now_ms),
+        dates::timestamp(modified),
         counts.passages,
     );
     for block in blocks {
@@ -211,7 +220,7 @@ mod tests {
             value: "Name: Ada".to_owned(),
             char_limit: 2000,
             read_only: false,
-            updated_at_ms: 0,
+            updated_at_ms: 1_700_000_000_000,
         }];
         let counts = AgentCounts {
             messages: 10,
@@ -220,6 +229,8 @@ mod tests {
         };
         let text = compile_system(&blocks, &counts, 0);
         assert!(text.contains("<human characters=\"9/2000\">\nName: Ada\n</human>"));
+        // Compiled later with memory unchanged: the same bytes.
+        assert_eq!(text, compile_system(&blocks, &counts, 86_400_000));
         assert!(text.contains("6 earlier messages"));
         assert!(text.contains("3 passages"));
     }

@@ -144,7 +144,13 @@ pub fn call_in_text(content: &str) -> Option<(String, String)> {
     let start = content.find('{')?;
     // Repaired like arguments: a call cut by the token limit still names its tool.
     let value = Value::Object(arguments(&content[start..]).ok()?);
-    let name = value.get("name")?.as_str()?.to_owned();
+    // `{"type": "<tool>", "arguments": ...}` is the same call with another key.
+    let has_arguments = value.get("arguments").is_some() || value.get("parameters").is_some();
+    let name = match value.get("name").and_then(Value::as_str) {
+        Some(name) => name.to_owned(),
+        None if has_arguments => value.get("type")?.as_str()?.to_owned(),
+        None => return None,
+    };
     let arguments = value
         .get("arguments")
         .or_else(|| value.get("parameters"))
@@ -168,7 +174,9 @@ pub enum PlainAnswer {
     Reply(String),
 }
 
-pub fn plain_answer(content: &str) -> PlainAnswer {
+/// `user_said`: the user's messages of this turn (an envelope repeating one of them is an echo;
+/// one carrying other text is the model's reply in the envelope's shape).
+pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
     let trimmed = content.trim();
     if trimmed.is_empty() {
         return PlainAnswer::Empty;
@@ -182,10 +190,19 @@ pub fn plain_answer(content: &str) -> PlainAnswer {
         let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
         // The system's own envelopes echoed back, or a tool call written as text (one that was
         // not taken as a call): neither is something to show the user.
-        let call_like = map.contains_key("name")
-            && (map.contains_key("arguments") || map.contains_key("parameters"));
-        if matches!(kind, "user_message" | "heartbeat" | "system_alert") || call_like {
+        let has_arguments = map.contains_key("arguments") || map.contains_key("parameters");
+        let call_like = has_arguments && (map.contains_key("name") || !kind.is_empty());
+        if call_like || matches!(kind, "heartbeat" | "system_alert") {
             return PlainAnswer::Echo;
+        }
+        if kind == "user_message" {
+            let said = map.get("message").and_then(Value::as_str).map(str::trim);
+            return match said {
+                Some(text) if !text.is_empty() && !user_said.iter().any(|u| u.trim() == text) => {
+                    PlainAnswer::Reply(text.to_owned())
+                }
+                _ => PlainAnswer::Echo,
+            };
         }
         // `{"message": "..."}`: a send_message without the call.
         if let Some(Value::String(message)) = map.get("message") {
@@ -247,25 +264,61 @@ mod tests {
                 r#"{"message":"You hiked on Satur"}"#.to_owned()
             )
         );
-        assert_eq!(plain_answer("  "), PlainAnswer::Empty);
+        let said = ["I moved.".to_owned()];
+        assert_eq!(plain_answer("  ", &said), PlainAnswer::Empty);
         assert_eq!(
-            plain_answer(r#"{"type":"user_message","message":"I moved.","time":"x"}"#),
+            plain_answer(
+                r#"{"type":"user_message","message":"I moved.","time":"x"}"#,
+                &said
+            ),
+            PlainAnswer::Echo
+        );
+        // The model's own answer in the envelope's shape is its reply.
+        assert_eq!(
+            plain_answer(
+                r#"{"type":"user_message","message":"Where to?","time":"x"}"#,
+                &said
+            ),
+            PlainAnswer::Reply("Where to?".to_owned())
+        );
+        assert_eq!(
+            plain_answer(
+                r#"{"type": "core_memory_append", "arguments": {"label": "human"}}"#,
+                &said
+            ),
             PlainAnswer::Echo
         );
         assert_eq!(
-            plain_answer(r#"{"name": "conversation_search", "arguments": {"query": "x"}}"#),
+            call_in_text(r#"{"type": "core_memory_append", "arguments": {"label": "human"}}"#),
+            Some((
+                "core_memory_append".to_owned(),
+                r#"{"label":"human"}"#.to_owned()
+            ))
+        );
+        assert_eq!(
+            call_in_text(r#"{"type": "user_message", "message": "x"}"#),
+            None
+        );
+        assert_eq!(
+            plain_answer(
+                r#"{"name": "conversation_search", "arguments": {"query": "x"}}"#,
+                &said
+            ),
             PlainAnswer::Echo
         );
         assert_eq!(
-            plain_answer(r#"{"name": "archival_memory_search", "arguments": {"query": "hik"#),
+            plain_answer(
+                r#"{"name": "archival_memory_search", "arguments": {"query": "hik"#,
+                &said
+            ),
             PlainAnswer::Echo
         );
         assert_eq!(
-            plain_answer(r#"{"message": "Hi Zoe!"}"#),
+            plain_answer(r#"{"message": "Hi Zoe!"}"#, &said),
             PlainAnswer::Reply("Hi Zoe!".to_owned())
         );
         assert_eq!(
-            plain_answer(" Hello. "),
+            plain_answer(" Hello. ", &said),
             PlainAnswer::Reply("Hello.".to_owned())
         );
     }

@@ -8,6 +8,7 @@
 mod config;
 pub mod context;
 mod evict;
+mod fallback;
 pub mod hygiene;
 pub mod lenient;
 pub mod model;

@@ -41,7 +41,10 @@ pub enum Stop {
     Replied,
     /// The agent answered in plain text (taken as the reply).
     PlainText,
-    /// `max_steps` ran out first.
+    /// The loop could not get a usable answer (or ran out of steps) and the plain reply
+    /// (see [`super::fallback`]) answered.
+    PlainReply,
+    /// `max_steps` ran out first and not even the plain reply answered.
     MaxSteps,
 }
 
@@ -50,6 +53,7 @@ impl Stop {
         match self {
             Stop::Replied => "send_message",
             Stop::PlainText => "plain_text",
+            Stop::PlainReply => "plain_reply",
             Stop::MaxSteps => "max_steps",
         }
     }
@@ -280,7 +284,7 @@ impl Agents {
                 }
             }
             if calls.is_empty() {
-                let reply = match lenient::plain_answer(&answer.content) {
+                let reply = match lenient::plain_answer(&answer.content, &input.user_messages) {
                     PlainAnswer::Reply(reply) => reply,
                     unusable => {
                         // Nothing, or the system's own envelope echoed back: not an answer. Ask
@@ -299,6 +303,10 @@ impl Agents {
                             clip(&answer.content, 300),
                         );
                         fill(record, &answer, latency);
+                        if plain_only || last_step {
+                            // Nothing left to change: the same request would get the same answer.
+                            break;
+                        }
                         if force_reply {
                             plain_only = true;
                         } else if !last_step {
@@ -439,8 +447,16 @@ impl Agents {
             let now = turn.now();
             turn.buffer.push(system_notice("heartbeat", reason, now));
         }
-        // Out of steps without send_message: what the agent thought last is all there is.
-        Ok((thoughts, Stop::MaxSteps, usage, calls_made))
+        // No usable answer from the loop: one plain request, then what the agent thought last.
+        let (reply, answer) = self.plain_reply(model, input, turn, step + 1).await?;
+        calls_made += 1;
+        usage.prompt_tokens += answer.usage.prompt_tokens;
+        usage.completion_tokens += answer.usage.completion_tokens;
+        usage.total_tokens += answer.usage.total_tokens;
+        match reply {
+            Some(reply) => Ok((reply, Stop::PlainReply, usage, calls_made)),
+            None => Ok((thoughts, Stop::MaxSteps, usage, calls_made)),
+        }
     }
 
     /// Compiles the system message if memory changed since it was last built.
@@ -503,12 +519,18 @@ impl Agents {
             }
         }
         for (key, value) in &input.params {
-            if !SAMPLING_DENYLIST.contains(&key.as_str()) {
+            if passes_through(key) {
                 body[key] = value.clone();
             }
         }
         body
     }
+}
+
+/// Whether a client parameter goes to every step (sampling settings do; what shapes the request
+/// itself does not).
+pub(super) fn passes_through(key: &str) -> bool {
+    !SAMPLING_DENYLIST.contains(&key)
 }
 
 /// Which tools a step offers.

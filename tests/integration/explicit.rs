@@ -394,15 +394,16 @@ async fn a_tool_call_written_as_text_is_executed() {
 }
 
 #[tokio::test]
-async fn max_steps_ends_the_turn_and_the_last_step_offers_only_send_message() {
+async fn max_steps_ends_the_loop_the_last_step_offers_only_send_message_then_a_plain_reply() {
     let h = harness_with(|c| c.explicit.max_steps = 3).await;
-    for n in 0..5 {
+    for n in 0..3 {
         h.mock.push(call(
             "core_memory_append",
             json!({
             "label": "human", "content": format!("note {n}"), "request_heartbeat": true}),
         ));
     }
+    h.mock.push(Reply::Text("All noted.".to_owned()));
     let response = ask(
         &h,
         "fa",
@@ -411,14 +412,28 @@ async fn max_steps_ends_the_turn_and_the_last_step_offers_only_send_message() {
     )
     .await;
     assert_eq!(response.status(), 200);
-    assert_eq!(response.headers()["x-memproxy-steps"], "3");
-    assert_eq!(response.headers()["x-memproxy-stop"], "max_steps");
+    assert_eq!(response.headers()["x-memproxy-steps"], "4");
+    assert_eq!(response.headers()["x-memproxy-stop"], "plain_reply");
+    assert_eq!(
+        reply_of(&response.json().await.expect("json")),
+        "All noted."
+    );
     let requests = model_requests(&h);
-    assert_eq!(requests.len(), 3, "exactly max_steps upstream calls");
-    let last = &requests[2];
-    assert_eq!(last["tools"].as_array().expect("tools").len(), 1);
-    assert_eq!(last["tool_choice"]["function"]["name"], "send_message");
+    assert_eq!(requests.len(), 4, "max_steps steps, then one plain request");
+    let last_step = &requests[2];
+    assert_eq!(last_step["tools"].as_array().expect("tools").len(), 1);
+    assert_eq!(last_step["tool_choice"]["function"]["name"], "send_message");
     assert_eq!(requests[1]["tool_choice"], "required");
+    // The plain request: no tools, no agent instructions, the conversation in plain words, and
+    // core memory (with what the agent just saved) as plain text.
+    let plain = &requests[3];
+    assert!(plain.get("tools").is_none());
+    let system = system_of(plain);
+    assert!(!system.contains("send_message"), "{system}");
+    assert!(system.contains("note 0"), "{system}");
+    let messages = plain["messages"].as_array().expect("messages");
+    assert_eq!(messages.last().expect("last")["content"], "Take notes.");
+    assert!(messages.iter().all(|m| m["role"] != "tool"));
 }
 
 #[tokio::test]

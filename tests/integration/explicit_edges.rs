@@ -208,7 +208,39 @@ async fn a_tool_that_was_not_offered_is_refused_and_then_no_tools_are_offered() 
             "conversation_search:ok",
             "conversation_search:failed",
             "(echo):failed",
-            "(text):reply"
+            "(plain_reply):reply"
         ]
+    );
+    // With no tools offered the model still wrote a call: the same request would get the same
+    // answer, so the last one is the plain request (no agent instructions, no tool traffic).
+    assert!(!system_of(&requests[4]).contains("conversation_search"));
+    let plain = requests[4]["messages"].as_array().expect("messages");
+    assert!(plain
+        .iter()
+        .all(|m| m["role"] != "tool" && m.get("tool_calls").is_none()));
+}
+
+#[tokio::test]
+async fn a_call_written_with_type_as_its_name_runs_and_an_enveloped_reply_is_the_reply() {
+    let h = harness_with(|_| {}).await;
+    // Qwen-style slips seen with a real 1.5B model: the tool named under "type", and the reply
+    // wrapped in the user-message envelope.
+    h.mock.push(Reply::Text(
+        r#"{"type": "core_memory_append", "arguments": {"label": "human", "content": "The user likes green tea.", "request_heartbeat": true}}"#.to_owned(),
+    ));
+    h.mock.push(Reply::Text(
+        r#"{"type": "user_message", "message": "Green tea it is!", "time": "2026-01-01"}"#
+            .to_owned(),
+    ));
+    let body = say(&h, "tea", "I like green tea.").await;
+    assert_eq!(reply_of(&body), "Green tea it is!");
+    let blocks = get_json(&h, "/memproxy/v1/users/tea/agents/default/blocks").await;
+    assert!(
+        blocks.to_string().contains("The user likes green tea."),
+        "{blocks}"
+    );
+    assert_eq!(
+        statuses(&steps(&h, "tea", "default").await),
+        ["core_memory_append:ok", "(text):reply"]
     );
 }

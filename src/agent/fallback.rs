@@ -1,0 +1,206 @@
+//! The plain reply: when the step loop has nothing left to change (the model answered unusably
+//! with no tools offered, so the next request would be the same one and greedy decoding would
+//! answer it the same way), or ran out of steps without a reply, one last request without the
+//! agent machinery: the client's instructions and core memory as a plain system message, the
+//! conversation as plain user and assistant turns (envelopes unwrapped, tool traffic left out),
+//! no tools. Small models that loop on function calls answer this like any chat.
+
+use serde_json::{json, Value};
+
+use super::context::CLIENT_BLOCK;
+use super::lenient::{self, PlainAnswer};
+use super::model::{ChatModel, ModelAnswer};
+use super::state::Turn;
+use super::turn::{TurnError, TurnInput};
+use super::Agents;
+use crate::store::{AgentMessage, CoreBlock};
+
+pub const PLAIN_STEP: &str = "(plain_reply)";
+
+impl Agents {
+    /// One plain request; `Some(reply)` when the model said something usable.
+    pub(super) async fn plain_reply(
+        &self,
+        model: &dyn ChatModel,
+        input: &TurnInput,
+        turn: &mut Turn,
+        step: usize,
+    ) -> Result<(Option<String>, ModelAnswer), TurnError> {
+        let (scope, agent) = (turn.scope.clone(), turn.agent.clone());
+        let mut blocks = self
+            .memory
+            .blocking(move |store, _| Ok(store.core_blocks(&scope, &agent)?))
+            .await?;
+        if let Some(text) = &input.client_system {
+            blocks.retain(|b| b.label != CLIENT_BLOCK);
+            blocks.push(CoreBlock {
+                label: CLIENT_BLOCK.to_owned(),
+                value: text.clone(),
+                char_limit: 0,
+                read_only: true,
+                updated_at_ms: 0,
+            });
+        }
+        let summary = turn.summary.as_ref().map(|s| s.text.clone());
+        let mut messages = vec![json!({"role": "system", "content": system(&blocks, summary)})];
+        messages.extend(conversation(&turn.messages()));
+        let mut body = json!({"model": input.model, "messages": messages});
+        if input.model.is_empty() {
+            body.as_object_mut().map(|b| b.remove("model"));
+        }
+        for (key, value) in &input.params {
+            if super::turn::passes_through(key) {
+                body[key] = value.clone();
+            }
+        }
+        let started = std::time::Instant::now();
+        let answer = model.complete(body).await;
+        let latency = started.elapsed().as_secs_f64() * 1e3;
+        turn.llm_ms += latency;
+        let answer = answer?;
+        let reply = match lenient::plain_answer(&answer.content, &input.user_messages) {
+            PlainAnswer::Reply(reply) => Some(reply),
+            _ => None,
+        };
+        let status = if reply.is_some() { "reply" } else { "failed" };
+        let record = turn.step(
+            step,
+            PLAIN_STEP,
+            String::new(),
+            status,
+            super::state::clip(&answer.content, 300),
+        );
+        record.prompt_tokens = answer.usage.prompt_tokens as i64;
+        record.completion_tokens = answer.usage.completion_tokens as i64;
+        record.cached_tokens = answer.cached_tokens.map(|n| n as i64);
+        record.latency_ms = latency;
+        if let Some(text) = &reply {
+            turn.buffer.push(AgentMessage {
+                role: "assistant".to_owned(),
+                content: text.clone(),
+                tool_calls: None,
+                tool_call_id: None,
+                search_text: text.clone(),
+                created_at_ms: turn.now(),
+            });
+        }
+        Ok((reply, answer))
+    }
+}
+
+/// The client's instructions, then what core memory holds, in plain words.
+fn system(blocks: &[CoreBlock], summary: Option<String>) -> String {
+    let mut text = String::new();
+    if let Some(client) = blocks.iter().find(|b| b.label == CLIENT_BLOCK) {
+        text.push_str(&client.value);
+        text.push_str("\n\n");
+    }
+    text.push_str(
+        "You are a helpful assistant. Answer the user's last message directly, in plain text.",
+    );
+    for block in blocks.iter().filter(|b| b.label != CLIENT_BLOCK) {
+        let value = block.value.trim();
+        if value.is_empty() {
+            continue;
+        }
+        let title = match block.label.as_str() {
+            "persona" => "About you".to_owned(),
+            "human" => "What you know about the user".to_owned(),
+            other => format!("Your notes ({other})"),
+        };
+        text.push_str(&format!("\n\n{title}:\n{value}"));
+    }
+    if let Some(summary) = summary.filter(|s| !s.trim().is_empty()) {
+        text.push_str(&format!("\n\nEarlier in the conversation:\n{summary}"));
+    }
+    text
+}
+
+/// The agent's context as a plain chat: user messages out of their envelopes, replies as
+/// assistant text, and nothing of the system's notices, tool calls or results.
+fn conversation(messages: &[Value]) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    for message in messages.iter().skip(1) {
+        let content = message["content"].as_str().unwrap_or_default();
+        match message["role"].as_str() {
+            Some("user") => {
+                if content.starts_with("[Summary of earlier messages") {
+                    continue;
+                }
+                let envelope: Option<Value> = serde_json::from_str(content).ok();
+                let text = match envelope
+                    .as_ref()
+                    .map(|e| (e["type"].as_str(), &e["message"]))
+                {
+                    Some((Some("user_message"), Value::String(text))) => text.clone(),
+                    Some((Some(_), _)) => continue,
+                    _ => content.to_owned(),
+                };
+                out.push(json!({"role": "user", "content": text}));
+            }
+            Some("assistant") => {
+                let replies: Vec<String> = message["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| c["function"]["name"] == super::tools::SEND_MESSAGE)
+                    .filter_map(|c| {
+                        let arguments = c["function"]["arguments"].as_str()?;
+                        lenient::text_arg(&lenient::arguments(arguments).ok()?, "message")
+                    })
+                    .collect();
+                let text = if !replies.is_empty() {
+                    replies.join("\n")
+                } else if message["tool_calls"].is_null() && !content.trim().starts_with('{') {
+                    content.to_owned()
+                } else {
+                    continue;
+                };
+                if !text.trim().is_empty() {
+                    out.push(json!({"role": "assistant", "content": text}));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_plain_view_keeps_only_the_conversation() {
+        let messages = vec![
+            json!({"role": "system", "content": "agent instructions"}),
+            json!({"role": "user", "content": "[Summary of earlier messages, now out of view]\nx"}),
+            json!({"role": "user", "content": "{\"type\":\"user_message\",\"message\":\"I am vegetarian.\",\"time\":\"t\"}"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "core_memory_append", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": "c1", "content": "{\"status\":\"OK\"}"}),
+            json!({"role": "user", "content": "{\"type\":\"heartbeat\",\"reason\":\"r\",\"time\":\"t\"}"}),
+            json!({"role": "assistant", "content": "Noted, no meat."}),
+            json!({"role": "assistant", "content": "{\"name\": \"x\", \"arguments\": {}}"}),
+            json!({"role": "user", "content": "{\"type\":\"user_message\",\"message\":\"Dinner ideas?\",\"time\":\"t\"}"}),
+        ];
+        assert_eq!(
+            conversation(&messages),
+            vec![
+                json!({"role": "user", "content": "I am vegetarian."}),
+                json!({"role": "assistant", "content": "Noted, no meat."}),
+                json!({"role": "user", "content": "Dinner ideas?"}),
+            ]
+        );
+        let blocks = vec![CoreBlock {
+            label: "human".to_owned(),
+            value: "The user is vegetarian.".to_owned(),
+            char_limit: 100,
+            read_only: false,
+            updated_at_ms: 0,
+        }];
+        let text = system(&blocks, Some("They talked about food.".to_owned()));
+        assert!(text.contains("What you know about the user:\nThe user is vegetarian."));
+        assert!(text.contains("Earlier in the conversation:\nThey talked about food."));
+    }
+}
