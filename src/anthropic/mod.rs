@@ -3,8 +3,9 @@
 //! log and hooks work on ([`crate::openai::ChatRequest`], the neutral form); the answer and its
 //! stream translated back ([`reply`], [`events`]); errors in Anthropic's shape.
 //!
-//! What has no Chat Completions counterpart is refused with a precise error (server tools, MCP
-//! servers, documents), except hints the answer does not depend on, which are dropped:
+//! What has no Chat Completions counterpart is refused with a precise error (MCP servers,
+//! documents), except offered server tools (left out and named in `x-memproxy-dropped-tools`)
+//! and hints the answer does not depend on, which are dropped:
 //! `thinking`, `output_config` (effort), `cache_control`, `service_tier`, and `context_management`
 //! (server-side clearing of old tool results when the context fills up; without it the model sees
 //! the full history).
@@ -20,8 +21,16 @@ use crate::openai::ChatRequest;
 /// Top-level fields that name features a Chat Completions upstream does not have.
 const UNTRANSLATABLE: [&str; 2] = ["mcp_servers", "container"];
 
+/// A Messages request as Chat Completions.
+pub struct Translated {
+    pub chat: ChatRequest,
+    /// Offered server tools the upstream cannot run: left out, named in
+    /// `x-memproxy-dropped-tools`.
+    pub dropped_tools: Vec<String>,
+}
+
 /// A Messages request as Chat Completions, checked first the way Anthropic checks it.
-pub fn to_chat(body: &[u8]) -> Result<ChatRequest, ProxyError> {
+pub fn to_chat(body: &[u8]) -> Result<Translated, ProxyError> {
     let value: Value = serde_json::from_slice(body).map_err(|error| {
         ProxyError::invalid(format!("The request body is not valid JSON: {error}"), None)
     })?;
@@ -93,8 +102,10 @@ pub fn to_chat(body: &[u8]) -> Result<ChatRequest, ProxyError> {
         }
         _ => return Err(field("metadata.user_id", "Must be a string.")),
     }
+    let mut dropped_tools = Vec::new();
     if let Some(tools) = request.get("tools").filter(|t| !t.is_null()) {
-        let tools = convert_tools(tools)?;
+        let (tools, dropped) = convert_tools(tools)?;
+        dropped_tools = dropped;
         if !tools.is_empty() {
             out.insert("tools".into(), Value::Array(tools));
         }
@@ -102,8 +113,12 @@ pub fn to_chat(body: &[u8]) -> Result<ChatRequest, ProxyError> {
     if let Some(choice) = request.get("tool_choice").filter(|c| !c.is_null()) {
         convert_tool_choice(choice, &mut out)?;
     }
-    serde_json::from_value(Value::Object(out))
-        .map_err(|error| ProxyError::Internal(format!("translated request: {error}")))
+    let chat = serde_json::from_value(Value::Object(out))
+        .map_err(|error| ProxyError::Internal(format!("translated request: {error}")))?;
+    Ok(Translated {
+        chat,
+        dropped_tools,
+    })
 }
 
 fn field(name: &str, problem: &str) -> ProxyError {
@@ -281,18 +296,19 @@ fn image_part(source: &Value, place: &str) -> Result<Value, ProxyError> {
     Ok(json!({"type": "image_url", "image_url": {"url": url}}))
 }
 
-fn convert_tools(tools: &Value) -> Result<Vec<Value>, ProxyError> {
+/// Custom tools as functions, and the names of server tools (left out: see [`Translated`]).
+fn convert_tools(tools: &Value) -> Result<(Vec<Value>, Vec<String>), ProxyError> {
     let Value::Array(tools) = tools else {
         return Err(field("tools", "Must be a list of tools."));
     };
     let mut out = Vec::with_capacity(tools.len());
+    let mut dropped = Vec::new();
     for (index, tool) in tools.iter().enumerate() {
         match tool["type"].as_str() {
             None | Some("custom") => {}
             Some(kind) => {
-                return Err(untranslatable(&format!(
-                    "The server tool '{kind}' (tools.{index})"
-                )))
+                dropped.push(tool["name"].as_str().unwrap_or(kind).to_owned());
+                continue;
             }
         }
         let Some(name) = tool["name"].as_str() else {
@@ -312,7 +328,7 @@ fn convert_tools(tools: &Value) -> Result<Vec<Value>, ProxyError> {
         };
         out.push(json!({"type": "function", "function": function}));
     }
-    Ok(out)
+    Ok((out, dropped))
 }
 
 fn convert_tool_choice(choice: &Value, out: &mut Map<String, Value>) -> Result<(), ProxyError> {

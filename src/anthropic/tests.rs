@@ -5,12 +5,12 @@ use super::*;
 
 fn chat(request: Value) -> Value {
     let converted = to_chat(request.to_string().as_bytes()).expect("translates");
-    serde_json::to_value(converted).expect("json")
+    serde_json::to_value(converted.chat).expect("json")
 }
 
 fn refusal(request: Value) -> String {
     match to_chat(request.to_string().as_bytes()) {
-        Ok(converted) => panic!("accepted: {converted:?}"),
+        Ok(converted) => panic!("accepted: {:?}", converted.chat),
         Err(error) => {
             assert_eq!(error.catalogue().0, 400);
             error.to_string()
@@ -99,11 +99,15 @@ fn bad_and_untranslatable_requests_are_refused_precisely() {
     assert!(refusal(json!({"model": "m", "max_tokens": 5,
         "messages": [{"role": "tool", "content": "x"}]}))
     .contains("messages.0.role"));
-    let server_tool = refusal(json!({"model": "m", "max_tokens": 5, "messages": message,
-        "tools": [{"type": "web_search_20250305", "name": "web_search"}]}));
-    assert!(
-        server_tool.contains("web_search_20250305") && server_tool.contains("cannot be translated")
-    );
+    let translated = to_chat(
+        json!({"model": "m", "max_tokens": 5, "messages": message,
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}]})
+        .to_string()
+        .as_bytes(),
+    )
+    .expect("server tools are left out, not refused");
+    assert_eq!(translated.dropped_tools, ["web_search"]);
+    assert!(translated.chat.extra.get("tools").is_none());
     let document = refusal(
         json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user",
         "content": [{"type": "document", "source": {}}]}]}),

@@ -5,8 +5,10 @@
 //! stream translated back ([`reply`], [`events`]). Errors keep the OpenAI shape this API shares
 //! with Chat Completions.
 //!
-//! Built-in tools (web search, file search, computer use, MCP, ...), file inputs, item references
-//! and background mode have no Chat Completions counterpart and are refused precisely;
+//! File inputs, item references, background mode and a `tool_choice` naming a built-in tool have
+//! no Chat Completions counterpart and are refused precisely. Offered built-in tools (web search,
+//! file search, computer use, MCP, ...) and tool namespaces are left out and named in
+//! `x-memproxy-dropped-tools` (an offer the model cannot take does not change what is asked);
 //! `reasoning`, `include`, `truncation` and cache hints are dropped.
 
 pub mod events;
@@ -22,6 +24,9 @@ use crate::openai::ChatRequest;
 pub struct Translated {
     pub chat: ChatRequest,
     pub new_messages: Vec<Value>,
+    /// Offered tools the upstream cannot run (built-in tools, tool namespaces): left out, and
+    /// named to the client in `x-memproxy-dropped-tools`.
+    pub dropped_tools: Vec<String>,
 }
 
 /// Parses the body into a JSON object (the fields are read by [`to_chat`]).
@@ -99,8 +104,10 @@ pub fn to_chat(
         out.insert("stream".into(), json!(true));
         out.insert("stream_options".into(), json!({"include_usage": true}));
     }
+    let mut dropped_tools = Vec::new();
     if let Some(tools) = request.get("tools").filter(|t| !t.is_null()) {
-        let tools = convert_tools(tools)?;
+        let (tools, dropped) = convert_tools(tools)?;
+        dropped_tools = dropped;
         if !tools.is_empty() {
             out.insert("tools".into(), Value::Array(tools));
         }
@@ -115,7 +122,11 @@ pub fn to_chat(
     }
     let chat = serde_json::from_value(Value::Object(out))
         .map_err(|error| ProxyError::Internal(format!("translated request: {error}")))?;
-    Ok(Translated { chat, new_messages })
+    Ok(Translated {
+        chat,
+        new_messages,
+        dropped_tools,
+    })
 }
 
 /// A feature of the Responses API that a Chat Completions upstream cannot serve.
@@ -268,19 +279,21 @@ fn text_of(parts: &[Value], at: &str) -> Result<String, ProxyError> {
     Ok(texts.join("\n\n"))
 }
 
-fn convert_tools(tools: &Value) -> Result<Vec<Value>, ProxyError> {
+/// The function tools as Chat Completions tools, and the names of the others (built-in tools and
+/// namespaces, which a Chat Completions upstream cannot run: tools are offers, so the request
+/// still has its meaning without them).
+fn convert_tools(tools: &Value) -> Result<(Vec<Value>, Vec<String>), ProxyError> {
     let Value::Array(tools) = tools else {
         return Err(bad("tools", "must be a list."));
     };
     let mut out = Vec::new();
+    let mut dropped = Vec::new();
     for (index, tool) in tools.iter().enumerate() {
         match tool["type"].as_str() {
             Some("function") => {}
             Some(kind) => {
-                return Err(untranslatable(
-                    &format!("The built-in tool '{kind}' (tools[{index}])"),
-                    "tools",
-                ))
+                dropped.push(tool["name"].as_str().unwrap_or(kind).to_owned());
+                continue;
             }
             None => return Err(bad(&format!("tools[{index}].type"), "is required.")),
         }
@@ -295,7 +308,7 @@ fn convert_tools(tools: &Value) -> Result<Vec<Value>, ProxyError> {
         }
         out.push(json!({"type": "function", "function": function}));
     }
-    Ok(out)
+    Ok((out, dropped))
 }
 
 fn convert_tool_choice(choice: &Value) -> Result<Value, ProxyError> {

@@ -61,8 +61,11 @@ async fn handle(
     mut headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let chat = match anthropic::to_chat(&body) {
-        Ok(chat) => chat,
+    let anthropic::Translated {
+        chat,
+        dropped_tools,
+    } = match anthropic::to_chat(&body) {
+        Ok(translated) => translated,
         Err(error) => return anthropic::error_response(&error),
     };
     let model = chat.model.clone().unwrap_or_default();
@@ -75,9 +78,27 @@ async fn handle(
     for name in ANTHROPIC_HEADERS {
         headers.remove(name);
     }
-    match super::chat::handle(state, context, mode, headers, body, ROUTE).await {
+    let mut response = match super::chat::handle(state, context, mode, headers, body, ROUTE).await {
         Ok(response) => translate(response, &model).await,
         Err(error) => anthropic::error_response(&error),
+    };
+    name_dropped_tools(response.headers_mut(), &dropped_tools);
+    response
+}
+
+/// `x-memproxy-dropped-tools`: the offered tools a Chat Completions upstream cannot run.
+pub fn name_dropped_tools(headers: &mut HeaderMap, names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    let printable: String = names
+        .join(", ")
+        .chars()
+        .filter(|c| c.is_ascii() && !c.is_ascii_control())
+        .take(500)
+        .collect();
+    if let Ok(value) = HeaderValue::from_str(&printable) {
+        headers.insert("x-memproxy-dropped-tools", value);
     }
 }
 
@@ -162,7 +183,7 @@ pub async fn count_tokens(body: Result<LimitedBody, ProxyError>) -> Response {
             object.entry("max_tokens").or_insert(json!(1));
         }
         let bytes = serde_json::to_vec(&value).map_err(|e| ProxyError::Internal(e.to_string()))?;
-        let chat = anthropic::to_chat(&bytes)?;
+        let chat = anthropic::to_chat(&bytes)?.chat;
         let messages: usize = chat
             .messages
             .iter()

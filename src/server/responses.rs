@@ -112,7 +112,9 @@ async fn handle(
     };
     let response =
         super::chat::handle(state, context, mode, headers, chat_body.into(), ROUTE).await?;
-    translate(response, skeleton, log).await
+    let mut response = translate(response, skeleton, log).await?;
+    super::messages::name_dropped_tools(response.headers_mut(), &translated.dropped_tools);
+    Ok(response)
 }
 
 /// Writes a finished response into the user's response log before the client gets the end of

@@ -265,8 +265,8 @@ async fn bad_input_gets_openai_shaped_errors() {
             "input",
         ),
         (
-            json!({"model": "m", "input": "x", "tools": [{"type": "file_search"}]}),
-            "tools",
+            json!({"model": "m", "input": "x", "tool_choice": {"type": "file_search"}}),
+            "tool_choice",
         ),
         (
             json!({"model": "m", "input": "x", "background": true}),

@@ -70,11 +70,13 @@ try:
 except openai.BadRequestError as error:
     assert error.body["code"] == "previous_response_not_found", error.body
 try:
-    client.responses.create(model="mock-model", input="x",
-                            tools=[{"type": "web_search_preview"}])
+    client.responses.create(model="mock-model", input=[{"type": "item_reference", "id": "x"}])
     raise AssertionError("expected BadRequestError")
 except openai.BadRequestError as error:
     assert "cannot be translated" in error.body["message"], error.body
+raw = client.responses.with_raw_response.create(model="mock-model", input="x",
+                                                tools=[{"type": "web_search_preview"}])
+assert raw.headers["x-memproxy-dropped-tools"] == "web_search_preview", raw.headers
 print("ok bad-request")
 
 try:
