@@ -4,6 +4,9 @@
 //! sends the same requests directly and through memproxy, alternating rounds so that noise on this
 //! shared machine falls on both sides alike. Prints p50/p99 latency, throughput and the difference
 //! (the overhead) per concurrency level, non-streaming and streaming. Figures, never assertions.
+//! `--api messages,responses` measures the Anthropic Messages and Responses surfaces too: the same
+//! question asked in their shape through memproxy (translated to Chat Completions and back, and a
+//! Responses answer logged for `previous_response_id`), against the same direct chat request.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +31,9 @@ pub struct ProxyBench {
     /// Alternating direct/proxy rounds per measurement.
     #[arg(long, default_value_t = 4)]
     rounds: usize,
+    /// APIs asked through memproxy: chat, messages, responses (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "chat")]
+    api: Vec<String>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -57,7 +63,6 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let server = crate::server::start_on(listener, config, Arc::new(LogExchanges)).await?;
     let direct_url = format!("{}/chat/completions", mock.base_url());
-    let proxy_url = format!("{}/v1/chat/completions", server.url());
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .tcp_nodelay(true)
@@ -71,15 +76,20 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!(
-        "{:<10} {:>5}  {:<7} {:>9} {:>9} {:>10}",
+        "{:<16} {:>5}  {:<7} {:>9} {:>9} {:>10}",
         "kind", "conc", "target", "p50", "p99", "req/s"
     );
-    for stream in [false, true] {
-        let body = request_body(stream);
+    for (api, stream) in options
+        .api
+        .iter()
+        .flat_map(|api| [(api.as_str(), false), (api.as_str(), true)])
+    {
+        let direct_body = request_body("chat", stream)?;
+        let body = request_body(api, stream)?;
+        let proxy_url = format!("{}{}", server.url(), path_of(api)?);
         // Warm both paths (connections, allocator, lazy statics) before measuring.
-        for url in [&direct_url, &proxy_url] {
-            measure(&client, url, &body, stream, 200, 8).await?;
-        }
+        measure(&client, &direct_url, &direct_body, stream, 200, 8).await?;
+        measure(&client, &proxy_url, &body, stream, 200, 8).await?;
         for &concurrency in &options.concurrency {
             let per_round = (options.requests / options.rounds.max(1)).max(concurrency);
             let mut direct = Vec::new();
@@ -92,13 +102,13 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
                     [Target::Proxy, Target::Direct]
                 };
                 for target in order {
-                    let url = if target == Target::Direct {
-                        &direct_url
+                    let (url, body) = if target == Target::Direct {
+                        (&direct_url, &direct_body)
                     } else {
-                        &proxy_url
+                        (&proxy_url, &body)
                     };
                     let sample =
-                        measure(&client, url, &body, stream, per_round, concurrency).await?;
+                        measure(&client, url, body, stream, per_round, concurrency).await?;
                     let (all, wall) = if target == Target::Direct {
                         (&mut direct, &mut direct_wall)
                     } else {
@@ -108,17 +118,17 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
                     *wall += sample.wall;
                 }
             }
-            let kind = if stream { "stream" } else { "non-stream" };
+            let kind = format!("{api} {}", if stream { "stream" } else { "whole" });
             let direct_row = summarize(&mut direct, direct_wall);
             let proxy_row = summarize(&mut proxied, proxy_wall);
             for (target, row) in [("direct", direct_row), ("memproxy", proxy_row)] {
                 println!(
-                    "{kind:<10} {concurrency:>5}  {target:<7} {:>9.0} {:>9.0} {:>10.0}",
+                    "{kind:<16} {concurrency:>5}  {target:<7} {:>9.0} {:>9.0} {:>10.0}",
                     row.p50, row.p99, row.throughput
                 );
             }
             println!(
-                "{kind:<10} {concurrency:>5}  {:<7} {:>+9.0} {:>+9.0} {:>+9.1}%",
+                "{kind:<16} {concurrency:>5}  {:<7} {:>+9.0} {:>+9.0} {:>+9.1}%",
                 "overhead",
                 proxy_row.p50 - direct_row.p50,
                 proxy_row.p99 - direct_row.p99,
@@ -137,14 +147,28 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn request_body(stream: bool) -> Value {
-    json!({
-        "model": "mock-model",
-        "stream": stream,
-        "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": "Say something short about benchmarks, please."},
-        ],
+const SYSTEM: &str = "You are a helpful assistant.";
+const QUESTION: &str = "Say something short about benchmarks, please.";
+
+/// The same question in each API's shape.
+fn request_body(api: &str, stream: bool) -> anyhow::Result<Value> {
+    Ok(match api {
+        "chat" => json!({"model": "mock-model", "stream": stream, "messages": [
+            {"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]}),
+        "messages" => json!({"model": "mock-model", "stream": stream, "max_tokens": 64,
+            "system": SYSTEM, "messages": [{"role": "user", "content": QUESTION}]}),
+        "responses" => json!({"model": "mock-model", "stream": stream,
+            "instructions": SYSTEM, "input": QUESTION}),
+        other => anyhow::bail!("unknown API '{other}' (chat, messages, responses)"),
+    })
+}
+
+fn path_of(api: &str) -> anyhow::Result<&'static str> {
+    Ok(match api {
+        "chat" => "/v1/chat/completions",
+        "messages" => "/v1/messages",
+        "responses" => "/v1/responses",
+        other => anyhow::bail!("unknown API '{other}' (chat, messages, responses)"),
     })
 }
 

@@ -74,7 +74,7 @@ async fn relayed_streams_pass_through() {
     let h = harness().await;
     let response = h
         .client
-        .post(h.url("/v1/responses?stream=3"))
+        .post(h.url("/v1/completions?stream=3"))
         .body("{}")
         .send()
         .await
@@ -96,7 +96,7 @@ async fn a_relayed_body_that_stalls_is_cut_after_the_idle_timeout() {
     let h = harness_with(|c| c.upstream.idle_timeout = Duration::from_millis(300)).await;
     let response = h
         .client
-        .post(h.url("/v1/responses?stream=2&hang=1"))
+        .post(h.url("/v1/completions?stream=2&hang=1"))
         .body("{}")
         .send()
         .await
