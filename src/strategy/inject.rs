@@ -131,8 +131,10 @@ pub fn place(
     }
 }
 
-/// Removes memory blocks from a text (a client that echoes one back must not get it stored).
+/// Removes memory blocks from a text (a client that echoes one back must not get it stored), and
+/// the context blocks a client puts in front of what the user typed (see [`user_words`]).
 pub fn strip_blocks(text: &str) -> String {
+    let text = user_words(text);
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find(OPEN) {
@@ -148,9 +150,66 @@ pub fn strip_blocks(text: &str) -> String {
     out.trim().to_owned()
 }
 
+/// The text after the context blocks a client puts in front of what the user typed: leading
+/// `<name>…</name>` sections whose tag is a compound word (`system-reminder`,
+/// `environment_context`, `user_instructions`), as coding agents add to every message (the date,
+/// the working directory). They are the client's, not the user's: stored or extracted as the
+/// user's words, every message would look alike and the memory LLM would see boilerplate. A
+/// message that is nothing but such blocks is kept whole.
+pub fn user_words(text: &str) -> &str {
+    let mut rest = text.trim_start();
+    loop {
+        let Some(after_open) = rest.strip_prefix('<') else {
+            break;
+        };
+        let Some(name_end) = after_open.find('>') else {
+            break;
+        };
+        let name = &after_open[..name_end];
+        let compound = name.contains(['-', '_'])
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
+            && name.starts_with(|c: char| c.is_ascii_lowercase());
+        if !compound {
+            break;
+        }
+        let close = format!("</{name}>");
+        let Some(end) = after_open.find(&close) else {
+            break;
+        };
+        let remaining = after_open[end + close.len()..].trim_start();
+        if remaining.is_empty() {
+            return text;
+        }
+        rest = remaining;
+    }
+    rest
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_context_blocks_in_front_are_not_the_users_words() {
+        let claude = "<system-reminder>\nToday's date is 2026-12-01.\n</system-reminder>\n\n\n\nMy dog is Pixel.";
+        assert_eq!(user_words(claude), "My dog is Pixel.");
+        let two = "<environment_context>cwd</environment_context> <user_instructions>x</user_instructions>Hi";
+        assert_eq!(user_words(two), "Hi");
+        // Ordinary markup, a lone block and an unclosed one stay.
+        assert_eq!(user_words("<b>bold</b> move"), "<b>bold</b> move");
+        assert_eq!(
+            user_words("<system-reminder>only</system-reminder>"),
+            "<system-reminder>only</system-reminder>"
+        );
+        assert_eq!(user_words("<my-tag> never closed"), "<my-tag> never closed");
+        assert_eq!(
+            user_words("I use <my-tag>x</my-tag> inline"),
+            "I use <my-tag>x</my-tag> inline"
+        );
+        assert_eq!(strip_blocks(claude), "My dog is Pixel.");
+    }
 
     fn messages(roles: &[&str]) -> Vec<ChatMessage> {
         roles
