@@ -5,26 +5,18 @@
 //! may not), `message_delta` with the stop reason and usage, `message_stop`. An error inside the
 //! chat stream becomes an `error` event; SSE comments (keep-alives) pass through.
 
-use std::collections::{BTreeMap, VecDeque};
-
 use axum::body::Bytes;
 use futures_util::stream::BoxStream;
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::reply::{message_id, stop_reason, tool_input};
-use crate::openai::sse::{event_data, SseSplitter};
+use crate::openai::translate::{
+    finish_reason, read_event, text_delta, translate_stream, ChatEvent, StreamTranslator, ToolCalls,
+};
 
 /// One Anthropic SSE event.
 fn event(kind: &str, data: &Value) -> Bytes {
     Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
-}
-
-#[derive(Default)]
-struct Call {
-    id: String,
-    name: String,
-    arguments: String,
 }
 
 /// The translation state of one stream.
@@ -35,7 +27,7 @@ pub struct Translator {
     next_block: usize,
     /// The text block being streamed, if one is open.
     text_open: Option<usize>,
-    calls: BTreeMap<u64, Call>,
+    calls: ToolCalls,
     finish: Option<String>,
     completion_usage: Value,
     ended: bool,
@@ -48,7 +40,7 @@ impl Translator {
             started: false,
             next_block: 0,
             text_open: None,
-            calls: BTreeMap::new(),
+            calls: ToolCalls::default(),
             finish: None,
             completion_usage: Value::Null,
             ended: false,
@@ -79,39 +71,12 @@ impl Translator {
         }
     }
 
-    /// Translates one raw chat SSE event.
-    pub fn on_event(&mut self, raw: &[u8]) -> Vec<Bytes> {
-        let mut out = Vec::new();
-        if self.ended {
-            return out;
-        }
-        let Some(data) = event_data(raw) else {
-            // A comment (keep-alive) or an empty event: passed on as is.
-            if raw.starts_with(b":") {
-                out.push(Bytes::copy_from_slice(raw));
-            }
-            return out;
-        };
-        if data.trim() == "[DONE]" {
-            out.extend(self.finish());
-            return out;
-        }
-        let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
-            return out;
-        };
-        if chunk.get("error").is_some() {
-            self.ended = true;
-            let message = super::reply::error_message(data.as_bytes());
-            out.push(event("error", &super::error_body(502, &message)));
-            return out;
-        }
-        self.start(chunk["id"].as_str().unwrap_or_default(), &mut out);
+    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<Bytes>) {
+        self.start(chunk["id"].as_str().unwrap_or_default(), out);
         if chunk["usage"].is_object() {
             self.completion_usage = chunk.clone();
         }
-        let choice = &chunk["choices"][0];
-        let delta = &choice["delta"];
-        if let Some(text) = delta["content"].as_str().filter(|t| !t.is_empty()) {
+        if let Some(text) = text_delta(chunk) {
             let index = match self.text_open {
                 Some(index) => index,
                 None => {
@@ -132,25 +97,10 @@ impl Translator {
                     "delta": {"type": "text_delta", "text": text}}),
             ));
         }
-        for call in delta["tool_calls"].as_array().into_iter().flatten() {
-            let entry = self
-                .calls
-                .entry(call["index"].as_u64().unwrap_or(0))
-                .or_default();
-            if let Some(id) = call["id"].as_str().filter(|id| !id.is_empty()) {
-                entry.id = id.to_owned();
-            }
-            if let Some(name) = call["function"]["name"].as_str().filter(|n| !n.is_empty()) {
-                entry.name = name.to_owned();
-            }
-            if let Some(piece) = call["function"]["arguments"].as_str() {
-                entry.arguments.push_str(piece);
-            }
-        }
-        if let Some(finish) = choice["finish_reason"].as_str() {
+        self.calls.apply(chunk);
+        if let Some(finish) = finish_reason(chunk) {
             self.finish = Some(finish.to_owned());
         }
-        out
     }
 
     /// The closing events (the tool calls, the stop reason and usage), once.
@@ -162,18 +112,13 @@ impl Translator {
         self.ended = true;
         self.start("", &mut out);
         self.close_text(&mut out);
-        for (position, call) in std::mem::take(&mut self.calls).into_values().enumerate() {
+        for call in self.calls.take("toolu_") {
             let index = self.next_block;
             self.next_block += 1;
-            let id = if call.id.is_empty() {
-                format!("toolu_{position}_{}", uuid::Uuid::new_v4().simple())
-            } else {
-                call.id
-            };
             out.push(event(
                 "content_block_start",
-                &json!({"type": "content_block_start", "index": index,
-                    "content_block": {"type": "tool_use", "id": id, "name": call.name, "input": {}}}),
+                &json!({"type": "content_block_start", "index": index, "content_block":
+                    {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}}),
             ));
             out.push(event(
                 "content_block_delta",
@@ -186,10 +131,11 @@ impl Translator {
                 &json!({"type": "content_block_stop", "index": index}),
             ));
         }
-        let mut usage = super::reply::usage(&self.completion_usage);
-        if self.completion_usage.is_null() {
-            usage = json!({"output_tokens": 0});
-        }
+        let usage = if self.completion_usage.is_null() {
+            json!({"output_tokens": 0})
+        } else {
+            super::reply::usage(&self.completion_usage)
+        };
         out.push(event(
             "message_delta",
             &json!({"type": "message_delta", "delta": {
@@ -199,8 +145,28 @@ impl Translator {
         out.push(event("message_stop", &json!({"type": "message_stop"})));
         out
     }
+}
 
-    /// The stream ended without `[DONE]`: closed if the answer had finished, otherwise an error.
+impl StreamTranslator for Translator {
+    fn on_event(&mut self, raw: &[u8]) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        match read_event(raw) {
+            None => {}
+            Some(ChatEvent::Comment(comment)) => out.push(comment),
+            Some(ChatEvent::Done) => out.extend(self.finish()),
+            Some(ChatEvent::Error(message, _)) => {
+                self.ended = true;
+                out.push(event("error", &super::error_body(502, &message)));
+            }
+            Some(ChatEvent::Chunk(chunk)) => self.on_chunk(&chunk, &mut out),
+        }
+        out
+    }
+
+    /// Closed if the answer had finished, otherwise an error.
     fn end_of_input(&mut self) -> Vec<Bytes> {
         if self.ended {
             return Vec::new();
@@ -219,57 +185,10 @@ impl Translator {
     }
 }
 
-struct State {
-    input: BoxStream<'static, Result<Bytes, std::io::Error>>,
-    splitter: SseSplitter,
-    translator: Translator,
-    pending: VecDeque<Bytes>,
-    done: bool,
-}
-
 /// Translates a chat SSE body stream into Anthropic's events.
 pub fn translate(
     input: BoxStream<'static, Result<Bytes, std::io::Error>>,
     model: &str,
 ) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
-    let state = State {
-        input,
-        splitter: SseSplitter::default(),
-        translator: Translator::new(model),
-        pending: VecDeque::new(),
-        done: false,
-    };
-    futures_util::stream::unfold(state, |mut state| async move {
-        loop {
-            if let Some(next) = state.pending.pop_front() {
-                return Some((Ok(next), state));
-            }
-            if state.done {
-                return None;
-            }
-            match state.input.next().await {
-                Some(Ok(bytes)) => {
-                    state.splitter.push(&bytes);
-                    while let Some(raw) = state.splitter.next_event() {
-                        let events = state.translator.on_event(&raw);
-                        state.pending.extend(events);
-                    }
-                }
-                Some(Err(error)) => {
-                    state.done = true;
-                    return Some((Err(error), state));
-                }
-                None => {
-                    state.done = true;
-                    if let Some(rest) = state.splitter.finish() {
-                        let events = state.translator.on_event(&rest);
-                        state.pending.extend(events);
-                    }
-                    let events = state.translator.end_of_input();
-                    state.pending.extend(events);
-                }
-            }
-        }
-    })
-    .boxed()
+    translate_stream(input, Translator::new(model))
 }

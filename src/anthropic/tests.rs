@@ -2,6 +2,7 @@ use serde_json::{json, Value};
 
 use super::events::Translator;
 use super::*;
+use crate::openai::translate::StreamTranslator;
 
 fn chat(request: Value) -> Value {
     let converted = to_chat(request.to_string().as_bytes()).expect("translates");

@@ -7,34 +7,26 @@
 //! event; SSE comments (keep-alives) pass through. When the response completes, `on_done` gets it
 //! (the surface stores it for `previous_response_id`).
 
-use std::collections::{BTreeMap, VecDeque};
-
 use axum::body::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use super::reply;
-use crate::openai::sse::{event_data, SseSplitter};
+use crate::openai::translate::{
+    finish_reason, read_event, text_delta, translate_stream, ChatEvent, StreamTranslator, ToolCalls,
+};
 
 /// Called with the finished response; the stream sends its last event only once the returned
 /// future is done (a client that continues at once with `previous_response_id` finds it).
 pub type OnDone = Box<dyn FnOnce(Value) -> BoxFuture<'static, ()> + Send>;
-
-#[derive(Default)]
-struct Call {
-    id: String,
-    name: String,
-    arguments: String,
-}
 
 pub struct Translator {
     response: Value,
     sequence: u64,
     started: bool,
     text: Option<String>,
-    calls: BTreeMap<u64, Call>,
+    calls: ToolCalls,
     finish: Option<String>,
     completion_usage: Value,
     ended: bool,
@@ -50,7 +42,7 @@ impl Translator {
             sequence: 0,
             started: false,
             text: None,
-            calls: BTreeMap::new(),
+            calls: ToolCalls::default(),
             finish: None,
             completion_usage: Value::Null,
             ended: false,
@@ -76,43 +68,12 @@ impl Translator {
         out.push(self.event("response.in_progress", json!({"response": response})));
     }
 
-    pub fn on_event(&mut self, raw: &[u8]) -> Vec<Bytes> {
-        let mut out = Vec::new();
-        if self.ended {
-            return out;
-        }
-        let Some(data) = event_data(raw) else {
-            if raw.starts_with(b":") {
-                out.push(Bytes::copy_from_slice(raw));
-            }
-            return out;
-        };
-        if data.trim() == "[DONE]" {
-            out.extend(self.finish());
-            return out;
-        }
-        let Ok(chunk) = serde_json::from_str::<Value>(&data) else {
-            return out;
-        };
-        if let Some(error) = chunk.get("error") {
-            self.ended = true;
-            let message = crate::anthropic::reply::error_message(data.as_bytes());
-            let code = error["code"].clone();
-            out.push(self.event(
-                "error",
-                json!({"code": code, "message": message, "param": null}),
-            ));
-            return out;
-        }
-        self.start(&mut out);
+    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<Bytes>) {
+        self.start(out);
         if chunk["usage"].is_object() {
             self.completion_usage = chunk.clone();
         }
-        let choice = &chunk["choices"][0];
-        if let Some(piece) = choice["delta"]["content"]
-            .as_str()
-            .filter(|t| !t.is_empty())
-        {
+        if let Some(piece) = text_delta(chunk) {
             let item_id = reply::message_id(&self.response);
             if self.text.is_none() {
                 self.text = Some(String::new());
@@ -138,29 +99,10 @@ impl Translator {
                 "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []}),
             ));
         }
-        for call in choice["delta"]["tool_calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let entry = self
-                .calls
-                .entry(call["index"].as_u64().unwrap_or(0))
-                .or_default();
-            if let Some(id) = call["id"].as_str().filter(|id| !id.is_empty()) {
-                entry.id = id.to_owned();
-            }
-            if let Some(name) = call["function"]["name"].as_str().filter(|n| !n.is_empty()) {
-                entry.name = name.to_owned();
-            }
-            if let Some(piece) = call["function"]["arguments"].as_str() {
-                entry.arguments.push_str(piece);
-            }
-        }
-        if let Some(finish) = choice["finish_reason"].as_str() {
+        self.calls.apply(chunk);
+        if let Some(finish) = finish_reason(chunk) {
             self.finish = Some(finish.to_owned());
         }
-        out
     }
 
     /// The closing events, once: the text item's `.done` events, the calls, the final response.
@@ -192,14 +134,9 @@ impl Translator {
             ));
             output.push(item);
         }
-        for (position, call) in std::mem::take(&mut self.calls).into_values().enumerate() {
+        for call in self.calls.take("call_") {
             let index = output.len();
-            let call_id = if call.id.is_empty() {
-                format!("call_{position}_{}", uuid::Uuid::new_v4().simple())
-            } else {
-                call.id
-            };
-            let done = reply::call_item(&call_id, &call.name, &call.arguments);
+            let done = reply::call_item(&call.id, &call.name, &call.arguments);
             let mut added = done.clone();
             added["arguments"] = json!("");
             added["status"] = json!("in_progress");
@@ -243,6 +180,30 @@ impl Translator {
         }
         out
     }
+}
+
+impl StreamTranslator for Translator {
+    fn on_event(&mut self, raw: &[u8]) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        if self.ended {
+            return out;
+        }
+        match read_event(raw) {
+            None => {}
+            Some(ChatEvent::Comment(comment)) => out.push(comment),
+            Some(ChatEvent::Done) => out.extend(self.finish()),
+            Some(ChatEvent::Error(message, error)) => {
+                self.ended = true;
+                let code = error["code"].clone();
+                out.push(self.event(
+                    "error",
+                    json!({"code": code, "message": message, "param": null}),
+                ));
+            }
+            Some(ChatEvent::Chunk(chunk)) => self.on_chunk(&chunk, &mut out),
+        }
+        out
+    }
 
     fn end_of_input(&mut self) -> Vec<Bytes> {
         if self.ended {
@@ -258,14 +219,10 @@ impl Translator {
                 "message": "The upstream's stream ended before the answer was complete."}),
         )]
     }
-}
 
-struct State {
-    input: BoxStream<'static, Result<Bytes, std::io::Error>>,
-    splitter: SseSplitter,
-    translator: Translator,
-    pending: VecDeque<Bytes>,
-    done: bool,
+    fn pending_work(&mut self) -> Option<BoxFuture<'static, ()>> {
+        self.writing.take()
+    }
 }
 
 /// Translates a chat SSE body stream into the Responses API's events.
@@ -273,50 +230,5 @@ pub fn translate(
     input: BoxStream<'static, Result<Bytes, std::io::Error>>,
     translator: Translator,
 ) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
-    let state = State {
-        input,
-        splitter: SseSplitter::default(),
-        translator,
-        pending: VecDeque::new(),
-        done: false,
-    };
-    futures_util::stream::unfold(state, |mut state| async move {
-        loop {
-            if let Some(next) = state.pending.pop_front() {
-                return Some((Ok(next), state));
-            }
-            if state.done {
-                return None;
-            }
-            match state.input.next().await {
-                Some(Ok(bytes)) => {
-                    state.splitter.push(&bytes);
-                    while let Some(raw) = state.splitter.next_event() {
-                        let events = state.translator.on_event(&raw);
-                        state.pending.extend(events);
-                    }
-                    if let Some(writing) = state.translator.writing.take() {
-                        writing.await;
-                    }
-                }
-                Some(Err(error)) => {
-                    state.done = true;
-                    return Some((Err(error), state));
-                }
-                None => {
-                    state.done = true;
-                    if let Some(rest) = state.splitter.finish() {
-                        let events = state.translator.on_event(&rest);
-                        state.pending.extend(events);
-                    }
-                    let events = state.translator.end_of_input();
-                    state.pending.extend(events);
-                    if let Some(writing) = state.translator.writing.take() {
-                        writing.await;
-                    }
-                }
-            }
-        }
-    })
-    .boxed()
+    translate_stream(input, translator)
 }

@@ -2,6 +2,7 @@ use serde_json::{json, Value};
 
 use super::events::Translator;
 use super::*;
+use crate::openai::translate::StreamTranslator;
 
 fn translated(request: Value) -> Value {
     let Value::Object(request) = request else {

@@ -6,10 +6,9 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use axum::Extension;
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use crate::anthropic::{self, events, reply};
@@ -18,6 +17,7 @@ use crate::error::ProxyError;
 use super::auth::RequestContext;
 use super::chat::route_mode;
 use super::extract::{ApiPath, LimitedBody};
+use super::surface::{self, CoreAnswer};
 use super::SharedState;
 
 const ROUTE: &str = "/v1/messages";
@@ -82,73 +82,26 @@ async fn handle(
         Ok(response) => translate(response, &model).await,
         Err(error) => anthropic::error_response(&error),
     };
-    name_dropped_tools(response.headers_mut(), &dropped_tools);
+    surface::name_dropped_tools(response.headers_mut(), &dropped_tools);
     response
-}
-
-/// `x-memproxy-dropped-tools`: the offered tools a Chat Completions upstream cannot run.
-pub fn name_dropped_tools(headers: &mut HeaderMap, names: &[String]) {
-    if names.is_empty() {
-        return;
-    }
-    let printable: String = names
-        .join(", ")
-        .chars()
-        .filter(|c| c.is_ascii() && !c.is_ascii_control())
-        .take(500)
-        .collect();
-    if let Ok(value) = HeaderValue::from_str(&printable) {
-        headers.insert("x-memproxy-dropped-tools", value);
-    }
 }
 
 /// A Chat Completions answer (whole, streamed or an error) in Anthropic's shape; memproxy's own
 /// headers and the request id are kept.
 async fn translate(response: Response, model: &str) -> Response {
-    let (parts, body) = response.into_parts();
-    let mut headers = HeaderMap::new();
-    for (name, value) in &parts.headers {
-        let name_text = name.as_str();
-        if name_text.starts_with("x-memproxy-")
-            || name_text == "x-request-id"
-            || name_text == "x-upstream-request-id"
-        {
-            headers.append(name.clone(), value.clone());
-        }
+    let answer = CoreAnswer::of(response);
+    if answer.status.is_success() && answer.streamed {
+        let input = CoreAnswer::into_stream(answer.body);
+        return surface::event_stream(answer.status, answer.kept, events::translate(input, model));
     }
-    let streamed = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    if parts.status.is_success() && streamed {
-        let input = body
-            .into_data_stream()
-            .map(|chunk| chunk.map_err(std::io::Error::other))
-            .boxed();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        return build(
-            parts.status,
-            headers,
-            Body::from_stream(events::translate(input, model)),
-        );
-    }
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+    let bytes = match axum::body::to_bytes(answer.body, usize::MAX).await {
         Ok(bytes) => bytes,
         Err(error) => {
             let error = ProxyError::UpstreamBroken(error.to_string());
             return anthropic::error_response(&error);
         }
     };
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    let out = if parts.status.is_success() {
+    let out = if answer.status.is_success() {
         match serde_json::from_slice::<Value>(&bytes) {
             Ok(completion) if completion["choices"][0]["message"].is_object() => {
                 reply::message(&completion, model)
@@ -161,16 +114,9 @@ async fn translate(response: Response, model: &str) -> Response {
             }
         }
     } else {
-        anthropic::error_body(parts.status.as_u16(), &reply::error_message(&bytes))
+        anthropic::error_body(answer.status.as_u16(), &reply::error_message(&bytes))
     };
-    build(parts.status, headers, Body::from(out.to_string()))
-}
-
-fn build(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
+    surface::json(answer.status, answer.kept, &out)
 }
 
 /// `POST /v1/messages/count_tokens`: the prompt's tokens as memproxy counts them (cl100k).

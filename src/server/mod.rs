@@ -20,6 +20,7 @@ mod responses;
 mod routes;
 mod simulate;
 mod stream;
+mod surface;
 
 use std::collections::HashMap;
 use std::future::IntoFuture;

@@ -8,12 +8,11 @@
 
 use std::sync::Arc;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Extension;
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 use crate::error::ProxyError;
@@ -27,6 +26,7 @@ use crate::store::{now_ms, UserScope};
 use super::auth::RequestContext;
 use super::chat::route_mode;
 use super::extract::{ApiPath, LimitedBody};
+use super::surface::{self, CoreAnswer};
 use super::SharedState;
 
 const ROUTE: &str = "/v1/responses";
@@ -113,7 +113,7 @@ async fn handle(
     let response =
         super::chat::handle(state, context, mode, headers, chat_body.into(), ROUTE).await?;
     let mut response = translate(response, skeleton, log).await?;
-    super::messages::name_dropped_tools(response.headers_mut(), &translated.dropped_tools);
+    surface::name_dropped_tools(response.headers_mut(), &translated.dropped_tools);
     Ok(response)
 }
 
@@ -159,47 +159,25 @@ async fn translate(
     skeleton: Value,
     log: Logger,
 ) -> Result<Response, ProxyError> {
-    let (parts, body) = response.into_parts();
-    let mut headers = HeaderMap::new();
-    for (name, value) in &parts.headers {
-        let text = name.as_str();
-        if text.starts_with("x-memproxy-")
-            || text == "x-request-id"
-            || text == "x-upstream-request-id"
-        {
-            headers.append(name.clone(), value.clone());
-        }
-    }
-    let streamed = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.starts_with("text/event-stream"));
-    if !parts.status.is_success() {
+    let answer = CoreAnswer::of(response);
+    if !answer.status.is_success() {
         // The upstream's (or memproxy's) error, already in the OpenAI shape this API uses.
-        return Ok(build(parts.status, parts.headers, body));
+        return Ok(surface::build(
+            answer.status,
+            answer.all_headers,
+            answer.body,
+        ));
     }
-    if streamed {
-        let input = body
-            .into_data_stream()
-            .map(|chunk| chunk.map_err(std::io::Error::other))
-            .boxed();
+    if answer.streamed {
+        let input = CoreAnswer::into_stream(answer.body);
         let translator = Translator::new(
             skeleton,
             Some(Box::new(move |done| Box::pin(log.log(done)))),
         );
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        return Ok(build(
-            parts.status,
-            headers,
-            Body::from_stream(events::translate(input, translator)),
-        ));
+        let events = events::translate(input, translator);
+        return Ok(surface::event_stream(answer.status, answer.kept, events));
     }
-    let bytes = axum::body::to_bytes(body, usize::MAX)
+    let bytes = axum::body::to_bytes(answer.body, usize::MAX)
         .await
         .map_err(|error| ProxyError::UpstreamBroken(error.to_string()))?;
     let completion: Value = serde_json::from_slice(&bytes)
@@ -210,27 +188,31 @@ async fn translate(
         })?;
     let done = reply::complete(skeleton, &completion);
     log.log(done.clone()).await;
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Ok(build(parts.status, headers, Body::from(done.to_string())))
+    Ok(surface::json(answer.status, answer.kept, &done))
 }
 
-fn build(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
-}
-
-fn json_response(value: &Value) -> Response {
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    build(StatusCode::OK, headers, Body::from(value.to_string()))
+/// This user's logged response `id`, or a 404.
+async fn stored_response(
+    state: &SharedState,
+    context: &RequestContext,
+    headers: &HeaderMap,
+    id: &str,
+    delete: bool,
+) -> Result<Value, ProxyError> {
+    let scope = user_scope(context, headers, None)?;
+    let lookup = id.to_owned();
+    let found = state
+        .memory
+        .blocking(move |store, _| {
+            let found = store.response(&scope, &lookup)?;
+            if delete && found.is_some() {
+                store.delete_response(&scope, &lookup)?;
+            }
+            Ok(found)
+        })
+        .await?;
+    let stored = found.ok_or_else(|| ProxyError::ResourceNotFound(format!("Response '{id}'")))?;
+    Ok(serde_json::from_str(&stored.body).unwrap_or(Value::Null))
 }
 
 /// `GET /v1/responses/{id}`: this user's logged response.
@@ -240,15 +222,8 @@ pub async fn get(
     Extension(context): Extension<RequestContext>,
     headers: HeaderMap,
 ) -> Result<Response, ProxyError> {
-    let scope = user_scope(&context, &headers, None)?;
-    let lookup = id.clone();
-    let found = state
-        .memory
-        .blocking(move |store, _| Ok(store.response(&scope, &lookup)?))
-        .await?;
-    let stored = found.ok_or_else(|| ProxyError::ResourceNotFound(format!("Response '{id}'")))?;
-    let body: Value = serde_json::from_str(&stored.body).unwrap_or(Value::Null);
-    Ok(json_response(&body))
+    let body = stored_response(&state, &context, &headers, &id, false).await?;
+    Ok(surface::json(StatusCode::OK, HeaderMap::new(), &body))
 }
 
 /// `DELETE /v1/responses/{id}`.
@@ -258,16 +233,7 @@ pub async fn delete(
     Extension(context): Extension<RequestContext>,
     headers: HeaderMap,
 ) -> Result<Response, ProxyError> {
-    let scope = user_scope(&context, &headers, None)?;
-    let lookup = id.clone();
-    let deleted = state
-        .memory
-        .blocking(move |store, _| Ok(store.delete_response(&scope, &lookup)?))
-        .await?;
-    if !deleted {
-        return Err(ProxyError::ResourceNotFound(format!("Response '{id}'")));
-    }
-    Ok(json_response(
-        &json!({"id": id, "object": "response.deleted", "deleted": true}),
-    ))
+    stored_response(&state, &context, &headers, &id, true).await?;
+    let deleted = json!({"id": id, "object": "response.deleted", "deleted": true});
+    Ok(surface::json(StatusCode::OK, HeaderMap::new(), &deleted))
 }

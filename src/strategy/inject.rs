@@ -158,10 +158,7 @@ pub fn strip_blocks(text: &str) -> String {
 /// message that is nothing but such blocks is kept whole.
 pub fn user_words(text: &str) -> &str {
     let mut rest = text.trim_start();
-    loop {
-        let Some(after_open) = rest.strip_prefix('<') else {
-            break;
-        };
+    while let Some(after_open) = rest.strip_prefix('<') {
         let Some(name_end) = after_open.find('>') else {
             break;
         };

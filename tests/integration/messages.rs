@@ -276,3 +276,30 @@ async fn count_tokens_counts_the_translated_prompt() {
     assert!(long["input_tokens"].as_u64() > short["input_tokens"].as_u64());
     assert!(h.mock.requests().is_empty(), "counted locally");
 }
+
+#[tokio::test]
+async fn client_context_in_front_of_a_message_is_not_stored_as_the_users_words() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    let told = messages(
+        &h,
+        "/implicit/v1/messages",
+        "kai",
+        ask("<system-reminder>\nToday's date is 2026-12-01.\n</system-reminder>\n\n\nKiki is my parrot."),
+    )
+    .await;
+    assert_eq!(told.status(), 200);
+    // The scripted memory LLM makes each stored user message a fact: what it got is the user's
+    // words alone.
+    eventually("the fact is extracted", || async {
+        memories(&h, "kai").await == ["Kiki is my parrot."]
+    })
+    .await;
+    // The chat model still got the whole message.
+    let seen = h
+        .mock
+        .chat_requests(None)
+        .first()
+        .cloned()
+        .expect("request");
+    assert!(seen.to_string().contains("Today's date is 2026-12-01."));
+}

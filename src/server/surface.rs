@@ -1,0 +1,103 @@
+//! What every translating API surface (`messages`, `responses`) does with the core's Chat
+//! Completions answer before putting it in its own shape: keep memproxy's headers and the request
+//! ids, tell a stream from a whole body, hand the stream on as bytes, build the answer, and name
+//! the tools that were left out.
+
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::Response;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+
+/// The core's answer taken apart for translation.
+pub struct CoreAnswer {
+    pub status: StatusCode,
+    /// All of the core's headers (for relaying an error as it is).
+    pub all_headers: HeaderMap,
+    /// The headers a translated answer keeps: `x-memproxy-*`, `x-request-id`,
+    /// `x-upstream-request-id`.
+    pub kept: HeaderMap,
+    pub streamed: bool,
+    pub body: Body,
+}
+
+impl CoreAnswer {
+    pub fn of(response: Response) -> CoreAnswer {
+        let (parts, body) = response.into_parts();
+        let mut kept = HeaderMap::new();
+        for (name, value) in &parts.headers {
+            let text = name.as_str();
+            if text.starts_with("x-memproxy-")
+                || text == "x-request-id"
+                || text == "x-upstream-request-id"
+            {
+                kept.append(name.clone(), value.clone());
+            }
+        }
+        let streamed = parts
+            .headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        CoreAnswer {
+            status: parts.status,
+            all_headers: parts.headers,
+            kept,
+            streamed,
+            body,
+        }
+    }
+
+    /// The body as a byte stream (for a stream translator).
+    pub fn into_stream(body: Body) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
+        body.into_data_stream()
+            .map(|chunk| chunk.map_err(std::io::Error::other))
+            .boxed()
+    }
+}
+
+/// An SSE answer with the kept headers.
+pub fn event_stream(
+    status: StatusCode,
+    mut headers: HeaderMap,
+    events: BoxStream<'static, Result<Bytes, std::io::Error>>,
+) -> Response {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    build(status, headers, Body::from_stream(events))
+}
+
+/// A JSON answer with the kept headers.
+pub fn json(status: StatusCode, mut headers: HeaderMap, value: &serde_json::Value) -> Response {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    build(status, headers, Body::from(value.to_string()))
+}
+
+pub fn build(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// `x-memproxy-dropped-tools`: the offered tools a Chat Completions upstream cannot run.
+pub fn name_dropped_tools(headers: &mut HeaderMap, names: &[String]) {
+    if names.is_empty() {
+        return;
+    }
+    let printable: String = names
+        .join(", ")
+        .chars()
+        .filter(|c| c.is_ascii() && !c.is_ascii_control())
+        .take(500)
+        .collect();
+    if let Ok(value) = HeaderValue::from_str(&printable) {
+        headers.insert("x-memproxy-dropped-tools", value);
+    }
+}
