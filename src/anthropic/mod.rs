@@ -81,20 +81,16 @@ pub fn to_chat(body: &[u8]) -> Result<Translated, ProxyError> {
     out.insert("model".into(), json!(model));
     out.insert("messages".into(), Value::Array(chat));
     out.insert("max_tokens".into(), Value::Number(max_tokens));
-    for (from, to) in [
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("top_k", "top_k"),
-        ("stop_sequences", "stop"),
-    ] {
-        if let Some(value) = request.get(from).filter(|v| !v.is_null()) {
-            out.insert(to.into(), value.clone());
-        }
-    }
-    if request.get("stream") == Some(&Value::Bool(true)) {
-        out.insert("stream".into(), json!(true));
-        out.insert("stream_options".into(), json!({"include_usage": true}));
-    }
+    crate::openai::translate::carry_settings(
+        &request,
+        &mut out,
+        &[
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("top_k", "top_k"),
+            ("stop_sequences", "stop"),
+        ],
+    );
     match &request.get("metadata").unwrap_or(&Value::Null)["user_id"] {
         Value::Null => {}
         Value::String(user) => {

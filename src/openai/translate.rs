@@ -61,6 +61,28 @@ pub fn finish_reason(chunk: &Value) -> Option<&str> {
     chunk["choices"][0]["finish_reason"].as_str()
 }
 
+/// Copies the settings another API shares with Chat Completions into a translated request
+/// (`(their name, Chat Completions name)`, nulls left out), and asks for usage on a stream (the
+/// other API's stream reports it).
+pub fn carry_settings(
+    from: &serde_json::Map<String, Value>,
+    into: &mut serde_json::Map<String, Value>,
+    names: &[(&str, &str)],
+) {
+    for (theirs, ours) in names {
+        if let Some(value) = from.get(*theirs).filter(|v| !v.is_null()) {
+            into.insert((*ours).into(), value.clone());
+        }
+    }
+    if from.get("stream") == Some(&Value::Bool(true)) {
+        into.insert("stream".into(), Value::Bool(true));
+        into.insert(
+            "stream_options".into(),
+            serde_json::json!({"include_usage": true}),
+        );
+    }
+}
+
 /// One tool call, gathered from its deltas.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct GatheredCall {

@@ -89,21 +89,17 @@ pub fn to_chat(
     let mut out = Map::new();
     out.insert("model".into(), json!(model));
     out.insert("messages".into(), Value::Array(messages));
-    for (from, to) in [
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("max_output_tokens", "max_tokens"),
-        ("parallel_tool_calls", "parallel_tool_calls"),
-        ("user", "user"),
-    ] {
-        if let Some(value) = request.get(from).filter(|v| !v.is_null()) {
-            out.insert(to.into(), value.clone());
-        }
-    }
-    if request.get("stream") == Some(&Value::Bool(true)) {
-        out.insert("stream".into(), json!(true));
-        out.insert("stream_options".into(), json!({"include_usage": true}));
-    }
+    crate::openai::translate::carry_settings(
+        request,
+        &mut out,
+        &[
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("max_output_tokens", "max_tokens"),
+            ("parallel_tool_calls", "parallel_tool_calls"),
+            ("user", "user"),
+        ],
+    );
     let mut dropped_tools = Vec::new();
     if let Some(tools) = request.get("tools").filter(|t| !t.is_null()) {
         let (tools, dropped) = convert_tools(tools)?;
