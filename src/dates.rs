@@ -65,6 +65,18 @@ pub fn timestamp(ms: i64) -> String {
     )
 }
 
+/// `YYYY-MM-DDTHH:MM:SSZ` (RFC 3339, UTC) of a millisecond timestamp.
+pub fn rfc3339(ms: i64) -> String {
+    let seconds = ms.div_euclid(1000).rem_euclid(86_400);
+    format!(
+        "{}T{:02}:{:02}:{:02}Z",
+        ymd(ms),
+        seconds / 3600,
+        seconds / 60 % 60,
+        seconds % 60
+    )
+}
+
 /// Milliseconds at the start (UTC) of a `YYYY-MM-DD` date (anything after the date is ignored).
 pub fn parse_ymd(text: &str) -> Option<i64> {
     let date = text.trim().get(..10)?;

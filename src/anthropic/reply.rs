@@ -95,3 +95,26 @@ pub fn error_message(body: &[u8]) -> String {
     });
     found.unwrap_or_else(|| text.chars().take(500).collect())
 }
+
+/// An OpenAI model list (`{"data": [{"id", "created"}]}`) as Anthropic's
+/// (`{"data": [{"type": "model", "id", "display_name", "created_at"}], "has_more", "first_id",
+/// "last_id"}`).
+pub fn models(list: &Value) -> Value {
+    let data: Vec<Value> = list["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|model| {
+            let id = model["id"].as_str()?;
+            let created = model["created"].as_i64().unwrap_or(0) * 1000;
+            Some(json!({"type": "model", "id": id, "display_name": id,
+                "created_at": crate::dates::rfc3339(created)}))
+        })
+        .collect();
+    json!({
+        "first_id": data.first().map(|m| m["id"].clone()),
+        "last_id": data.last().map(|m| m["id"].clone()),
+        "has_more": false,
+        "data": data,
+    })
+}

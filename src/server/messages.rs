@@ -159,3 +159,56 @@ pub async fn count_tokens(body: Result<LimitedBody, ProxyError>) -> Response {
         Err(error) => anthropic::error_response(&error),
     }
 }
+
+/// `GET /v1/models` from an Anthropic client (it sends `anthropic-version`): the upstream's list
+/// in Anthropic's shape. Any other client gets the upstream's list relayed as it is.
+pub async fn models(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    request: axum::extract::Request,
+) -> Response {
+    if !request.headers().contains_key("anthropic-version") {
+        return match super::relay::default_route(State(state), Extension(context), request).await {
+            Ok(response) => response,
+            Err(error) => axum::response::IntoResponse::into_response(error),
+        };
+    }
+    let mut headers = request.headers().clone();
+    for name in ANTHROPIC_HEADERS {
+        headers.remove(name);
+    }
+    let authorization = state.upstream.authorization(
+        context.client_authorization.as_ref(),
+        !state.tenant_keys.is_empty(),
+    );
+    let headers = crate::upstream::request_headers(&headers, authorization, false);
+    let listed = async {
+        let response = state
+            .upstream
+            .send(
+                axum::http::Method::GET,
+                "/models",
+                headers,
+                Bytes::new().into(),
+            )
+            .await?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| ProxyError::UpstreamBroken(e.to_string()))?;
+        Ok::<_, ProxyError>((status, body))
+    };
+    match listed.await {
+        Ok((status, body)) if status.is_success() => {
+            let list: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            surface::json(status, HeaderMap::new(), &reply::models(&list))
+        }
+        Ok((status, body)) => surface::json(
+            status,
+            HeaderMap::new(),
+            &anthropic::error_body(status.as_u16(), &reply::error_message(&body)),
+        ),
+        Err(error) => anthropic::error_response(&error),
+    }
+}

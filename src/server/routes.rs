@@ -26,6 +26,7 @@ pub fn router(state: SharedState) -> Router {
             "/v1/responses/{id}",
             get(responses::get).delete(responses::delete),
         )
+        .route("/v1/models", get(messages::models))
         .route("/v1/messages", post(messages::default_route))
         .route("/{mode}/v1/messages", post(messages::mode_route))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))

@@ -78,6 +78,7 @@ async fn official_anthropic_sdk_works_through_memproxy() {
             "tools",
             "stream-tools",
             "tool-result",
+            "models",
             "count-tokens",
             "rate-limit",
             "bad-request",

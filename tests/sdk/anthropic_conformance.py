@@ -54,6 +54,10 @@ followed = client.messages.create(model="mock-model", max_tokens=50, tools=tools
 assert followed.content[0].type == "text", followed
 print("ok tool-result")
 
+models = client.models.list()
+assert [m.id for m in models.data] == ["mock-model"] and models.data[0].type == "model", models
+print("ok models")
+
 count = client.messages.count_tokens(model="mock-model", messages=messages)
 assert count.input_tokens > 0, count
 print("ok count-tokens")
