@@ -167,6 +167,31 @@ pub async fn models(
     Extension(context): Extension<RequestContext>,
     request: axum::extract::Request,
 ) -> Response {
+    list_models(state, context, request).await
+}
+
+/// `GET /{mode}/v1/models`, the same for a client whose base URL names a mode.
+pub async fn mode_models(
+    State(state): State<SharedState>,
+    ApiPath(mode): ApiPath<String>,
+    Extension(context): Extension<RequestContext>,
+    request: axum::extract::Request,
+) -> Response {
+    if let Err(error) = route_mode(&mode, "/v1/models") {
+        return if request.headers().contains_key("anthropic-version") {
+            anthropic::error_response(&error)
+        } else {
+            axum::response::IntoResponse::into_response(error)
+        };
+    }
+    list_models(state, context, request).await
+}
+
+async fn list_models(
+    state: SharedState,
+    context: RequestContext,
+    request: axum::extract::Request,
+) -> Response {
     if !request.headers().contains_key("anthropic-version") {
         return match super::relay::default_route(State(state), Extension(context), request).await {
             Ok(response) => response,

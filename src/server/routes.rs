@@ -27,6 +27,7 @@ pub fn router(state: SharedState) -> Router {
             get(responses::get).delete(responses::delete),
         )
         .route("/v1/models", get(messages::models))
+        .route("/{mode}/v1/models", get(messages::mode_models))
         .route("/v1/messages", post(messages::default_route))
         .route("/{mode}/v1/messages", post(messages::mode_route))
         .route("/v1/messages/count_tokens", post(messages::count_tokens))

@@ -303,3 +303,46 @@ async fn client_context_in_front_of_a_message_is_not_stored_as_the_users_words()
         .expect("request");
     assert!(seen.to_string().contains("Today's date is 2026-12-01."));
 }
+
+#[tokio::test]
+async fn an_anthropic_client_lists_models_in_its_shape_under_a_mode_prefix_too() {
+    let h = harness_with(|_| {}).await;
+    for path in ["/v1/models", "/implicit/v1/models"] {
+        let listed: Value = h
+            .client
+            .get(h.url(path))
+            .header("anthropic-version", "2023-06-01")
+            .send()
+            .await
+            .expect("answer")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(listed["data"][0]["type"], "model", "{path}: {listed}");
+        assert_eq!(listed["first_id"], "mock-model");
+        assert_eq!(listed["data"][0]["created_at"], "1970-01-01T00:00:00Z");
+    }
+    // Without the header: the upstream's own list, relayed.
+    let relayed: Value = h
+        .client
+        .get(h.url("/implicit/v1/models"))
+        .send()
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(relayed["object"], "list");
+    let unknown = h
+        .client
+        .get(h.url("/telepathy/v1/models"))
+        .header("anthropic-version", "2023-06-01")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(unknown.status(), 404);
+    assert_eq!(
+        unknown.json::<Value>().await.expect("json")["error"]["type"],
+        "not_found_error"
+    );
+}
