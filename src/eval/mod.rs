@@ -10,6 +10,7 @@ pub mod score;
 pub mod store_stats;
 mod strategies;
 pub mod tap;
+pub mod work;
 
 use clap::{Args, Subcommand};
 use serde::Deserialize;

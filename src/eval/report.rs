@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::run::{PairResult, RunArgs, Work};
+use super::run::{PairResult, RunArgs};
 use super::store_stats::StoreStats;
+use super::work::Work;
 use crate::bench::quantile_ms;
 
 #[derive(Clone, Debug, Default, Serialize)]

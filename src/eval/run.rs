@@ -18,6 +18,7 @@ use tokio::net::TcpListener;
 use super::dataset::{self, Conversation, Format};
 use super::score;
 use super::tap::{Call, Tap};
+use super::work::{account, Work};
 use crate::config::{Config, Secret};
 use crate::dates;
 use crate::mode::Mode;
@@ -89,38 +90,6 @@ pub struct RunArgs {
     /// Cap on each memory LLM answer (extraction, reconcile, summary).
     #[arg(long, default_value_t = 512)]
     pub memory_max_tokens: u32,
-}
-
-/// Calls and tokens of one kind of upstream work.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Work {
-    pub calls: u64,
-    pub prompt_tokens: u64,
-    pub completion_tokens: u64,
-    /// Of `prompt_tokens`, what the upstream served from its prompt cache, counted over the
-    /// `cache_reported` calls whose upstream said so.
-    #[serde(default)]
-    pub cached_tokens: u64,
-    #[serde(default)]
-    pub cache_reported: u64,
-    /// The prompts' length and the part byte-identical to the previous chat call's start
-    /// (cl100k tokens; see `tap::Call`).
-    #[serde(default)]
-    pub prompt_text_tokens: u64,
-    #[serde(default)]
-    pub shared_prefix_tokens: u64,
-}
-
-impl Work {
-    pub fn add(&mut self, other: &Work) {
-        self.calls += other.calls;
-        self.prompt_tokens += other.prompt_tokens;
-        self.completion_tokens += other.completion_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.cache_reported += other.cache_reported;
-        self.prompt_text_tokens += other.prompt_text_tokens;
-        self.shared_prefix_tokens += other.shared_prefix_tokens;
-    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -306,32 +275,6 @@ fn book(pair: &mut PairResult, mode: Mode, answer: &Answer) {
         .sum();
     pair.overhead_ms.push((answer.total_ms - waited).max(0.0));
     pair.total_ms.push(answer.total_ms);
-}
-
-/// Adds up the pair's upstream calls by kind. In explicit mode the first chat call of each client
-/// request is the answer's and the others are agent steps (memory work).
-fn account(pair: &mut PairResult, mode: Mode, calls: &[Call], requests: &[(usize, usize)]) {
-    let answering: HashSet<usize> = requests
-        .iter()
-        .filter_map(|(from, to)| {
-            (*from..*to).find(|&i| calls.get(i).is_some_and(|c| c.kind == "chat"))
-        })
-        .collect();
-    for (index, call) in calls.iter().enumerate() {
-        let kind = match call.kind.as_str() {
-            "chat" if mode == Mode::Explicit && !answering.contains(&index) => "agent_step",
-            other => other,
-        };
-        pair.work.entry(kind.to_owned()).or_default().add(&Work {
-            calls: 1,
-            prompt_tokens: call.prompt_tokens,
-            completion_tokens: call.completion_tokens,
-            cached_tokens: call.cached_tokens.unwrap_or(0),
-            cache_reported: u64::from(call.cached_tokens.is_some()),
-            prompt_text_tokens: call.prompt_text_tokens,
-            shared_prefix_tokens: call.shared_prefix_tokens,
-        });
-    }
 }
 
 /// Replays one conversation through one strategy on fresh memory.
