@@ -183,9 +183,15 @@ fn system_prompt(conversation: &Conversation, time_ms: Option<i64>) -> String {
     }
 }
 
-/// Waits until the post-processing queue is empty: the next session must find what it learned.
+/// Waits until what the last exchanges set off is done (their hooks, which queue extraction, and
+/// agents' background saves) and the post-processing queue is empty: the next session must find
+/// what it learned.
 async fn drain(server: &crate::server::RunningServer) -> anyhow::Result<()> {
     for _ in 0..36_000 {
+        if !server.state.after_exchange.is_empty() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
         let pending = server
             .state
             .memory

@@ -102,7 +102,7 @@ impl ExchangeRecorder {
         for hook in &self.state.hooks {
             let (hook, exchange) = (Arc::clone(hook), exchange.clone());
             self.state
-                .tasks
+                .after_exchange
                 .spawn(async move { hook.on_exchange(exchange).await });
         }
     }

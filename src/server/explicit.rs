@@ -39,7 +39,7 @@ pub async fn handle(
         headers: request_headers(&headers, authorization, false),
     };
     let agents = Arc::clone(&state.agents);
-    let tasks = state.tasks.clone();
+    let tasks = state.after_exchange.clone();
     // The turn changes memory: it runs to completion even if the client goes away. A background
     // save it needs runs after it, in a task of its own (never delaying the answer).
     let mut turn = state.tasks.spawn(async move {

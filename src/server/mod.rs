@@ -53,8 +53,12 @@ pub struct AppState {
     pub memory: Arc<MemoryService>,
     /// Explicit-mode agents (they share the memory layer).
     pub agents: Arc<crate::agent::Agents>,
-    /// Background work (post-processing); drained on shutdown.
+    /// Background work (post-processing workers, maintenance, agent turns); drained on shutdown.
     pub tasks: TaskTracker,
+    /// What runs after an exchange has been answered (its hooks: recording it, queueing its
+    /// extraction; an agent's background save). Drained first on shutdown, and awaited by
+    /// `memproxy eval` before it looks at what memory learned.
+    pub after_exchange: TaskTracker,
     /// SHA-256 of each proxy key → tenant. Empty: auth off.
     pub tenant_keys: HashMap<[u8; 32], String>,
     /// Set when serving a non-loopback address without proxy keys (the operator opted in):
@@ -80,6 +84,7 @@ impl AppState {
             agents: Arc::new(crate::agent::Agents::new(Arc::clone(&memory), &config)?),
             memory,
             tasks: TaskTracker::new(),
+            after_exchange: TaskTracker::new(),
             config,
         }))
     }
@@ -191,8 +196,12 @@ impl RunningServer {
                 serving.abort();
             }
         }
+        // Exchanges' hooks first: they queue durable jobs the workers may still pick up. Then
+        // the rest, and the hooks again: an agent turn finishing meanwhile may start a save.
+        drain(&self.state.after_exchange, grace).await;
         self.stop_maintenance.cancel();
         drain(&self.state.tasks, grace).await;
+        drain(&self.state.after_exchange, grace).await;
     }
 }
 
