@@ -70,10 +70,7 @@ impl Agents {
             status,
             super::state::clip(&answer.content, 300),
         );
-        record.prompt_tokens = answer.usage.prompt_tokens as i64;
-        record.completion_tokens = answer.usage.completion_tokens as i64;
-        record.cached_tokens = answer.cached_tokens.map(|n| n as i64);
-        record.latency_ms = latency;
+        super::turn::fill(record, &answer, latency);
         if let Some(text) = &reply {
             turn.buffer.push(AgentMessage {
                 role: "assistant".to_owned(),

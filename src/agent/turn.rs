@@ -267,9 +267,7 @@ impl Agents {
             };
             retried_overflow = false;
             self.calibrate(&turn.model, estimated, answer.usage.prompt_tokens as usize);
-            usage.prompt_tokens += answer.usage.prompt_tokens;
-            usage.completion_tokens += answer.usage.completion_tokens;
-            usage.total_tokens += answer.usage.total_tokens;
+            usage.add(&answer.usage);
             let mut calls = answer.tool_calls.clone();
             if calls.is_empty() {
                 // A call written as text counts, but only of a tool offered in this step.
@@ -450,9 +448,7 @@ impl Agents {
         // No usable answer from the loop: one plain request, then what the agent thought last.
         let (reply, answer) = self.plain_reply(model, input, turn, step + 1).await?;
         calls_made += 1;
-        usage.prompt_tokens += answer.usage.prompt_tokens;
-        usage.completion_tokens += answer.usage.completion_tokens;
-        usage.total_tokens += answer.usage.total_tokens;
+        usage.add(&answer.usage);
         match reply {
             Some(reply) => Ok((reply, Stop::PlainReply, usage, calls_made)),
             None => Ok((thoughts, Stop::MaxSteps, usage, calls_made)),
@@ -554,7 +550,7 @@ impl Offer {
     }
 }
 
-fn fill(record: &mut StepRecord, answer: &ModelAnswer, latency: f64) {
+pub(super) fn fill(record: &mut StepRecord, answer: &ModelAnswer, latency: f64) {
     record.prompt_tokens = answer.usage.prompt_tokens as i64;
     record.completion_tokens = answer.usage.completion_tokens as i64;
     record.cached_tokens = answer.cached_tokens.map(|n| n as i64);

@@ -91,6 +91,15 @@ pub struct Usage {
     pub total_tokens: u64,
 }
 
+impl Usage {
+    /// Adds another call's tokens (a turn of several upstream calls).
+    pub fn add(&mut self, other: &Usage) {
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.total_tokens += other.total_tokens;
+    }
+}
+
 /// Prompt tokens a completion says its server took from its prompt cache: OpenAI and vLLM report
 /// `usage.prompt_tokens_details.cached_tokens`, llama.cpp's server `timings.cache_n`. `None`:
 /// the server does not say.

@@ -31,6 +31,14 @@ pub trait ResponseLog {
     fn response(&self, scope: &UserScope, id: &str) -> StoreResult<Option<StoredResponse>>;
     /// Returns whether it existed.
     fn delete_response(&self, scope: &UserScope, id: &str) -> StoreResult<bool>;
+    /// The chain ending at `id`, newest first, following `previous` links through this user's
+    /// responses, at most `limit` long (one round trip, however long the chain).
+    fn response_chain(
+        &self,
+        scope: &UserScope,
+        id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<StoredResponse>>;
 }
 
 /// The messages of the chain ending at `id`, oldest first: `Ok(None)` if a link is missing
@@ -40,21 +48,24 @@ pub fn chain_messages(
     scope: &UserScope,
     id: &str,
 ) -> StoreResult<Option<Vec<serde_json::Value>>> {
-    let mut parts = Vec::new();
-    let mut next = Some(id.to_owned());
-    while let Some(current) = next {
-        if parts.len() >= MAX_CHAIN {
-            return Err(super::StoreError::Invalid(format!(
-                "the chain of previous responses is longer than {MAX_CHAIN}"
-            )));
-        }
-        let Some(stored) = log.response(scope, &current)? else {
-            return Ok(None);
-        };
-        let messages: Vec<serde_json::Value> = serde_json::from_str(&stored.messages)
-            .map_err(|e| super::StoreError::Invalid(format!("stored response {current}: {e}")))?;
-        parts.push(messages);
-        next = stored.previous;
+    let chain = log.response_chain(scope, id, MAX_CHAIN + 1)?;
+    if chain.len() > MAX_CHAIN {
+        return Err(super::StoreError::Invalid(format!(
+            "the chain of previous responses is longer than {MAX_CHAIN}"
+        )));
     }
-    Ok(Some(parts.into_iter().rev().flatten().collect()))
+    // Complete only if it starts at `id` and ends at a response with no predecessor.
+    let complete = chain.first().is_some_and(|first| first.id == id)
+        && chain.last().is_some_and(|last| last.previous.is_none());
+    if !complete {
+        return Ok(None);
+    }
+    let mut messages = Vec::new();
+    for stored in chain.iter().rev() {
+        let part: Vec<serde_json::Value> = serde_json::from_str(&stored.messages).map_err(|e| {
+            super::StoreError::Invalid(format!("stored response {}: {e}", stored.id))
+        })?;
+        messages.extend(part);
+    }
+    Ok(Some(messages))
 }

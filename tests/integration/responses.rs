@@ -77,14 +77,31 @@ async fn previous_response_id_rebuilds_the_history_of_that_user_only() {
         ]
     );
     // A chain of three.
-    let third_id = second["id"].as_str().expect("id").to_owned();
-    ok(
+    let second_id = second["id"].as_str().expect("id").to_owned();
+    let third = ok(
         &h,
         "ada",
-        json!({"model": "mock-model", "previous_response_id": third_id, "input": "And again?"}),
+        json!({"model": "mock-model", "previous_response_id": second_id, "input": "And again?"}),
     )
     .await;
     assert_eq!(roles_and_texts(&last_seen(&h)).len(), 5);
+    // With its middle link deleted the chain cannot be rebuilt: refused, not continued with a gap.
+    let deleted = h
+        .client
+        .delete(h.url(&format!("/v1/responses/{second_id}")))
+        .header("x-memproxy-user", "ada")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(deleted.status(), 200);
+    let gapped = respond(
+        &h,
+        "/v1/responses",
+        "ada",
+        json!({"model": "mock-model", "previous_response_id": third["id"], "input": "Still?"}),
+    )
+    .await;
+    assert_eq!(gapped.status(), 400);
 
     // Another user can neither continue nor read Ada's responses.
     let stolen = respond(

@@ -25,6 +25,17 @@ pub fn put(tx: &Transaction, scope: &UserScope, response: &StoredResponse) -> St
     Ok(())
 }
 
+/// A row of `response_id, previous, messages, body, created_at`.
+fn stored(row: &rusqlite::Row) -> rusqlite::Result<StoredResponse> {
+    Ok(StoredResponse {
+        id: row.get(0)?,
+        previous: row.get(1)?,
+        messages: row.get(2)?,
+        body: row.get(3)?,
+        created_at_ms: row.get(4)?,
+    })
+}
+
 pub fn get(
     connection: &Connection,
     scope: &UserScope,
@@ -38,17 +49,35 @@ pub fn get(
             "SELECT response_id, previous, messages, body, created_at FROM responses
              WHERE uid = ?1 AND response_id = ?2",
             params![uid, id],
-            |row| {
-                Ok(StoredResponse {
-                    id: row.get(0)?,
-                    previous: row.get(1)?,
-                    messages: row.get(2)?,
-                    body: row.get(3)?,
-                    created_at_ms: row.get(4)?,
-                })
-            },
+            stored,
         )
         .optional()?)
+}
+
+/// The chain from `id` back through `previous` links (newest first), in one recursive query.
+pub fn chain(
+    connection: &Connection,
+    scope: &UserScope,
+    id: &str,
+    limit: usize,
+) -> StoreResult<Vec<StoredResponse>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let mut statement = connection.prepare_cached(
+        "WITH RECURSIVE chain(response_id, previous, messages, body, created_at, depth) AS (
+             SELECT response_id, previous, messages, body, created_at, 0 FROM responses
+             WHERE uid = ?1 AND response_id = ?2
+             UNION ALL
+             SELECT r.response_id, r.previous, r.messages, r.body, r.created_at, chain.depth + 1
+             FROM responses r JOIN chain ON r.uid = ?1 AND r.response_id = chain.previous
+             WHERE chain.depth + 1 < ?3)
+         SELECT response_id, previous, messages, body, created_at FROM chain ORDER BY depth",
+    )?;
+    let rows = statement
+        .query_map(params![uid, id, limit as i64], stored)?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
 }
 
 pub fn delete(tx: &Transaction, scope: &UserScope, id: &str) -> StoreResult<bool> {
@@ -73,5 +102,14 @@ impl crate::store::responses::ResponseLog for super::SqliteStore {
 
     fn delete_response(&self, scope: &UserScope, id: &str) -> StoreResult<bool> {
         self.write(|tx| delete(tx, scope, id))
+    }
+
+    fn response_chain(
+        &self,
+        scope: &UserScope,
+        id: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<StoredResponse>> {
+        self.read(|connection| chain(connection, scope, id, limit))
     }
 }
