@@ -75,6 +75,11 @@ pub struct UpstreamConfig {
     /// Ask for `stream_options.include_usage` on streams to learn token counts; the usage chunk
     /// is removed again before relaying when the client did not ask for it.
     pub observe_stream_usage: bool,
+    /// An upstream that speaks Anthropic's Messages API itself; unset: Messages requests are
+    /// translated to Chat Completions and go to `url`.
+    pub messages: Option<crate::upstream::ApiUpstream>,
+    /// An upstream that speaks the OpenAI Responses API itself; unset: translated to `url`.
+    pub responses: Option<crate::upstream::ApiUpstream>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -141,6 +146,8 @@ impl Default for UpstreamConfig {
             idle_timeout: Duration::from_secs(120),
             total_timeout: Duration::from_secs(1800),
             observe_stream_usage: true,
+            messages: None,
+            responses: None,
         }
     }
 }
@@ -212,6 +219,26 @@ impl Config {
         } else if self.upstream.api_key.is_none() {
             self.upstream.api_key = non_empty("OPENAI_API_KEY").map(Secret::new);
         }
+        for (api, upstream, fallback_key) in [
+            (
+                "MESSAGES",
+                &mut self.upstream.messages,
+                Some("ANTHROPIC_API_KEY"),
+            ),
+            ("RESPONSES", &mut self.upstream.responses, None),
+        ] {
+            if let Some(url) = non_empty(&format!("MEMPROXY_{api}_UPSTREAM_URL")) {
+                upstream.get_or_insert_with(Default::default).url = url;
+            }
+            if let Some(upstream) = upstream.as_mut() {
+                let key = non_empty(&format!("MEMPROXY_{api}_UPSTREAM_API_KEY"));
+                if let Some(key) = key {
+                    upstream.api_key = Some(Secret::new(key));
+                } else if upstream.api_key.is_none() {
+                    upstream.api_key = fallback_key.and_then(non_empty).map(Secret::new);
+                }
+            }
+        }
         if let Some(mode) = non_empty("MEMPROXY_MODE") {
             self.mode = mode
                 .parse()
@@ -262,6 +289,18 @@ impl Config {
                 "upstream.url",
                 "must start with http:// or https://",
             ));
+        }
+        for (key, api) in [
+            ("upstream.messages.url", &self.upstream.messages),
+            ("upstream.responses.url", &self.upstream.responses),
+        ] {
+            if let Some(api) = api {
+                let url = reqwest::Url::parse(&api.url)
+                    .map_err(|error| invalid(key, format!("'{}': {error}", api.url)))?;
+                if !matches!(url.scheme(), "http" | "https") {
+                    return Err(invalid(key, "must start with http:// or https://"));
+                }
+            }
         }
         let timeouts = [
             ("upstream.connect_timeout", self.upstream.connect_timeout),
@@ -474,6 +513,50 @@ mod tests {
         std::fs::write(&file, "[upstream]\nidle_timeout = \"soon\"\n").expect("write");
         let error = Config::load(Some(&file), &no_env, &Overrides::default()).expect_err("bad");
         assert!(error.to_string().contains("idle_timeout"), "{error}");
+    }
+
+    #[test]
+    fn an_upstream_per_api_from_the_file_or_the_environment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("m.toml");
+        std::fs::write(
+            &file,
+            "[upstream.messages]\nurl = \"https://api.anthropic.com/v1\"\n",
+        )
+        .expect("write");
+        let env = env_of(&[
+            ("ANTHROPIC_API_KEY", "sk-ant"),
+            ("MEMPROXY_RESPONSES_UPSTREAM_URL", "http://127.0.0.1:9/v1"),
+            ("MEMPROXY_RESPONSES_UPSTREAM_API_KEY", "sk-resp"),
+        ]);
+        let config = Config::load(Some(&file), &env, &Overrides::default()).expect("loads");
+        let messages = config.upstream.messages.as_ref().expect("messages");
+        assert_eq!(messages.url, "https://api.anthropic.com/v1");
+        assert_eq!(
+            messages.api_key.as_ref().map(Secret::expose),
+            Some("sk-ant")
+        );
+        let responses = config.upstream.responses.as_ref().expect("responses");
+        assert_eq!(responses.url, "http://127.0.0.1:9/v1");
+        assert_eq!(
+            responses.api_key.as_ref().map(Secret::expose),
+            Some("sk-resp")
+        );
+        // Without its section, no key of another API is picked up.
+        let config = Config::load(
+            None,
+            &env_of(&[("ANTHROPIC_API_KEY", "sk-ant")]),
+            &Overrides::default(),
+        )
+        .expect("loads");
+        assert!(config.upstream.messages.is_none());
+        std::fs::write(&file, "[upstream.messages]\nurl = \"ftp://x\"\n").expect("write");
+        let error =
+            Config::load(Some(&file), &env_of(&[]), &Overrides::default()).expect_err("bad");
+        assert!(
+            error.to_string().contains("upstream.messages.url"),
+            "{error}"
+        );
     }
 
     #[test]

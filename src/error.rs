@@ -128,6 +128,12 @@ impl ProxyError {
     }
 }
 
+impl From<crate::store::StoreError> for ProxyError {
+    fn from(error: crate::store::StoreError) -> Self {
+        crate::memory::MemoryError::from(error).into()
+    }
+}
+
 impl From<crate::memory::MemoryError> for ProxyError {
     fn from(error: crate::memory::MemoryError) -> Self {
         use crate::memory::MemoryError;

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method};
 
+use serde::{Deserialize, Serialize};
+
 use crate::config::{Secret, UpstreamConfig};
 use crate::error::ProxyError;
 
@@ -17,7 +19,36 @@ pub struct Upstream {
     /// Base URL without a trailing slash, e.g. `http://127.0.0.1:11434/v1`.
     base: String,
     api_key: Option<Secret>,
+    /// The header that carries `api_key`.
+    auth_header: AuthHeader,
     pub config: UpstreamConfig,
+}
+
+/// An upstream for one API other than Chat Completions (`[upstream.messages]`,
+/// `[upstream.responses]`): requests of that API go there in their own shape, with the timeouts
+/// of `[upstream]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiUpstream {
+    /// Base URL ending in `/v1` (`https://api.anthropic.com/v1`).
+    pub url: String,
+    /// The upstream's key; unset: the client's own key is forwarded when proxy auth is off.
+    #[serde(default)]
+    pub api_key: Option<Secret>,
+    /// How the key is sent; unset: the API's own way (`x-api-key` for Messages, `authorization`
+    /// as `Bearer <key>` for Responses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_header: Option<AuthHeader>,
+}
+
+/// The header an upstream key goes in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AuthHeader {
+    /// `Authorization: Bearer <key>` (OpenAI and most others).
+    Authorization,
+    /// `x-api-key: <key>` (Anthropic).
+    XApiKey,
 }
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus those the
@@ -47,8 +78,59 @@ impl Upstream {
             client,
             base: config.url.trim_end_matches('/').to_owned(),
             api_key: config.api_key.clone(),
+            auth_header: AuthHeader::Authorization,
             config: config.clone(),
         })
+    }
+
+    /// The upstream of one other API (`api`), with the timeouts of `config`; its key goes in
+    /// `api.auth_header`, else in `usual`.
+    pub fn for_api(
+        config: &UpstreamConfig,
+        api: &ApiUpstream,
+        usual: AuthHeader,
+    ) -> Result<Upstream, ProxyError> {
+        let mut upstream = Upstream::new(config)?;
+        upstream.base = api.url.trim_end_matches('/').to_owned();
+        upstream.api_key = api.api_key.clone();
+        upstream.auth_header = api.auth_header.unwrap_or(usual);
+        Ok(upstream)
+    }
+
+    /// Puts the credentials this upstream gets into `headers` (already filtered by
+    /// [`request_headers`], so without the client's `authorization`): the configured key in its
+    /// header, replacing any client `x-api-key`; else, only when proxy auth is off, the client's
+    /// own `authorization` and `x-api-key` (with auth on, the client's key was memproxy's and is
+    /// gone already).
+    pub fn put_credentials(
+        &self,
+        headers: &mut HeaderMap,
+        client_authorization: Option<&HeaderValue>,
+        proxy_auth_enabled: bool,
+    ) {
+        const API_KEY: HeaderName = HeaderName::from_static("x-api-key");
+        if let Some(key) = &self.api_key {
+            headers.remove(header::AUTHORIZATION);
+            headers.remove(API_KEY);
+            let (name, text) = match self.auth_header {
+                AuthHeader::Authorization => {
+                    (header::AUTHORIZATION, format!("Bearer {}", key.expose()))
+                }
+                AuthHeader::XApiKey => (API_KEY, key.expose().to_owned()),
+            };
+            if let Ok(mut value) = HeaderValue::from_str(&text) {
+                value.set_sensitive(true);
+                headers.insert(name, value);
+            }
+            return;
+        }
+        if proxy_auth_enabled {
+            headers.remove(API_KEY);
+            return;
+        }
+        if let Some(value) = client_authorization {
+            headers.insert(header::AUTHORIZATION, value.clone());
+        }
     }
 
     pub fn base_url(&self) -> &str {

@@ -11,6 +11,7 @@
 //! the full history).
 
 pub mod events;
+pub mod native;
 pub mod reply;
 
 use serde_json::{json, Map, Value};
@@ -24,6 +25,9 @@ const UNTRANSLATABLE: [&str; 2] = ["mcp_servers", "container"];
 /// A Messages request as Chat Completions.
 pub struct Translated {
     pub chat: ChatRequest,
+    /// For each message of `chat`, the index of the request message it came from (`None`: the
+    /// top-level `system`).
+    pub origin: Vec<Option<usize>>,
     /// Offered server tools the upstream cannot run: left out, named in
     /// `x-memproxy-dropped-tools`.
     pub dropped_tools: Vec<String>,
@@ -74,8 +78,10 @@ pub fn to_chat(body: &[u8]) -> Result<Translated, ProxyError> {
             chat.push(json!({"role": "system", "content": text}));
         }
     }
+    let mut origin = vec![None; chat.len()];
     for (index, message) in messages.iter().enumerate() {
         convert_message(message, index, &mut chat)?;
+        origin.resize(chat.len(), Some(index));
     }
     let mut out = Map::new();
     out.insert("model".into(), json!(model));
@@ -113,6 +119,7 @@ pub fn to_chat(body: &[u8]) -> Result<Translated, ProxyError> {
         .map_err(|error| ProxyError::Internal(format!("translated request: {error}")))?;
     Ok(Translated {
         chat,
+        origin,
         dropped_tools,
     })
 }

@@ -243,3 +243,67 @@ fn an_error_in_the_stream_becomes_an_error_event() {
     assert_eq!(events[0].1["error"]["message"], "upstream timed out");
     assert!(translator.finish().is_empty());
 }
+
+/// Applies a plan the way the native relay does: translate, then edit the request itself.
+fn planned(request: Value, first_kept: usize, block: Option<crate::strategy::Placement>) -> Value {
+    let translated = to_chat(request.to_string().as_bytes()).expect("translates");
+    let plan = crate::strategy::Plan {
+        first_kept,
+        block: block.map(|placement| ("<memory>m</memory>".to_owned(), placement)),
+    };
+    let Value::Object(mut wire) = request else {
+        panic!("an object")
+    };
+    native::apply(
+        &mut wire,
+        &translated.chat.messages,
+        &translated.origin,
+        &plan,
+    );
+    Value::Object(wire)
+}
+
+#[test]
+fn a_plan_edits_the_request_in_anthropics_shape() {
+    use crate::strategy::Placement;
+    let request = json!({"model": "m", "max_tokens": 8, "system": "Be brief.", "messages": [
+        {"role": "user", "content": "old"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "42"},
+                                     {"type": "text", "text": "new"}]}]});
+    // Neutral: system, user "old", assistant call, tool result, user "new".
+    let system = planned(request.clone(), 1, Some(Placement::System));
+    assert_eq!(system["system"], "Be brief.\n\n<memory>m</memory>");
+    assert_eq!(system["messages"], request["messages"]);
+
+    // In front of the user's words, after the tool results that must come first.
+    let user = planned(request.clone(), 1, Some(Placement::User));
+    assert_eq!(user["messages"][2]["content"][0]["type"], "tool_result");
+    assert_eq!(
+        user["messages"][2]["content"][1]["text"],
+        "<memory>m</memory>"
+    );
+    assert_eq!(user["messages"][2]["content"][2]["text"], "new");
+
+    // A cut inside the call's turn moves back to the user turn before it; the history block
+    // goes in front of what is kept.
+    let cut = planned(request.clone(), 3, Some(Placement::History));
+    let messages = cut["messages"].as_array().expect("messages");
+    assert_eq!(messages[0]["content"], "<memory>m</memory>");
+    assert_eq!(messages[1]["content"], "Noted.");
+    assert_eq!(messages[2], request["messages"][0]);
+
+    let mut plain = request.clone();
+    plain["messages"][0]["content"] = json!("first");
+    plain["messages"][1] = json!({"role": "assistant", "content": "ok"});
+    plain["messages"][2] = json!({"role": "user", "content": "second"});
+    let cut = planned(plain.clone(), 3, None);
+    assert_eq!(cut["messages"], json!([plain["messages"][2]]));
+    let mut bare = plain.clone();
+    bare.as_object_mut().map(|o| o.remove("system"));
+    let user = planned(bare, 1, Some(Placement::User));
+    assert_eq!(
+        user["messages"][2]["content"],
+        "<memory>m</memory>\n\nsecond"
+    );
+}

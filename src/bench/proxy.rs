@@ -7,6 +7,9 @@
 //! `--api messages,responses` measures the Anthropic Messages and Responses surfaces too: the same
 //! question asked in their shape through memproxy (translated to Chat Completions and back, and a
 //! Responses answer logged for `previous_response_id`), against the same direct chat request.
+//! `messages-native` and `responses-native` ask a second memproxy configured with an upstream per
+//! API (`[upstream.messages]`, `[upstream.responses]`, the mock speaking both), against the same
+//! request sent to the mock directly: the same-API relay.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,7 +34,8 @@ pub struct ProxyBench {
     /// Alternating direct/proxy rounds per measurement.
     #[arg(long, default_value_t = 4)]
     rounds: usize,
-    /// APIs asked through memproxy: chat, messages, responses (comma-separated).
+    /// APIs asked through memproxy: chat, messages, responses (translated to the chat upstream),
+    /// messages-native, responses-native (relayed to an upstream of that API); comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "chat")]
     api: Vec<String>,
 }
@@ -60,9 +64,19 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
     config.embedding.provider = crate::embed::EmbeddingProvider::Openai;
     config.embedding.url = mock.base_url();
     config.embedding.dimensions = 64;
+    let mut native_config = config.clone();
+    let api_upstream = crate::upstream::ApiUpstream {
+        url: mock.base_url(),
+        ..Default::default()
+    };
+    native_config.upstream.messages = Some(api_upstream.clone());
+    native_config.upstream.responses = Some(api_upstream);
+    native_config.data_dir = data.path().join("native");
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let server = crate::server::start_on(listener, config, Arc::new(LogExchanges)).await?;
-    let direct_url = format!("{}/chat/completions", mock.base_url());
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let native_server =
+        crate::server::start_on(listener, native_config, Arc::new(LogExchanges)).await?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(256)
         .tcp_nodelay(true)
@@ -76,7 +90,7 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     println!(
-        "{:<16} {:>5}  {:<7} {:>9} {:>9} {:>10}",
+        "{:<24} {:>5}  {:<8} {:>9} {:>9} {:>10}",
         "kind", "conc", "target", "p50", "p99", "req/s"
     );
     for (api, stream) in options
@@ -84,9 +98,19 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
         .iter()
         .flat_map(|api| [(api.as_str(), false), (api.as_str(), true)])
     {
-        let direct_body = request_body("chat", stream)?;
         let body = request_body(api, stream)?;
-        let proxy_url = format!("{}{}", server.url(), path_of(api)?);
+        let (proxy_url, direct_url, direct_body) = match api.strip_suffix("-native") {
+            Some(native) => (
+                format!("{}{}", native_server.url(), path_of(native)?),
+                format!("{}{}", mock.addr_url(), path_of(native)?),
+                body.clone(),
+            ),
+            None => (
+                format!("{}{}", server.url(), path_of(api)?),
+                format!("{}/chat/completions", mock.base_url()),
+                request_body("chat", stream)?,
+            ),
+        };
         // Warm both paths (connections, allocator, lazy statics) before measuring.
         measure(&client, &direct_url, &direct_body, stream, 200, 8).await?;
         measure(&client, &proxy_url, &body, stream, 200, 8).await?;
@@ -123,12 +147,12 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
             let proxy_row = summarize(&mut proxied, proxy_wall);
             for (target, row) in [("direct", direct_row), ("memproxy", proxy_row)] {
                 println!(
-                    "{kind:<16} {concurrency:>5}  {target:<7} {:>9.0} {:>9.0} {:>10.0}",
+                    "{kind:<24} {concurrency:>5}  {target:<8} {:>9.0} {:>9.0} {:>10.0}",
                     row.p50, row.p99, row.throughput
                 );
             }
             println!(
-                "{kind:<16} {concurrency:>5}  {:<7} {:>+9.0} {:>+9.0} {:>+9.1}%",
+                "{kind:<24} {concurrency:>5}  {:<8} {:>+9.0} {:>+9.0} {:>+9.1}%",
                 "overhead",
                 proxy_row.p50 - direct_row.p50,
                 proxy_row.p99 - direct_row.p99,
@@ -144,6 +168,7 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
         );
     }
     server.shutdown().await;
+    native_server.shutdown().await;
     Ok(())
 }
 
@@ -152,14 +177,16 @@ const QUESTION: &str = "Say something short about benchmarks, please.";
 
 /// The same question in each API's shape.
 fn request_body(api: &str, stream: bool) -> anyhow::Result<Value> {
-    Ok(match api {
+    Ok(match api.trim_end_matches("-native") {
         "chat" => json!({"model": "mock-model", "stream": stream, "messages": [
             {"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]}),
         "messages" => json!({"model": "mock-model", "stream": stream, "max_tokens": 64,
             "system": SYSTEM, "messages": [{"role": "user", "content": QUESTION}]}),
         "responses" => json!({"model": "mock-model", "stream": stream,
             "instructions": SYSTEM, "input": QUESTION}),
-        other => anyhow::bail!("unknown API '{other}' (chat, messages, responses)"),
+        other => anyhow::bail!(
+            "unknown API '{other}' (chat, messages, responses, messages-native, responses-native)"
+        ),
     })
 }
 

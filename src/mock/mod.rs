@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 mod completion;
+mod native;
 
 use completion::{cached_prefix, sse_response, words, Completion, StreamEnd};
 
@@ -122,6 +123,8 @@ impl MockUpstream {
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
+            .route("/v1/messages", post(native::messages))
+            .route("/v1/responses", post(native::responses))
             .route("/v1/embeddings", post(embeddings))
             .fallback(any(echo))
             .with_state(Arc::clone(&state));
@@ -140,6 +143,11 @@ impl MockUpstream {
     /// Base URL to configure as `upstream.url`.
     pub fn base_url(&self) -> String {
         format!("http://{}/v1", self.addr)
+    }
+
+    /// `http://addr`, in front of a full path (`/v1/messages`).
+    pub fn addr_url(&self) -> String {
+        format!("http://{}", self.addr)
     }
 
     pub fn push(&self, reply: Reply) {

@@ -67,6 +67,42 @@ pub struct FunctionDelta {
     pub arguments: Option<String>,
 }
 
+/// Reads a streamed answer, event by event (each event's `data:` payload), into the neutral
+/// replies the recall log and hooks get, whichever API's events they are. The relay forwards the
+/// events themselves; a watch only looks.
+pub trait Watch: Send {
+    fn observe(&mut self, data: &str);
+    /// The stream reached its natural end.
+    fn finished(&self) -> bool;
+    /// The upstream reported an error inside the stream.
+    fn error(&self) -> Option<String>;
+    fn replies(&self) -> Vec<AssistantReply>;
+    fn usage(&self) -> Option<Usage>;
+    /// The event that ends a broken stream, in this API's shape.
+    fn error_event(&self, error: &crate::error::ProxyError) -> bytes::Bytes;
+}
+
+impl Watch for StreamAccumulator {
+    fn observe(&mut self, data: &str) {
+        self.observe_data(data);
+    }
+    fn finished(&self) -> bool {
+        StreamAccumulator::finished(self)
+    }
+    fn error(&self) -> Option<String> {
+        self.error.as_ref().map(|error| error.to_string())
+    }
+    fn replies(&self) -> Vec<AssistantReply> {
+        StreamAccumulator::replies(self)
+    }
+    fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+    fn error_event(&self, error: &crate::error::ProxyError) -> bytes::Bytes {
+        error.sse_event()
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct StreamAccumulator {
     choices: BTreeMap<u32, ChoiceState>,

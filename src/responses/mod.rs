@@ -12,6 +12,7 @@
 //! `reasoning`, `include`, `truncation` and cache hints are dropped.
 
 pub mod events;
+pub mod native;
 pub mod reply;
 
 use serde_json::{json, Map, Value};
@@ -24,6 +25,9 @@ use crate::openai::ChatRequest;
 pub struct Translated {
     pub chat: ChatRequest,
     pub new_messages: Vec<Value>,
+    /// For each message of `chat`, the index of the `input` item it came from (`None`:
+    /// `instructions`, the history of `previous_response_id`, or a string `input`).
+    pub origin: Vec<Option<usize>>,
     /// Offered tools the upstream cannot run (built-in tools, tool namespaces): left out, and
     /// named to the client in `x-memproxy-dropped-tools`.
     pub dropped_tools: Vec<String>,
@@ -63,8 +67,8 @@ pub fn to_chat(
             "background",
         ));
     }
-    let new_messages = match request.get("input") {
-        Some(Value::String(text)) => vec![json!({"role": "user", "content": text})],
+    let (new_messages, item_origin) = match request.get("input") {
+        Some(Value::String(text)) => (vec![json!({"role": "user", "content": text})], vec![None]),
         Some(Value::Array(items)) => convert_items(items)?,
         _ => {
             return Err(ProxyError::invalid(
@@ -85,6 +89,8 @@ pub fn to_chat(
         }
     }
     messages.extend(history);
+    let mut origin = vec![None; messages.len()];
+    origin.extend(item_origin);
     messages.extend(new_messages.iter().cloned());
     let mut out = Map::new();
     out.insert("model".into(), json!(model));
@@ -121,6 +127,7 @@ pub fn to_chat(
     Ok(Translated {
         chat,
         new_messages,
+        origin,
         dropped_tools,
     })
 }
@@ -137,9 +144,13 @@ fn bad(param: &str, problem: &str) -> ProxyError {
     ProxyError::invalid(format!("{param}: {problem}"), Some(param))
 }
 
-fn convert_items(items: &[Value]) -> Result<Vec<Value>, ProxyError> {
+/// The items as Chat Completions messages, and for each message the item it starts at.
+fn convert_items(items: &[Value]) -> Result<(Vec<Value>, Vec<Option<usize>>), ProxyError> {
     let mut chat: Vec<Value> = Vec::new();
+    let mut origin = Vec::new();
     for (index, item) in items.iter().enumerate() {
+        // The messages the previous item started.
+        origin.resize(chat.len(), index.checked_sub(1));
         let at = format!("input[{index}]");
         let kind = item["type"]
             .as_str()
@@ -194,7 +205,8 @@ fn convert_items(items: &[Value]) -> Result<Vec<Value>, ProxyError> {
             }
         }
     }
-    Ok(chat)
+    origin.resize(chat.len(), items.len().checked_sub(1));
+    Ok((chat, origin))
 }
 
 fn convert_message(item: &Value, at: &str) -> Result<Value, ProxyError> {

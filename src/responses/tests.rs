@@ -127,3 +127,69 @@ fn a_stream_becomes_response_events_and_reports_the_finished_response() {
         json!({"role": "assistant", "content": "Hi there"})
     );
 }
+
+fn planned(request: Value, first_kept: usize, block: Option<crate::strategy::Placement>) -> Value {
+    let Value::Object(mut wire) = request else {
+        panic!("an object")
+    };
+    let translated = to_chat(&wire, Vec::new()).expect("translates");
+    let plan = crate::strategy::Plan {
+        first_kept,
+        block: block.map(|placement| ("<memory>m</memory>".to_owned(), placement)),
+    };
+    native::apply(
+        &mut wire,
+        &translated.chat.messages,
+        &translated.origin,
+        &plan,
+    );
+    Value::Object(wire)
+}
+
+#[test]
+fn a_plan_edits_the_request_in_the_responses_shape() {
+    use crate::strategy::Placement;
+    let text = planned(
+        json!({"model": "m", "input": "hi"}),
+        0,
+        Some(Placement::User),
+    );
+    assert_eq!(text["input"], "<memory>m</memory>\n\nhi");
+    let text = planned(
+        json!({"model": "m", "input": "hi"}),
+        0,
+        Some(Placement::History),
+    );
+    assert_eq!(text["input"][0]["content"], "<memory>m</memory>");
+    assert_eq!(text["input"][2]["content"], "hi");
+    let system = planned(
+        json!({"model": "m", "instructions": "Be brief.", "input": "hi"}),
+        1,
+        Some(Placement::System),
+    );
+    assert_eq!(system["instructions"], "Be brief.\n\n<memory>m</memory>");
+
+    let items = json!([
+        {"role": "user", "content": "old"},
+        {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c", "output": "42"},
+        {"role": "user", "content": [{"type": "input_text", "text": "new"}]}]);
+    // Neutral: user "old", assistant call, tool output, user "new". A cut at the output moves
+    // back to the message before the call.
+    let cut = planned(
+        json!({"model": "m", "input": items}),
+        2,
+        Some(Placement::User),
+    );
+    assert_eq!(cut["input"][0], items[0]);
+    assert_eq!(cut["input"][3]["content"][0]["text"], "<memory>m</memory>");
+    let cut = planned(json!({"model": "m", "input": items}), 3, None);
+    assert_eq!(cut["input"], json!([items[3]]));
+    // With previous_response_id the upstream holds the chain: nothing is dropped.
+    let chained = planned(
+        json!({"model": "m", "previous_response_id": "resp_1", "input": items}),
+        3,
+        None,
+    );
+    assert_eq!(chained["input"], items);
+}

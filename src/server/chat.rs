@@ -15,8 +15,8 @@ use crate::error::ProxyError;
 use crate::hooks::Outcome;
 use crate::identity::{resolve_mode, Scope};
 use crate::mode::Mode;
-use crate::openai::accumulate::AssistantReply;
-use crate::openai::{ChatRequest, CompletionView, StreamOptions};
+use crate::openai::accumulate::{AssistantReply, StreamAccumulator, Watch};
+use crate::openai::{ChatRequest, CompletionView, StreamOptions, Usage};
 use crate::upstream::{request_headers, response_headers};
 
 use super::auth::RequestContext;
@@ -26,7 +26,7 @@ use super::stream::{TeeSettings, TeeStream};
 use super::SharedState;
 
 const ROUTE: &str = "/v1/chat/completions";
-const MODE_RESPONSE_HEADER: HeaderName = HeaderName::from_static("x-memproxy-mode");
+pub const MODE_RESPONSE_HEADER: HeaderName = HeaderName::from_static("x-memproxy-mode");
 
 pub async fn default_route(
     State(state): State<SharedState>,
@@ -141,13 +141,55 @@ pub async fn handle(
         Err(error) => return Err(recorder.fail(None, error)),
     };
 
-    let status = upstream.status();
     let mut relayed = response_headers(upstream.headers());
     relayed.insert(
         MODE_RESPONSE_HEADER,
         HeaderValue::from_static(mode.as_str()),
     );
     rewrite_headers(&mut relayed, mode, &rewrite);
+    let reading = Reading {
+        watch: Box::<StreamAccumulator>::default(),
+        whole: Box::new(completion_replies),
+        strip_usage,
+    };
+    relay_answer(
+        &state,
+        upstream,
+        relayed,
+        recorder,
+        wants_stream,
+        reading,
+        deadline,
+    )
+    .await
+}
+
+/// Reads a whole answer's replies and usage.
+pub type ReadWhole = Box<dyn FnOnce(&[u8]) -> (Vec<AssistantReply>, Option<Usage>) + Send>;
+
+/// How an answer in one API's shape is read into the neutral replies for the recorder.
+pub struct Reading {
+    /// For a stream: reads its events.
+    pub watch: Box<dyn Watch>,
+    /// For a whole body: its replies and usage.
+    pub whole: ReadWhole,
+    /// Remove usage from a Chat Completions stream: memproxy asked for it, the client did not.
+    pub strip_usage: bool,
+}
+
+/// Relays the upstream's answer (a stream event by event, or the whole body) as it came, except
+/// for `relayed` headers, while the recorder learns the reply; the error of a broken or stalled
+/// answer ends it, and is recorded.
+pub async fn relay_answer(
+    state: &SharedState,
+    upstream: reqwest::Response,
+    mut relayed: HeaderMap,
+    mut recorder: ExchangeRecorder,
+    wants_stream: bool,
+    reading: Reading,
+    deadline: tokio::time::Instant,
+) -> Result<Response, ProxyError> {
+    let status = upstream.status();
     let is_event_stream = upstream
         .headers()
         .get(header::CONTENT_TYPE)
@@ -158,7 +200,8 @@ pub async fn handle(
         relayed.insert("x-accel-buffering", HeaderValue::from_static("no"));
         relayed.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         let settings = TeeSettings {
-            strip_usage,
+            watch: reading.watch,
+            strip_usage: reading.strip_usage,
             idle_timeout: state.upstream.config.idle_timeout,
             total_timeout: state.upstream.config.total_timeout,
             deadline,
@@ -183,20 +226,8 @@ pub async fn handle(
         }
     };
     if status.is_success() {
-        let view: CompletionView = serde_json::from_slice(&bytes).unwrap_or_default();
-        let replies = view
-            .choices
-            .iter()
-            .filter_map(|choice| {
-                let message = choice.message.as_ref()?;
-                Some(AssistantReply::from_message(
-                    choice.index,
-                    message,
-                    choice.finish_reason.clone(),
-                ))
-            })
-            .collect();
-        recorder.finish(replies, view.usage, Outcome::Completed);
+        let (replies, usage) = (reading.whole)(&bytes);
+        recorder.finish(replies, usage, Outcome::Completed);
     } else {
         let outcome = Outcome::UpstreamFailed {
             status: Some(status.as_u16()),
@@ -207,8 +238,26 @@ pub async fn handle(
     Ok(build_response(status, relayed, Body::from(bytes)))
 }
 
+/// The replies of a whole Chat Completions answer.
+fn completion_replies(bytes: &[u8]) -> (Vec<AssistantReply>, Option<Usage>) {
+    let view: CompletionView = serde_json::from_slice(bytes).unwrap_or_default();
+    let replies = view
+        .choices
+        .iter()
+        .filter_map(|choice| {
+            let message = choice.message.as_ref()?;
+            Some(AssistantReply::from_message(
+                choice.index,
+                message,
+                choice.finish_reason.clone(),
+            ))
+        })
+        .collect();
+    (replies, view.usage)
+}
+
 /// What the strategy did, for clients and comparisons (architecture §2).
-fn rewrite_headers(headers: &mut HeaderMap, mode: Mode, rewrite: &crate::strategy::Rewrite) {
+pub fn rewrite_headers(headers: &mut HeaderMap, mode: Mode, rewrite: &crate::strategy::Rewrite) {
     if mode == Mode::Passthrough {
         return;
     }
@@ -240,7 +289,7 @@ fn rewrite_headers(headers: &mut HeaderMap, mode: Mode, rewrite: &crate::strateg
     }
 }
 
-fn build_response(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
+pub fn build_response(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
     let mut response = Response::new(body);
     *response.status_mut() = status;
     *response.headers_mut() = headers;

@@ -6,17 +6,23 @@
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::response::Response;
 use axum::Extension;
 use serde_json::{json, Value};
 
+use std::sync::Arc;
+
 use crate::anthropic::{self, events, reply};
 use crate::error::ProxyError;
+use crate::identity::resolve_mode;
+use crate::mode::Mode;
+use crate::upstream::Upstream;
 
 use super::auth::RequestContext;
-use super::chat::route_mode;
+use super::chat::{route_mode, Reading};
 use super::extract::{ApiPath, LimitedBody};
+use super::native::Native;
 use super::surface::{self, CoreAnswer};
 use super::SharedState;
 
@@ -57,13 +63,76 @@ pub async fn mode_route(
 async fn handle(
     state: SharedState,
     context: RequestContext,
-    mode: Option<crate::mode::Mode>,
+    mode: Option<Mode>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(upstream) = state.messages_upstream.clone() {
+        match resolve_mode(&headers, mode, state.config.mode) {
+            Ok(Mode::Explicit) => {}
+            Ok(mode) => return native(state, context, mode, headers, body, upstream).await,
+            Err(error) => return anthropic::error_response(&error),
+        }
+    }
+    translated(state, context, mode, headers, body).await
+}
+
+/// To an upstream that speaks Messages: memory applied in Anthropic's shape, the answer relayed.
+async fn native(
+    state: SharedState,
+    context: RequestContext,
+    mode: Mode,
+    headers: HeaderMap,
+    body: Bytes,
+    upstream: Arc<Upstream>,
+) -> Response {
+    let read = anthropic::to_chat(&body).and_then(|translated| {
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(Value::Object(wire)) => Ok((translated, wire)),
+            _ => Err(ProxyError::Internal("unreadable request".to_owned())),
+        }
+    });
+    let answered = match read {
+        Ok((translated, wire)) => {
+            let request = Native {
+                route: ROUTE,
+                path: "/messages",
+                upstream,
+                body,
+                wire,
+                neutral: translated.chat,
+                origin: translated.origin,
+                apply: anthropic::native::apply,
+                reading: Reading {
+                    watch: Box::<anthropic::native::MessagesWatch>::default(),
+                    whole: Box::new(anthropic::native::whole),
+                    strip_usage: false,
+                },
+            };
+            super::native::handle(state, context, mode, headers, request).await
+        }
+        // Anthropic is the judge of its own API: what memproxy cannot read goes as it is.
+        Err(why) => {
+            let request = (Method::POST, "/messages", body);
+            super::native::relay_raw(&state, &context, &headers, &upstream, request, Some(&why))
+                .await
+        }
+    };
+    answered.unwrap_or_else(|error| anthropic::error_response(&error))
+}
+
+/// To the Chat Completions upstream, translated both ways.
+async fn translated(
+    state: SharedState,
+    context: RequestContext,
+    mode: Option<Mode>,
     mut headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let anthropic::Translated {
         chat,
         dropped_tools,
+        ..
     } = match anthropic::to_chat(&body) {
         Ok(translated) => translated,
         Err(error) => return anthropic::error_response(&error),
@@ -119,8 +188,20 @@ async fn translate(response: Response, model: &str) -> Response {
     surface::json(answer.status, answer.kept, &out)
 }
 
-/// `POST /v1/messages/count_tokens`: the prompt's tokens as memproxy counts them (cl100k).
-pub async fn count_tokens(body: Result<LimitedBody, ProxyError>) -> Response {
+/// `POST /v1/messages/count_tokens`: relayed to a Messages upstream; without one, the prompt's
+/// tokens as memproxy counts them (cl100k).
+pub async fn count_tokens(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    headers: HeaderMap,
+    body: Result<LimitedBody, ProxyError>,
+) -> Response {
+    if let (Some(upstream), Ok(LimitedBody(body))) = (&state.messages_upstream, &body) {
+        let request = (Method::POST, "/messages/count_tokens", body.clone());
+        return super::native::relay_raw(&state, &context, &headers, upstream, request, None)
+            .await
+            .unwrap_or_else(|error| anthropic::error_response(&error));
+    }
     let counted = body.and_then(|LimitedBody(body)| {
         let mut value: Value = serde_json::from_slice(&body).map_err(|error| {
             ProxyError::invalid(format!("The request body is not valid JSON: {error}"), None)
@@ -192,6 +273,19 @@ async fn list_models(
     context: RequestContext,
     request: axum::extract::Request,
 ) -> Response {
+    if let Some(upstream) = &state.messages_upstream {
+        if request.headers().contains_key("anthropic-version") {
+            let path = match request.uri().query() {
+                Some(query) => format!("/models?{query}"),
+                None => "/models".to_owned(),
+            };
+            let headers = request.headers().clone();
+            let request = (Method::GET, path.as_str(), Bytes::new());
+            return super::native::relay_raw(&state, &context, &headers, upstream, request, None)
+                .await
+                .unwrap_or_else(|error| anthropic::error_response(&error));
+        }
+    }
     if !request.headers().contains_key("anthropic-version") {
         return match super::relay::default_route(State(state), Extension(context), request).await {
             Ok(response) => response,

@@ -13,9 +13,11 @@ mod exchange;
 mod explicit;
 mod extract;
 mod messages;
+mod native;
 mod openapi;
 mod ops;
 mod relay;
+mod response_log;
 mod responses;
 mod routes;
 mod simulate;
@@ -39,7 +41,7 @@ use crate::hooks::SharedHook;
 use crate::memory::MemoryService;
 use crate::metrics::Metrics;
 use crate::postprocess::PostProcessor;
-use crate::upstream::Upstream;
+use crate::upstream::{AuthHeader, Upstream};
 
 pub use auth::RequestContext;
 
@@ -47,6 +49,10 @@ pub use auth::RequestContext;
 pub struct AppState {
     pub config: Config,
     pub upstream: Arc<Upstream>,
+    /// `[upstream.messages]`: Messages requests go there in their own shape (else translated).
+    pub messages_upstream: Option<Arc<Upstream>>,
+    /// `[upstream.responses]`: the same for Responses requests.
+    pub responses_upstream: Option<Arc<Upstream>>,
     pub metrics: Arc<Metrics>,
     /// Post-processing hooks, each handed every finished exchange.
     pub hooks: Vec<SharedHook>,
@@ -59,6 +65,9 @@ pub struct AppState {
     /// extraction; an agent's background save). Drained first on shutdown, and awaited by
     /// `memproxy eval` before it looks at what memory learned.
     pub after_exchange: TaskTracker,
+    /// Responses answered whose log write is still under way (read-your-write for
+    /// `previous_response_id`).
+    pub pending_responses: response_log::Pending,
     /// SHA-256 of each proxy key → tenant. Empty: auth off.
     pub tenant_keys: HashMap<[u8; 32], String>,
     /// Set when serving a non-loopback address without proxy keys (the operator opted in):
@@ -75,8 +84,17 @@ impl AppState {
         memory: Arc<MemoryService>,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<SharedState> {
+        let native = |api: &Option<crate::upstream::ApiUpstream>, usual| {
+            api.as_ref()
+                .map(|api| Upstream::for_api(&config.upstream, api, usual).map(Arc::new))
+                .transpose()
+        };
+        let messages_upstream = native(&config.upstream.messages, AuthHeader::XApiKey)?;
+        let responses_upstream = native(&config.upstream.responses, AuthHeader::Authorization)?;
         Ok(Arc::new(AppState {
             upstream: Arc::new(Upstream::new(&config.upstream)?),
+            messages_upstream,
+            responses_upstream,
             metrics,
             tenant_keys: config.tenant_keys()?,
             exposure_warning: std::sync::OnceLock::new(),
@@ -85,6 +103,7 @@ impl AppState {
             memory,
             tasks: TaskTracker::new(),
             after_exchange: TaskTracker::new(),
+            pending_responses: response_log::Pending::default(),
             config,
         }))
     }

@@ -95,7 +95,7 @@ async fn relay(
 /// `idle` or is still sending at `deadline`. A verbatim relay cannot append an error event the
 /// client would understand, so the error aborts the connection: the client sees an incomplete
 /// body at once instead of waiting forever.
-fn cut_when_stalled(
+pub(super) fn cut_when_stalled(
     body: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
     idle: Duration,
     deadline: tokio::time::Instant,

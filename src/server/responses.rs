@@ -10,22 +10,26 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::Response;
 use axum::Extension;
 use serde_json::{json, Value};
 
 use crate::error::ProxyError;
-use crate::identity::Scope;
+use crate::identity::{resolve_mode, Scope};
+use crate::mode::Mode;
 use crate::openai::ChatRequest;
 use crate::responses::events::{self, Translator};
+use crate::responses::native::ResponsesWatch;
 use crate::responses::{self as wire, reply};
-use crate::store::responses::{chain_messages, StoredResponse};
-use crate::store::{now_ms, UserScope};
+use crate::store::UserScope;
+use crate::upstream::Upstream;
 
 use super::auth::RequestContext;
-use super::chat::route_mode;
+use super::chat::{route_mode, Reading};
 use super::extract::{ApiPath, LimitedBody};
+use super::native::Native;
+use super::response_log::{self, Logger};
 use super::surface::{self, CoreAnswer};
 use super::SharedState;
 
@@ -69,20 +73,30 @@ fn user_scope(
 async fn handle(
     state: SharedState,
     context: RequestContext,
-    mode: Option<crate::mode::Mode>,
+    mode: Option<Mode>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ProxyError> {
     let request = wire::parse(&body)?;
     let scope = user_scope(&context, &headers, request.get("user"))?;
+    if let Some(upstream) = state.responses_upstream.clone() {
+        let mode = resolve_mode(&headers, mode, state.config.mode)?;
+        if mode != Mode::Explicit {
+            let call = NativeCall {
+                state,
+                context,
+                mode,
+                headers,
+                body,
+                upstream,
+            };
+            return native(call, request, scope).await;
+        }
+    }
     let history = match request.get("previous_response_id") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(previous)) => {
-            let (lookup, id) = (scope.clone(), previous.clone());
-            let found = state
-                .memory
-                .blocking(move |store, _| Ok(chain_messages(store, &lookup, &id)?))
-                .await?;
+            let found = response_log::chain(&state, &scope, previous).await?;
             found.ok_or_else(|| ProxyError::InvalidRequest {
                 message: format!("Previous response with id '{previous}' not found."),
                 param: Some("previous_response_id".to_owned()),
@@ -117,40 +131,95 @@ async fn handle(
     Ok(response)
 }
 
-/// Writes a finished response into the user's response log before the client gets the end of
-/// it (so a `previous_response_id` sent at once finds it).
-struct Logger {
+struct NativeCall {
     state: SharedState,
-    scope: UserScope,
-    store: bool,
-    previous: Option<String>,
-    new_messages: Vec<Value>,
+    context: RequestContext,
+    mode: Mode,
+    headers: HeaderMap,
+    body: Bytes,
+    upstream: Arc<Upstream>,
 }
 
-impl Logger {
-    async fn log(self, response: Value) {
-        if !self.store || response["status"] == "failed" {
-            return;
-        }
-        let mut messages = self.new_messages;
-        messages.push(reply::assistant_message(&response));
-        let stored = StoredResponse {
-            id: response["id"].as_str().unwrap_or_default().to_owned(),
-            previous: self.previous,
-            messages: Value::Array(messages).to_string(),
-            body: response.to_string(),
-            created_at_ms: now_ms(),
-        };
-        let scope = self.scope;
-        let written = self
-            .state
-            .memory
-            .blocking(move |store, _| Ok(store.put_response(&scope, &stored)?))
+/// To an upstream that speaks Responses: memory applied in this API's shape, the answer relayed.
+/// The upstream keeps the chain of `previous_response_id`; memproxy logs each response's
+/// conversation too (under the upstream's id), so that the strategy and the recall log see the
+/// whole of it. A chain begun elsewhere is seen from where memproxy joined it.
+async fn native(
+    call: NativeCall,
+    request: serde_json::Map<String, Value>,
+    scope: UserScope,
+) -> Result<Response, ProxyError> {
+    let NativeCall {
+        state,
+        context,
+        mode,
+        headers,
+        body,
+        upstream,
+    } = call;
+    let previous = request
+        .get("previous_response_id")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let history = match &previous {
+        Some(previous) => response_log::chain(&state, &scope, previous)
+            .await?
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let translated = match wire::to_chat(&request, history) {
+        Ok(translated) => translated,
+        Err(why) => {
+            let request = (Method::POST, "/responses", body);
+            return super::native::relay_raw(
+                &state,
+                &context,
+                &headers,
+                &upstream,
+                request,
+                Some(&why),
+            )
             .await;
-        if let Err(error) = written {
-            tracing::warn!(%error, "a response could not be logged");
         }
-    }
+    };
+    let log = Arc::new(std::sync::Mutex::new(Some(Logger {
+        state: Arc::clone(&state),
+        scope,
+        store: request.get("store") != Some(&Value::Bool(false)),
+        previous,
+        new_messages: translated.new_messages,
+    })));
+    let log_done = {
+        let log = Arc::clone(&log);
+        move |response: Value| {
+            let logger = log.lock().ok().and_then(|mut l| l.take());
+            if let Some(logger) = logger {
+                logger.log(response);
+            }
+        }
+    };
+    let on_whole = log_done.clone();
+    let request = Native {
+        route: ROUTE,
+        path: "/responses",
+        upstream,
+        body,
+        wire: request,
+        neutral: translated.chat,
+        origin: translated.origin,
+        apply: wire::native::apply,
+        reading: Reading {
+            watch: Box::new(ResponsesWatch::new(Some(Box::new(log_done)))),
+            whole: Box::new(move |bytes: &[u8]| {
+                let response: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+                let read = wire::native::reply_of(&response);
+                on_whole(response);
+                read
+            }),
+            strip_usage: false,
+        },
+    };
+    super::native::handle(state, context, mode, headers, request).await
 }
 
 /// The Chat Completions answer as a Responses answer; errors keep their (shared OpenAI) shape.
@@ -172,7 +241,7 @@ async fn translate(
         let input = CoreAnswer::into_stream(answer.body);
         let translator = Translator::new(
             skeleton,
-            Some(Box::new(move |done| Box::pin(log.log(done)))),
+            Some(Box::new(move |done| Box::pin(async move { log.log(done) }))),
         );
         let events = events::translate(input, translator);
         return Ok(surface::event_stream(answer.status, answer.kept, events));
@@ -187,7 +256,7 @@ async fn translate(
             ProxyError::UpstreamBroken("the upstream's answer is not a chat completion".to_owned())
         })?;
     let done = reply::complete(skeleton, &completion);
-    log.log(done.clone()).await;
+    log.log(done.clone());
     Ok(surface::json(answer.status, answer.kept, &done))
 }
 
@@ -200,17 +269,7 @@ async fn stored_response(
     delete: bool,
 ) -> Result<Value, ProxyError> {
     let scope = user_scope(context, headers, None)?;
-    let lookup = id.to_owned();
-    let found = state
-        .memory
-        .blocking(move |store, _| {
-            let found = store.response(&scope, &lookup)?;
-            if delete && found.is_some() {
-                store.delete_response(&scope, &lookup)?;
-            }
-            Ok(found)
-        })
-        .await?;
+    let found = response_log::stored(state, scope, id, delete).await?;
     let stored = found.ok_or_else(|| ProxyError::ResourceNotFound(format!("Response '{id}'")))?;
     Ok(serde_json::from_str(&stored.body).unwrap_or(Value::Null))
 }
@@ -222,6 +281,11 @@ pub async fn get(
     Extension(context): Extension<RequestContext>,
     headers: HeaderMap,
 ) -> Result<Response, ProxyError> {
+    if let Some(upstream) = &state.responses_upstream {
+        let path = format!("/responses/{id}");
+        let request = (Method::GET, path.as_str(), Bytes::new());
+        return super::native::relay_raw(&state, &context, &headers, upstream, request, None).await;
+    }
     let body = stored_response(&state, &context, &headers, &id, false).await?;
     Ok(surface::json(StatusCode::OK, HeaderMap::new(), &body))
 }
@@ -233,6 +297,16 @@ pub async fn delete(
     Extension(context): Extension<RequestContext>,
     headers: HeaderMap,
 ) -> Result<Response, ProxyError> {
+    if let Some(upstream) = &state.responses_upstream {
+        // memproxy's copy of the conversation goes too (if it has one).
+        match stored_response(&state, &context, &headers, &id, true).await {
+            Ok(_) | Err(ProxyError::ResourceNotFound(_)) => {}
+            Err(error) => return Err(error),
+        }
+        let path = format!("/responses/{id}");
+        let request = (Method::DELETE, path.as_str(), Bytes::new());
+        return super::native::relay_raw(&state, &context, &headers, upstream, request, None).await;
+    }
     stored_response(&state, &context, &headers, &id, true).await?;
     let deleted = json!({"id": id, "object": "response.deleted", "deleted": true});
     Ok(surface::json(StatusCode::OK, HeaderMap::new(), &deleted))

@@ -21,7 +21,7 @@ use tokio::time::{Instant, Sleep};
 
 use crate::error::ProxyError;
 use crate::hooks::Outcome;
-use crate::openai::accumulate::StreamAccumulator;
+use crate::openai::accumulate::Watch;
 use crate::openai::sse::{event_data, SseSplitter};
 
 use super::exchange::ExchangeRecorder;
@@ -30,7 +30,7 @@ pub struct TeeStream {
     upstream: BoxStream<'static, reqwest::Result<Bytes>>,
     splitter: SseSplitter,
     ready: VecDeque<Bytes>,
-    accumulator: StreamAccumulator,
+    accumulator: Box<dyn Watch>,
     /// Remove usage from chunks: memproxy asked for it, the client did not.
     strip_usage: bool,
     idle_timeout: Duration,
@@ -42,6 +42,8 @@ pub struct TeeStream {
 }
 
 pub struct TeeSettings {
+    /// Reads the events into the reply (the API's own reader).
+    pub watch: Box<dyn Watch>,
     pub strip_usage: bool,
     pub idle_timeout: Duration,
     pub total_timeout: Duration,
@@ -60,7 +62,7 @@ impl TeeStream {
             upstream,
             splitter: SseSplitter::default(),
             ready: VecDeque::new(),
-            accumulator: StreamAccumulator::default(),
+            accumulator: settings.watch,
             strip_usage: settings.strip_usage,
             idle_timeout: settings.idle_timeout,
             idle: Box::pin(tokio::time::sleep(settings.idle_timeout)),
@@ -76,7 +78,7 @@ impl TeeStream {
             self.ready.push_back(raw);
             return;
         };
-        self.accumulator.observe_data(&data);
+        self.accumulator.observe(&data);
         if self.strip_usage && data.contains("\"usage\"") {
             match without_usage(&data) {
                 Rewritten::Drop => return,
@@ -93,33 +95,39 @@ impl TeeStream {
     /// Ends the stream with an in-stream error event and reports the failure.
     fn fail(&mut self, error: ProxyError) {
         tracing::warn!(request_id = %self.recorder.request_id(), %error, "stream ended early");
-        self.ready.push_back(error.sse_event());
+        self.ready.push_back(self.accumulator.error_event(&error));
         self.ended = true;
         let outcome = Outcome::UpstreamFailed {
             status: None,
             message: error.to_string(),
         };
-        self.recorder
-            .finish(self.accumulator.replies(), self.accumulator.usage, outcome);
+        self.recorder.finish(
+            self.accumulator.replies(),
+            self.accumulator.usage(),
+            outcome,
+        );
     }
 
     fn upstream_ended(&mut self) {
         if let Some(rest) = self.splitter.finish() {
             self.take_event(rest);
         }
-        if let Some(error) = self.accumulator.error.clone() {
+        if let Some(error) = self.accumulator.error() {
             self.ended = true;
             let outcome = Outcome::UpstreamFailed {
                 status: None,
-                message: error.to_string(),
+                message: error,
             };
-            self.recorder
-                .finish(self.accumulator.replies(), self.accumulator.usage, outcome);
+            self.recorder.finish(
+                self.accumulator.replies(),
+                self.accumulator.usage(),
+                outcome,
+            );
         } else if self.accumulator.finished() {
             self.ended = true;
             self.recorder.finish(
                 self.accumulator.replies(),
-                self.accumulator.usage,
+                self.accumulator.usage(),
                 Outcome::Completed,
             );
         } else {
@@ -181,7 +189,7 @@ impl Drop for TeeStream {
         // Client gone before the end: what was generated so far still goes to the hook.
         self.recorder.finish(
             self.accumulator.replies(),
-            self.accumulator.usage,
+            self.accumulator.usage(),
             Outcome::ClientDisconnected,
         );
     }

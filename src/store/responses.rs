@@ -60,12 +60,17 @@ pub fn chain_messages(
     if !complete {
         return Ok(None);
     }
+    messages_of(&chain).map(Some)
+}
+
+/// The messages of a chain given newest first, oldest first.
+pub fn messages_of(newest_first: &[StoredResponse]) -> StoreResult<Vec<serde_json::Value>> {
     let mut messages = Vec::new();
-    for stored in chain.iter().rev() {
+    for stored in newest_first.iter().rev() {
         let part: Vec<serde_json::Value> = serde_json::from_str(&stored.messages).map_err(|e| {
             super::StoreError::Invalid(format!("stored response {}: {e}", stored.id))
         })?;
         messages.extend(part);
     }
-    Ok(Some(messages))
+    Ok(messages)
 }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::Secret;
 
 pub use inject::Placement;
-pub use preprocess::{prepare, turns_of, Rewrite};
+pub use preprocess::{prepare, turns_of, Plan, Rewrite};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -19,12 +19,26 @@ use crate::store::{Corpus, NewMessage, UserScope};
 pub struct Rewrite {
     /// The request to send upstream; `None`: the client's own, unchanged.
     pub request: Option<ChatRequest>,
+    /// The same change as steps an API surface can apply to its own wire form (set with
+    /// `request`).
+    pub plan: Option<Plan>,
     pub memories: usize,
     pub tokens_before: usize,
     pub tokens_after: usize,
     pub elapsed: Duration,
     /// Why the request went upstream unmodified although the strategy would have changed it.
     pub degraded: Option<String>,
+}
+
+/// What the strategy did to the client's messages, by index into them: an API that is relayed
+/// in its own shape (not translated) applies this to its request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The first conversation message kept: the leading system messages stay, the messages
+    /// between them and this one are dropped (none when it is the first turn).
+    pub first_kept: usize,
+    /// The memory block to add, and where.
+    pub block: Option<(String, super::Placement)>,
 }
 
 /// The conversation turns of a request as the recall log stores them (system prompts and any
@@ -107,17 +121,24 @@ fn build(
         .map(|&i| request.messages[i].clone())
         .collect();
     let memories = block.as_ref().map_or(0, MemoryBlock::count);
-    if let Some(block) = block.filter(|b| !b.is_empty()) {
-        inject::place(
-            &mut messages,
-            &block.render(),
-            config.inject,
-            window.system.len(),
-        );
+    let block = block
+        .filter(|b| !b.is_empty())
+        .map(|block| (block.render(), config.inject));
+    if let Some((text, placement)) = &block {
+        inject::place(&mut messages, text, *placement, window.system.len());
     }
     let tokens_after = compact::total_tokens(&messages);
+    let changed = messages != request.messages;
     Rewrite {
-        request: (messages != request.messages).then(|| ChatRequest {
+        plan: changed.then(|| Plan {
+            first_kept: window
+                .kept
+                .first()
+                .copied()
+                .unwrap_or(request.messages.len()),
+            block,
+        }),
+        request: changed.then(|| ChatRequest {
             messages,
             ..request.clone()
         }),

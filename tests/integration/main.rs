@@ -27,6 +27,7 @@ mod memory;
 mod memory_storage;
 mod memory_transfer;
 mod messages;
+mod native;
 mod quality;
 mod recency;
 mod relay;

@@ -313,3 +313,74 @@ async fn bad_input_gets_openai_shaped_errors() {
         "nothing went upstream"
     );
 }
+
+#[tokio::test]
+async fn the_response_log_is_written_behind_the_answer_and_still_read_at_once() {
+    let h = harness_with(|_| {}).await;
+    let first = ok(&h, "vera", json!({"model": "m", "input": "First."})).await;
+    let first_id = first["id"].as_str().expect("id").to_owned();
+    h.proxy.state.after_exchange.close();
+    h.proxy.state.after_exchange.wait().await;
+    h.proxy.state.after_exchange.reopen();
+
+    // Another writer holds the database: a log write now waits (memproxy's busy timeout is 10 s).
+    let blocker = rusqlite::Connection::open(h.data.path().join("memproxy.db")).expect("open");
+    blocker.execute_batch("BEGIN IMMEDIATE").expect("lock");
+    let second = ok(
+        &h,
+        "vera",
+        json!({"model": "m", "input": "Second.", "previous_response_id": first_id}),
+    )
+    .await;
+    let second_id = second["id"].as_str().expect("id").to_owned();
+    // Chained at once on the pending one, and found by GET, while its write still waits.
+    ok(
+        &h,
+        "vera",
+        json!({"model": "m", "input": "Third.", "previous_response_id": second_id}),
+    )
+    .await;
+    let texts: Vec<String> = roles_and_texts(&last_seen(&h))
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "First.",
+            "echo: First.",
+            "Second.",
+            "echo: Second.",
+            "Third."
+        ]
+    );
+    let got = h
+        .client
+        .get(h.url(&format!("/v1/responses/{second_id}")))
+        .header("x-memproxy-user", "vera")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(got.status(), 200);
+    blocker.execute_batch("COMMIT").expect("unlock");
+
+    // A delete waits for the write it would otherwise overtake; afterwards the id is gone.
+    let deleted = h
+        .client
+        .delete(h.url(&format!("/v1/responses/{second_id}")))
+        .header("x-memproxy-user", "vera")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(deleted.status(), 200);
+    h.proxy.state.after_exchange.close();
+    h.proxy.state.after_exchange.wait().await;
+    let got = h
+        .client
+        .get(h.url(&format!("/v1/responses/{second_id}")))
+        .header("x-memproxy-user", "vera")
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(got.status(), 404);
+}

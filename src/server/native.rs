@@ -1,0 +1,175 @@
+//! An API relayed in its own shape to an upstream that speaks it (`[upstream.messages]`,
+//! `[upstream.responses]`), with memory: the request's neutral form (its translation to Chat
+//! Completions) is what identity, the strategy, the recall log and the hooks see; the strategy's
+//! [`Plan`] is applied to the client's own request, which otherwise goes upstream byte for byte
+//! (and untouched in `passthrough`, or when nothing changed); the answer comes back as the
+//! upstream sent it while the API's [`Watch`] reads it for the recorder.
+//!
+//! Explicit mode does not come here: its agent loop runs on the Chat Completions upstream, and
+//! the API surface translates its answer.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::http::{header, HeaderMap, HeaderValue, Method};
+use axum::response::Response;
+use serde_json::{Map, Value};
+
+use crate::error::ProxyError;
+use crate::identity::Scope;
+use crate::mode::Mode;
+use crate::openai::{ChatMessage, ChatRequest};
+use crate::strategy::Plan;
+use crate::upstream::{request_headers, response_headers, Upstream};
+
+use super::auth::RequestContext;
+use super::chat::{relay_answer, rewrite_headers, Reading, MODE_RESPONSE_HEADER};
+use super::exchange::ExchangeRecorder;
+use super::SharedState;
+
+/// Applies a strategy's plan to an API's request (see `anthropic::native::apply`).
+pub type Apply = fn(&mut Map<String, Value>, &[ChatMessage], &[Option<usize>], &Plan);
+
+/// One request of an API relayed natively.
+pub struct Native {
+    /// The API's route, for metrics (`/v1/messages`).
+    pub route: &'static str,
+    /// The upstream path (`/messages`).
+    pub path: &'static str,
+    pub upstream: Arc<Upstream>,
+    /// The client's request, as bytes and as JSON.
+    pub body: Bytes,
+    pub wire: Map<String, Value>,
+    /// Its neutral form, and for each neutral message the request message it came from.
+    pub neutral: ChatRequest,
+    pub origin: Vec<Option<usize>>,
+    pub apply: Apply,
+    pub reading: Reading,
+}
+
+pub async fn handle(
+    state: SharedState,
+    context: RequestContext,
+    mode: Mode,
+    headers: HeaderMap,
+    native: Native,
+) -> Result<Response, ProxyError> {
+    let started = Instant::now();
+    let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
+    let scope = Scope::identify(&context.tenant, &headers, &native.neutral)?;
+    let wants_stream = native.wire.get("stream") == Some(&Value::Bool(true));
+    let rewrite = crate::strategy::prepare(
+        &state.memory,
+        &state.config.memory,
+        mode,
+        &scope,
+        &native.neutral,
+    )
+    .await;
+    let body = match &rewrite.plan {
+        None => native.body,
+        Some(plan) => {
+            let mut wire = native.wire;
+            (native.apply)(&mut wire, &native.neutral.messages, &native.origin, plan);
+            Bytes::from(serde_json::to_vec(&wire).map_err(|e| ProxyError::Internal(e.to_string()))?)
+        }
+    };
+    let request_id = headers
+        .get("x-request-id")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let mut recorder = ExchangeRecorder::new(
+        Arc::clone(&state),
+        native.route,
+        request_id,
+        scope,
+        mode,
+        Arc::new(native.neutral),
+        started,
+    );
+    let mut upstream_headers = request_headers(&headers, None, false);
+    native.upstream.put_credentials(
+        &mut upstream_headers,
+        context.client_authorization.as_ref(),
+        !state.tenant_keys.is_empty(),
+    );
+    upstream_headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    recorder.pause();
+    let sent = native
+        .upstream
+        .send(Method::POST, native.path, upstream_headers, body.into())
+        .await;
+    recorder.resume();
+    let upstream = match sent {
+        Ok(response) => response,
+        Err(error) => return Err(recorder.fail(None, error)),
+    };
+    let mut relayed = response_headers(upstream.headers());
+    relayed.insert(
+        MODE_RESPONSE_HEADER,
+        HeaderValue::from_static(mode.as_str()),
+    );
+    rewrite_headers(&mut relayed, mode, &rewrite);
+    relay_answer(
+        &state,
+        upstream,
+        relayed,
+        recorder,
+        wants_stream,
+        native.reading,
+        deadline,
+    )
+    .await
+}
+
+/// A request relayed as it is, without memory: one memproxy cannot read in its neutral form (a
+/// feature with no Chat Completions counterpart; the answer says so in `x-memproxy-degraded`),
+/// or one that is not a conversation (`count_tokens`, `models`, a stored response).
+pub async fn relay_raw(
+    state: &SharedState,
+    context: &RequestContext,
+    headers: &HeaderMap,
+    upstream: &Upstream,
+    request: (Method, &str, Bytes),
+    unread: Option<&ProxyError>,
+) -> Result<Response, ProxyError> {
+    let started = tokio::time::Instant::now();
+    let (method, path, body) = request;
+    let mut upstream_headers = request_headers(headers, None, true);
+    upstream.put_credentials(
+        &mut upstream_headers,
+        context.client_authorization.as_ref(),
+        !state.tenant_keys.is_empty(),
+    );
+    let answer = upstream
+        .send(method, path, upstream_headers, body.into())
+        .await?;
+    let status = answer.status();
+    let mut headers = response_headers(answer.headers());
+    if let Some(why) = unread {
+        let reason: String = format!("not read for memory: {why}")
+            .chars()
+            .filter(|c| c.is_ascii() && !c.is_ascii_control())
+            .take(200)
+            .collect();
+        if let Ok(value) = HeaderValue::from_str(&reason) {
+            headers.insert("x-memproxy-degraded", value);
+        }
+    }
+    let config = &upstream.config;
+    let body = super::relay::cut_when_stalled(
+        answer.bytes_stream(),
+        config.idle_timeout,
+        started + config.total_timeout,
+    );
+    Ok(super::chat::build_response(
+        status,
+        headers,
+        axum::body::Body::from_stream(body),
+    ))
+}
