@@ -94,6 +94,8 @@ struct MockState {
     /// (whole leading messages identical to the previous request's, with the same tools); holds
     /// the previous request's tools and messages.
     prompt_cache: Mutex<Option<(Value, Vec<Value>)>>,
+    /// Responses API answers kept for `previous_response_id` and `GET /v1/responses/{id}`.
+    responses: Mutex<std::collections::HashMap<String, Value>>,
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -124,7 +126,12 @@ impl MockUpstream {
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
             .route("/v1/messages", post(native::messages))
+            .route("/v1/messages/count_tokens", post(native::count_tokens))
             .route("/v1/responses", post(native::responses))
+            .route(
+                "/v1/responses/{id}",
+                get(native::stored_response).delete(native::delete_response),
+            )
             .route("/v1/embeddings", post(embeddings))
             .fallback(any(echo))
             .with_state(Arc::clone(&state));
@@ -235,7 +242,13 @@ async fn record(state: &MockState, request: Request) -> Received {
     received
 }
 
-async fn models() -> Json<Value> {
+/// The model list, in Anthropic's shape for a client that sends `anthropic-version`.
+async fn models(headers: HeaderMap) -> Json<Value> {
+    if headers.contains_key("anthropic-version") {
+        return Json(json!({"data": [{"type": "model", "id": "mock-model",
+            "display_name": "Mock model", "created_at": "2026-01-01T00:00:00Z"}],
+            "has_more": false, "first_id": "mock-model", "last_id": "mock-model"}));
+    }
     Json(json!({"object": "list", "data": [
         {"id": "mock-model", "object": "model", "created": 0, "owned_by": "memproxy-mock"}
     ]}))
@@ -375,7 +388,7 @@ fn memory_default(marker: &str, body: &Value) -> Reply {
     }
 }
 
-fn default_reply(body: &Value) -> Reply {
+pub(super) fn default_reply(body: &Value) -> Reply {
     match body["model"].as_str().unwrap_or_default() {
         "mock-tool" => Reply::ToolCalls(vec![(
             "get_weather".to_owned(),

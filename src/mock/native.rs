@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{Path, Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -58,12 +58,74 @@ fn last_user_text(body: &Value, api: Api) -> String {
     }
 }
 
+/// `POST /v1/messages/count_tokens`: a rough count (a quarter of the body's bytes).
+pub(super) async fn count_tokens(
+    State(state): State<Arc<MockState>>,
+    request: Request,
+) -> Response {
+    let received = record(&state, request).await;
+    Json(json!({"input_tokens": (received.body.len() / 4).max(1)})).into_response()
+}
+
+/// `GET /v1/responses/{id}`.
+pub(super) async fn stored_response(
+    State(state): State<Arc<MockState>>,
+    Path(id): Path<String>,
+) -> Response {
+    match locked(&state.responses).get(&id) {
+        Some(response) => Json(response.clone()).into_response(),
+        None => not_found(&id),
+    }
+}
+
+/// `DELETE /v1/responses/{id}`.
+pub(super) async fn delete_response(
+    State(state): State<Arc<MockState>>,
+    Path(id): Path<String>,
+) -> Response {
+    match locked(&state.responses).remove(&id) {
+        Some(_) => {
+            Json(json!({"id": id, "object": "response.deleted", "deleted": true})).into_response()
+        }
+        None => not_found(&id),
+    }
+}
+
+fn not_found(id: &str) -> Response {
+    let error = json!({"error": {"message": format!("Response with id '{id}' not found."),
+        "type": "invalid_request_error", "param": null, "code": null}});
+    (StatusCode::NOT_FOUND, Json(error)).into_response()
+}
+
+/// A request the real API would refuse before answering.
+fn refusal(body: &Value, api: Api, state: &MockState) -> Option<Reply> {
+    let message = match api {
+        Api::Messages => body["messages"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+            .then(|| "messages: at least one message is required".to_owned()),
+        Api::Responses => body["previous_response_id"]
+            .as_str()
+            .filter(|id| !locked(&state.responses).contains_key(*id))
+            .map(|id| format!("Previous response with id '{id}' not found.")),
+    }?;
+    Some(Reply::Error {
+        status: 400,
+        message,
+        headers: Vec::new(),
+    })
+}
+
 async fn serve(state: Arc<MockState>, request: Request, api: Api) -> Response {
     let received = record(&state, request).await;
     let body = received.json();
-    let mut reply = locked(&state.script)
-        .pop_front()
-        .unwrap_or_else(|| Reply::Text(format!("echo: {}", last_user_text(&body, api))));
+    let scripted = locked(&state.script).pop_front();
+    let mut reply = scripted
+        .or_else(|| refusal(&body, api, &state))
+        .unwrap_or_else(|| match body["model"].as_str() {
+            Some("mock-tool" | "mock-error-429" | "mock-error-400") => super::default_reply(&body),
+            _ => Reply::Text(format!("echo: {}", last_user_text(&body, api))),
+        });
     while let Reply::Stall(pause, inner) = reply {
         tokio::time::sleep(pause).await;
         reply = *inner;
@@ -76,18 +138,40 @@ async fn serve(state: Arc<MockState>, request: Request, api: Api) -> Response {
         Reply::Text(text) => (text, Vec::new()),
         Reply::ToolCalls(calls) => (String::new(), calls),
         Reply::Error {
-            status, message, ..
+            status,
+            message,
+            headers,
         } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let limited = status == StatusCode::TOO_MANY_REQUESTS;
             let body = match api {
                 Api::Messages => {
-                    json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+                    let kind = if limited {
+                        "rate_limit_error"
+                    } else {
+                        "invalid_request_error"
+                    };
+                    json!({"type": "error", "error": {"type": kind, "message": message}})
                 }
                 Api::Responses => {
-                    json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": null}})
+                    let code = if message.starts_with("Previous response") {
+                        json!("previous_response_not_found")
+                    } else {
+                        Value::Null
+                    };
+                    json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}})
                 }
             };
-            return (status, Json(body)).into_response();
+            let mut response = (status, Json(body)).into_response();
+            for (name, value) in headers {
+                if let (Ok(name), Ok(value)) = (
+                    name.parse::<axum::http::HeaderName>(),
+                    value.parse::<axum::http::HeaderValue>(),
+                ) {
+                    response.headers_mut().insert(name, value);
+                }
+            }
+            return response;
         }
         Reply::Raw {
             status,
@@ -113,7 +197,12 @@ async fn serve(state: Arc<MockState>, request: Request, api: Api) -> Response {
         calls,
         input_tokens,
         output_tokens,
+        previous: body["previous_response_id"].clone(),
     };
+    if api == Api::Responses && body["store"] != false {
+        let response = answer.response();
+        locked(&state.responses).insert(format!("resp_mock_{n}"), response);
+    }
     match (api, stream) {
         (Api::Messages, false) => Json(answer.message()).into_response(),
         (Api::Responses, false) => Json(answer.response()).into_response(),
@@ -139,6 +228,7 @@ struct Answer {
     calls: Vec<(String, String)>,
     input_tokens: u64,
     output_tokens: u64,
+    previous: Value,
 }
 
 fn event(kind: &str, data: &Value) -> String {
@@ -246,6 +336,7 @@ impl Answer {
         }
         json!({"id": format!("resp_mock_{}", self.id), "object": "response",
             "created_at": 0, "status": "completed", "model": self.model, "output": output,
+            "previous_response_id": self.previous,
             "usage": {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "total_tokens": self.input_tokens + self.output_tokens}})
     }
@@ -264,12 +355,61 @@ impl Answer {
             sequence += 1;
             events.push(event(kind, &data));
         };
-        push("response.created", json!({"response": started}));
-        for piece in words(&self.text) {
+        push("response.created", json!({"response": started.clone()}));
+        push("response.in_progress", json!({"response": started}));
+        for (index, item) in whole["output"].as_array().into_iter().flatten().enumerate() {
+            let mut empty = item.clone();
+            empty["status"] = json!("in_progress");
+            let item_id = item["id"].clone();
+            if item["type"] == "message" {
+                empty["content"] = json!([]);
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": index, "item": empty}),
+                );
+                let part = json!({"type": "output_text", "text": "", "annotations": []});
+                push(
+                    "response.content_part.added",
+                    json!({"item_id": item_id,
+                    "output_index": index, "content_index": 0, "part": part}),
+                );
+                for piece in words(&self.text) {
+                    push(
+                        "response.output_text.delta",
+                        json!({"item_id": item_id,
+                        "output_index": index, "content_index": 0, "delta": piece}),
+                    );
+                }
+                push(
+                    "response.output_text.done",
+                    json!({"item_id": item_id,
+                    "output_index": index, "content_index": 0, "text": self.text}),
+                );
+                push(
+                    "response.content_part.done",
+                    json!({"item_id": item_id,
+                    "output_index": index, "content_index": 0, "part": item["content"][0]}),
+                );
+            } else {
+                empty["arguments"] = json!("");
+                push(
+                    "response.output_item.added",
+                    json!({"output_index": index, "item": empty}),
+                );
+                push(
+                    "response.function_call_arguments.delta",
+                    json!({"item_id": item_id,
+                    "output_index": index, "delta": item["arguments"]}),
+                );
+                push(
+                    "response.function_call_arguments.done",
+                    json!({"item_id": item_id,
+                    "output_index": index, "arguments": item["arguments"]}),
+                );
+            }
             push(
-                "response.output_text.delta",
-                json!({"item_id": format!("msg_mock_{}", self.id), "output_index": 0,
-                    "content_index": 0, "delta": piece}),
+                "response.output_item.done",
+                json!({"output_index": index, "item": item}),
             );
         }
         push("response.completed", json!({"response": whole}));
