@@ -307,3 +307,112 @@ fn a_plan_edits_the_request_in_anthropics_shape() {
         "<memory>m</memory>\n\nsecond"
     );
 }
+
+mod plan_properties {
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    use crate::strategy::{Placement, Plan};
+
+    /// One exchange of a generated conversation: 0 plain, 1 a tool call answered (with the user's
+    /// next words in the same message or not), 2 an assistant message with text and thinking.
+    fn conversation(kinds: &[(u8, bool)]) -> Vec<Value> {
+        let mut messages = Vec::new();
+        for (n, (kind, words_with_result)) in kinds.iter().enumerate() {
+            let user = json!({"type": "text", "text": format!("user words {n}")});
+            match kind {
+                0 => {
+                    messages.push(json!({"role": "user", "content": format!("plain {n}")}));
+                    messages.push(json!({"role": "assistant", "content": format!("reply {n}")}));
+                }
+                1 => {
+                    messages.push(json!({"role": "user", "content": [user]}));
+                    messages.push(json!({"role": "assistant", "content": [
+                        {"type": "tool_use", "id": format!("t{n}"), "name": "f", "input": {"n": n}}]}));
+                    let mut result = vec![
+                        json!({"type": "tool_result", "tool_use_id": format!("t{n}"), "content": "ok"}),
+                    ];
+                    if *words_with_result {
+                        result.push(json!({"type": "text", "text": format!("more {n}")}));
+                    }
+                    messages.push(json!({"role": "user", "content": result}));
+                    messages.push(json!({"role": "assistant", "content": "done"}));
+                }
+                _ => {
+                    messages.push(json!({"role": "user", "content": format!("think {n}")}));
+                    messages.push(json!({"role": "assistant", "content": [
+                        {"type": "thinking", "thinking": "hm", "signature": "c2ln"},
+                        {"type": "text", "text": format!("thought {n}")}]}));
+                }
+            }
+        }
+        messages.push(json!({"role": "user", "content": "newest"}));
+        messages
+    }
+
+    fn placement(n: u8) -> Option<Placement> {
+        match n {
+            0 => None,
+            1 => Some(Placement::System),
+            2 => Some(Placement::User),
+            _ => Some(Placement::History),
+        }
+    }
+
+    proptest! {
+        /// Whatever the cut and the placement: no panic; the request still begins at a user
+        /// turn; every tool result follows its call; the newest message and the block survive.
+        #[test]
+        fn any_plan_leaves_a_valid_anthropic_request(
+            kinds in proptest::collection::vec((0u8..3, any::<bool>()), 0..6),
+            cut in 0usize..40,
+            place in 0u8..4,
+            system in any::<bool>(),
+        ) {
+            let messages = conversation(&kinds);
+            let mut request = json!({"model": "m", "max_tokens": 8, "messages": messages});
+            if system {
+                request["system"] = json!([{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]);
+            }
+            let translated = super::super::to_chat(request.to_string().as_bytes()).expect("translates");
+            let first_kept = cut.min(translated.chat.messages.len());
+            let plan = Plan {
+                first_kept,
+                block: placement(place).map(|p| ("<memory>B</memory>".to_owned(), p)),
+            };
+            let Value::Object(mut wire) = request.clone() else { unreachable!() };
+            super::super::native::apply(&mut wire, &translated.chat.messages, &translated.origin, &plan);
+            let out = Value::Object(wire);
+            let sent = out["messages"].as_array().expect("messages");
+            prop_assert!(!sent.is_empty());
+            let first = &sent[0];
+            prop_assert_eq!(&first["role"], "user");
+            prop_assert!(first["content"].as_array().is_none_or(|b| b[0]["type"] != "tool_result"));
+            for (i, message) in sent.iter().enumerate() {
+                for block in message["content"].as_array().into_iter().flatten() {
+                    if block["type"] == "tool_result" {
+                        let id = &block["tool_use_id"];
+                        let called = i > 0 && sent[i - 1]["content"].as_array().is_some_and(|b| {
+                            b.iter().any(|c| c["type"] == "tool_use" && &c["id"] == id)
+                        });
+                        prop_assert!(called, "a result without its call: {}", out);
+                    }
+                }
+            }
+            let text = out.to_string();
+            prop_assert!(text.contains("newest"));
+            prop_assert_eq!(text.matches("<memory>B</memory>").count(), usize::from(plan.block.is_some()));
+            if system {
+                prop_assert_eq!(&out["system"][0], &request["system"][0]);
+            }
+            // Thinking blocks that stay are untouched.
+            for message in sent {
+                if let Some(blocks) = message["content"].as_array() {
+                    for block in blocks.iter().filter(|b| b["type"] == "thinking") {
+                        prop_assert_eq!(&block["signature"], "c2ln");
+                    }
+                }
+            }
+        }
+    }
+}

@@ -71,7 +71,9 @@ pub(super) async fn count_tokens(
 pub(super) async fn stored_response(
     State(state): State<Arc<MockState>>,
     Path(id): Path<String>,
+    request: Request,
 ) -> Response {
+    record(&state, request).await;
     match locked(&state.responses).get(&id) {
         Some(response) => Json(response.clone()).into_response(),
         None => not_found(&id),
@@ -82,7 +84,9 @@ pub(super) async fn stored_response(
 pub(super) async fn delete_response(
     State(state): State<Arc<MockState>>,
     Path(id): Path<String>,
+    request: Request,
 ) -> Response {
+    record(&state, request).await;
     match locked(&state.responses).remove(&id) {
         Some(_) => {
             Json(json!({"id": id, "object": "response.deleted", "deleted": true})).into_response()

@@ -193,3 +193,81 @@ fn a_plan_edits_the_request_in_the_responses_shape() {
     );
     assert_eq!(chained["input"], items);
 }
+
+mod plan_properties {
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    use crate::strategy::{Placement, Plan};
+
+    fn items(kinds: &[u8]) -> Vec<Value> {
+        let mut items = Vec::new();
+        for (n, kind) in kinds.iter().enumerate() {
+            items.push(json!({"role": "user", "content": format!("user {n}")}));
+            match kind {
+                0 => items.push(json!({"role": "assistant", "content": format!("reply {n}")})),
+                1 => {
+                    items.push(json!({"type": "reasoning", "id": format!("rs{n}"), "summary": []}));
+                    items.push(json!({"type": "function_call", "call_id": format!("c{n}"), "name": "f", "arguments": "{}"}));
+                    items.push(json!({"type": "function_call_output", "call_id": format!("c{n}"), "output": "ok"}));
+                    items.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}));
+                }
+                _ => {
+                    items.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "calling"}]}));
+                    items.push(json!({"type": "function_call", "call_id": format!("c{n}"), "name": "f", "arguments": "{}"}));
+                    items.push(json!({"type": "function_call_output", "call_id": format!("c{n}"), "output": "ok"}));
+                }
+            }
+        }
+        items.push(json!({"role": "user", "content": [{"type": "input_text", "text": "newest"}]}));
+        items
+    }
+
+    proptest! {
+        /// Whatever the cut and the placement: no panic; kept input starts at a message; every
+        /// call output follows its call; the newest item and the block survive; a chained
+        /// request loses nothing.
+        #[test]
+        fn any_plan_leaves_a_valid_responses_request(
+            kinds in proptest::collection::vec(0u8..3, 0..6),
+            cut in 0usize..40,
+            place in 0u8..4,
+            chained in any::<bool>(),
+        ) {
+            let input = items(&kinds);
+            let mut request = json!({"model": "m", "instructions": "S", "input": input});
+            if chained {
+                request["previous_response_id"] = json!("resp_1");
+            }
+            let Value::Object(mut wire) = request.clone() else { unreachable!() };
+            let translated = super::super::to_chat(&wire, Vec::new()).expect("translates");
+            let plan = Plan {
+                first_kept: cut.min(translated.chat.messages.len()),
+                block: match place {
+                    0 => None,
+                    1 => Some(Placement::System),
+                    2 => Some(Placement::User),
+                    _ => Some(Placement::History),
+                }
+                .map(|p| ("<memory>B</memory>".to_owned(), p)),
+            };
+            super::super::native::apply(&mut wire, &translated.chat.messages, &translated.origin, &plan);
+            let out = Value::Object(wire);
+            let sent = out["input"].as_array().expect("input");
+            let first = &sent[0];
+            prop_assert!(first.get("role").is_some(), "starts at a message: {}", out);
+            for (i, item) in sent.iter().enumerate() {
+                if item["type"] == "function_call_output" {
+                    let called = sent[..i].iter().any(|c| c["type"] == "function_call" && c["call_id"] == item["call_id"]);
+                    prop_assert!(called, "an output without its call: {}", out);
+                }
+            }
+            let text = out.to_string();
+            prop_assert!(text.contains("newest"));
+            prop_assert_eq!(text.matches("<memory>B</memory>").count(), usize::from(plan.block.is_some()));
+            if chained && plan.block.as_ref().is_none_or(|(_, p)| *p != Placement::History) {
+                prop_assert_eq!(sent.len(), input.len());
+            }
+        }
+    }
+}

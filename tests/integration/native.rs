@@ -12,7 +12,7 @@ use memproxy::mock::Reply;
 use memproxy::upstream::{ApiUpstream, AuthHeader};
 use serde_json::{json, Value};
 
-use crate::common::{eventually, harness_with, implicit_chat, memories, Harness};
+use crate::common::{closed_port_url, eventually, harness_with, implicit_chat, memories, Harness};
 
 fn native(c: &mut memproxy::config::Config) {
     c.memory.extraction_debounce = Duration::ZERO;
@@ -304,9 +304,13 @@ async fn responses_keep_their_chain_upstream_and_memory_goes_into_instructions()
         .send()
         .await
         .expect("answer");
-    assert_eq!(got.headers()["x-mock-echo"], "1");
+    assert_eq!(got.status(), 200);
     let got: Value = got.json().await.expect("json");
-    assert_eq!(got["path"], format!("/v1/responses/{id}"));
+    assert_eq!(got["id"], id);
+    let asked = upstream_saw(&h, &format!("/v1/responses/{id}"));
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0].method, "GET");
+    assert_eq!(asked[0].headers["authorization"], "Bearer sk-resp-upstream");
 }
 
 #[tokio::test]
@@ -344,4 +348,58 @@ async fn what_memproxy_cannot_read_goes_as_it_is_and_explicit_mode_runs_its_loop
     let body: Value = answer.json().await.expect("json");
     assert_eq!(body["content"][0]["text"], "Hello from the agent.");
     assert_eq!(upstream_saw(&h, "/v1/messages").len(), 1);
+}
+
+#[tokio::test]
+async fn a_broken_or_unreachable_native_upstream_gives_an_error_in_the_apis_shape() {
+    let h = harness_with(native).await;
+    // The stream stops before message_stop: the client gets Anthropic's error event at the end,
+    // and the exchange is recorded as failed with what had arrived.
+    h.mock.push(Reply::RawStream(vec![
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"content\":[],\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n".to_owned(),
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n".to_owned(),
+        "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Half\"}}\n\n".to_owned(),
+    ]));
+    let body = json!({"model": "claude-x", "max_tokens": 16, "stream": true,
+        "messages": [{"role": "user", "content": "Tell me a story."}]});
+    let answer = post(&h, "/implicit/v1/messages", "sven", &body.to_string()).await;
+    assert_eq!(answer.status(), 200);
+    let text = answer.text().await.expect("stream");
+    assert!(text.contains("\"text\":\"Half\""), "{text}");
+    let last = text.trim_end().rsplit("\n\n").next().unwrap_or_default();
+    assert!(
+        last.starts_with("event: error\ndata: {\"type\":\"error\""),
+        "{last}"
+    );
+    let exchange = h.next_exchange().await;
+    assert!(
+        matches!(exchange.outcome, Outcome::UpstreamFailed { .. }),
+        "{:?}",
+        exchange.outcome
+    );
+    assert_eq!(exchange.replies[0].content, "Half");
+
+    // The Responses upstream cannot be reached: a 502 in the OpenAI shape this API uses.
+    let closed = closed_port_url().await;
+    let h = harness_with(|c| {
+        native(c);
+        if let Some(responses) = c.upstream.responses.as_mut() {
+            responses.url = closed;
+        }
+    })
+    .await;
+    let answer = post(
+        &h,
+        "/implicit/v1/responses",
+        "sven",
+        &json!({"model": "m", "input": "Hi"}).to_string(),
+    )
+    .await;
+    assert_eq!(answer.status(), 502);
+    let error: Value = answer.json().await.expect("json");
+    assert_eq!(error["error"]["code"], "upstream_unreachable", "{error}");
+    // The exchange is a failed one, with no answer.
+    let exchange = h.next_exchange().await;
+    assert!(matches!(exchange.outcome, Outcome::UpstreamFailed { .. }));
+    assert!(exchange.replies.is_empty());
 }
