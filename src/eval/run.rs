@@ -90,6 +90,10 @@ pub struct RunArgs {
     /// Cap on each memory LLM answer (extraction, reconcile, summary).
     #[arg(long, default_value_t = 512)]
     pub memory_max_tokens: u32,
+    /// The memory LLM at another /v1 endpoint (default: --upstream), e.g. a second server, so its
+    /// calls do not evict the chat model's prompt cache.
+    #[arg(long)]
+    pub memory_upstream: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -166,6 +170,7 @@ fn config_for(args: &RunArgs, mode: Mode, data: &Path, tap: &Tap) -> Config {
     config.memory.job_lease = Duration::from_secs(5 * 60);
     config.memory.preprocess_timeout = Duration::from_secs(120);
     config.memory.llm.max_tokens = Some(args.memory_max_tokens);
+    config.memory.llm.url.clone_from(&args.memory_upstream);
     if let Some(window) = args.context_window {
         config.explicit.context_window_tokens = window;
     }

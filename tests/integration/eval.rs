@@ -37,6 +37,7 @@ fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path
         replay_max_tokens: 32,
         answer_max_tokens: 64,
         memory_max_tokens: 256,
+        memory_upstream: None,
         keep_data: false,
     }
 }
