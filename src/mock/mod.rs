@@ -388,6 +388,19 @@ fn memory_default(marker: &str, body: &Value) -> Reply {
     }
 }
 
+/// A scripted error's extra headers on its response.
+pub(super) fn with_headers(mut response: Response, headers: Vec<(String, String)>) -> Response {
+    for (name, value) in headers {
+        if let (Ok(name), Ok(value)) = (
+            name.parse::<axum::http::HeaderName>(),
+            value.parse::<axum::http::HeaderValue>(),
+        ) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
 pub(super) fn default_reply(body: &Value) -> Reply {
     match body["model"].as_str().unwrap_or_default() {
         "mock-tool" => Reply::ToolCalls(vec![(
@@ -443,16 +456,7 @@ async fn answer(state: &Arc<MockState>, reply: Reply, body: &Value, n: usize) ->
             };
             let body =
                 json!({"error": {"message": message, "type": kind, "param": null, "code": kind}});
-            let mut response = (status, Json(body)).into_response();
-            for (name, value) in headers {
-                if let (Ok(name), Ok(value)) = (
-                    name.parse::<axum::http::HeaderName>(),
-                    value.parse::<axum::http::HeaderValue>(),
-                ) {
-                    response.headers_mut().insert(name, value);
-                }
-            }
-            response
+            with_headers((status, Json(body)).into_response(), headers)
         }
         Reply::Text(text) if !stream => completion.whole(&text, &[]),
         Reply::ToolCalls(calls) if !stream => completion.whole("", &calls),

@@ -166,16 +166,7 @@ async fn serve(state: Arc<MockState>, request: Request, api: Api) -> Response {
                     json!({"error": {"message": message, "type": "invalid_request_error", "param": null, "code": code}})
                 }
             };
-            let mut response = (status, Json(body)).into_response();
-            for (name, value) in headers {
-                if let (Ok(name), Ok(value)) = (
-                    name.parse::<axum::http::HeaderName>(),
-                    value.parse::<axum::http::HeaderValue>(),
-                ) {
-                    response.headers_mut().insert(name, value);
-                }
-            }
-            return response;
+            return super::with_headers((status, Json(body)).into_response(), headers);
         }
         Reply::Raw {
             status,

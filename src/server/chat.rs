@@ -26,7 +26,7 @@ use super::stream::{TeeSettings, TeeStream};
 use super::SharedState;
 
 const ROUTE: &str = "/v1/chat/completions";
-pub const MODE_RESPONSE_HEADER: HeaderName = HeaderName::from_static("x-memproxy-mode");
+const MODE_RESPONSE_HEADER: HeaderName = HeaderName::from_static("x-memproxy-mode");
 
 pub async fn default_route(
     State(state): State<SharedState>,
@@ -106,7 +106,7 @@ pub async fn handle(
         .unwrap_or_default()
         .to_owned();
     let wants_stream = request.is_stream();
-    let mut recorder = ExchangeRecorder::new(
+    let recorder = ExchangeRecorder::new(
         Arc::clone(&state),
         route,
         request_id,
@@ -125,14 +125,61 @@ pub async fn handle(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
+    let reading = Reading {
+        watch: Box::<StreamAccumulator>::default(),
+        whole: Box::new(completion_replies),
+        strip_usage,
+    };
+    let outgoing = Outgoing {
+        upstream: &state.upstream,
+        path: "/chat/completions",
+        headers: upstream_headers,
+        body: upstream_body,
+    };
+    let answer = Answer {
+        mode,
+        rewrite: &rewrite,
+        wants_stream,
+        reading,
+        deadline,
+    };
+    forward(&state, outgoing, recorder, answer).await
+}
+
+/// A request on its way to an upstream.
+pub struct Outgoing<'a> {
+    pub upstream: &'a crate::upstream::Upstream,
+    /// What follows the upstream's base URL (`/chat/completions`).
+    pub path: &'a str,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// What the answer to it needs: the strategy's report for the headers, how to read it.
+pub struct Answer<'a> {
+    pub mode: Mode,
+    pub rewrite: &'a crate::strategy::Rewrite,
+    pub wants_stream: bool,
+    pub reading: Reading,
+    pub deadline: tokio::time::Instant,
+}
+
+/// Sends the request (the recorder's clock paused while the upstream works) and relays its
+/// answer with memproxy's headers; a failure to send is recorded and returned.
+pub async fn forward(
+    state: &SharedState,
+    outgoing: Outgoing<'_>,
+    mut recorder: ExchangeRecorder,
+    answer: Answer<'_>,
+) -> Result<Response, ProxyError> {
     recorder.pause();
-    let sent = state
+    let sent = outgoing
         .upstream
         .send(
             Method::POST,
-            "/chat/completions",
-            upstream_headers,
-            upstream_body.into(),
+            outgoing.path,
+            outgoing.headers,
+            outgoing.body.into(),
         )
         .await;
     recorder.resume();
@@ -140,26 +187,20 @@ pub async fn handle(
         Ok(response) => response,
         Err(error) => return Err(recorder.fail(None, error)),
     };
-
     let mut relayed = response_headers(upstream.headers());
     relayed.insert(
         MODE_RESPONSE_HEADER,
-        HeaderValue::from_static(mode.as_str()),
+        HeaderValue::from_static(answer.mode.as_str()),
     );
-    rewrite_headers(&mut relayed, mode, &rewrite);
-    let reading = Reading {
-        watch: Box::<StreamAccumulator>::default(),
-        whole: Box::new(completion_replies),
-        strip_usage,
-    };
+    rewrite_headers(&mut relayed, answer.mode, answer.rewrite);
     relay_answer(
-        &state,
+        state,
         upstream,
         relayed,
         recorder,
-        wants_stream,
-        reading,
-        deadline,
+        answer.wants_stream,
+        answer.reading,
+        answer.deadline,
     )
     .await
 }
@@ -180,7 +221,7 @@ pub struct Reading {
 /// Relays the upstream's answer (a stream event by event, or the whole body) as it came, except
 /// for `relayed` headers, while the recorder learns the reply; the error of a broken or stalled
 /// answer ends it, and is recorded.
-pub async fn relay_answer(
+async fn relay_answer(
     state: &SharedState,
     upstream: reqwest::Response,
     mut relayed: HeaderMap,
@@ -257,7 +298,7 @@ fn completion_replies(bytes: &[u8]) -> (Vec<AssistantReply>, Option<Usage>) {
 }
 
 /// What the strategy did, for clients and comparisons (architecture §2).
-pub fn rewrite_headers(headers: &mut HeaderMap, mode: Mode, rewrite: &crate::strategy::Rewrite) {
+fn rewrite_headers(headers: &mut HeaderMap, mode: Mode, rewrite: &crate::strategy::Rewrite) {
     if mode == Mode::Passthrough {
         return;
     }

@@ -24,7 +24,7 @@ use crate::strategy::Plan;
 use crate::upstream::{request_headers, response_headers, Upstream};
 
 use super::auth::RequestContext;
-use super::chat::{relay_answer, rewrite_headers, Reading, MODE_RESPONSE_HEADER};
+use super::chat::{forward, Answer, Outgoing, Reading};
 use super::exchange::ExchangeRecorder;
 use super::SharedState;
 
@@ -80,7 +80,7 @@ pub async fn handle(
         .and_then(|value| value.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let mut recorder = ExchangeRecorder::new(
+    let recorder = ExchangeRecorder::new(
         Arc::clone(&state),
         native.route,
         request_id,
@@ -99,32 +99,20 @@ pub async fn handle(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    recorder.pause();
-    let sent = native
-        .upstream
-        .send(Method::POST, native.path, upstream_headers, body.into())
-        .await;
-    recorder.resume();
-    let upstream = match sent {
-        Ok(response) => response,
-        Err(error) => return Err(recorder.fail(None, error)),
+    let outgoing = Outgoing {
+        upstream: &native.upstream,
+        path: native.path,
+        headers: upstream_headers,
+        body,
     };
-    let mut relayed = response_headers(upstream.headers());
-    relayed.insert(
-        MODE_RESPONSE_HEADER,
-        HeaderValue::from_static(mode.as_str()),
-    );
-    rewrite_headers(&mut relayed, mode, &rewrite);
-    relay_answer(
-        &state,
-        upstream,
-        relayed,
-        recorder,
+    let answer = Answer {
+        mode,
+        rewrite: &rewrite,
         wants_stream,
-        native.reading,
+        reading: native.reading,
         deadline,
-    )
-    .await
+    };
+    forward(&state, outgoing, recorder, answer).await
 }
 
 /// A request relayed as it is, without memory: one memproxy cannot read in its neutral form (a
