@@ -83,6 +83,43 @@ const PROMISES: [&str; 12] = [
     "later",
 ];
 
+/// How small models restate a question as a fact ("The user asked about a good dinner").
+const REPORTED_QUESTIONS: [&str; 10] = [
+    "asked about",
+    "asks about",
+    "asked whether",
+    "asked if",
+    "asked how",
+    "asked what",
+    "wants to know",
+    "wanted to know",
+    "inquired",
+    "is asking",
+];
+/// What the assistant says it will think over: no commitment.
+const MUSINGS: [&str; 5] = [
+    "will think",
+    "will consider",
+    "will ponder",
+    "will keep in mind",
+    "will reflect",
+];
+/// Claims a fact may only make in the user's own words (stems).
+const SENSITIVE: [&str; 12] = [
+    "allerg",
+    "intoleran",
+    "diabet",
+    "celiac",
+    "coeliac",
+    "pregnan",
+    "vegan",
+    "vegetarian",
+    "asthma",
+    "epilep",
+    "halal",
+    "kosher",
+];
+
 /// What the facts of one extraction may be drawn from: the user's and the assistant's lines.
 #[derive(Default)]
 pub struct Evidence {
@@ -135,8 +172,31 @@ impl Evidence {
         let words = fact_words(fact);
         let about_assistant = mentions_assistant(fact);
         let lower = fact.to_lowercase();
-        let commitment =
-            (kind == "commitment" || about_assistant) && PROMISES.iter().any(|p| lower.contains(p));
+        // "The assistant will think about it" promises the user nothing.
+        let musing = MUSINGS.iter().any(|m| lower.contains(m));
+        let commitment = (kind == "commitment" || about_assistant)
+            && !musing
+            && PROMISES.iter().any(|p| lower.contains(p));
+        if about_assistant && musing {
+            return Err(Rejection::AboutAssistant);
+        }
+        if !about_assistant && REPORTED_QUESTIONS.iter().any(|q| lower.contains(q)) {
+            return Err(Rejection::Question);
+        }
+        // A claim about health or diet must be the user's own word, not the model's reading of
+        // it ("cannot stand mushrooms" is no allergy).
+        let own_word = |stem: &str| {
+            self.user_words
+                .iter()
+                .chain(&known)
+                .any(|w| w.starts_with(stem))
+        };
+        if SENSITIVE
+            .iter()
+            .any(|stem| lower.contains(stem) && !own_word(stem))
+        {
+            return Err(Rejection::Ungrounded);
+        }
         if about_assistant && !commitment && starts_with_assistant(&lower) {
             return Err(Rejection::AboutAssistant);
         }
@@ -380,160 +440,4 @@ fn near_copy(fact: &HashSet<String>, line: &HashSet<String>) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn evidence() -> Evidence {
-        Evidence::new([
-            ("user", "Hi! My dog is called Rexford and he is a corgi. Can you suggest a name for my new cat?"),
-            (
-                "assistant",
-                "Certainly! Here are a few suggestions:\n1. Data Migration\n2. System Integration\nI will remind you about the vet on Friday.",
-            ),
-        ])
-    }
-
-    #[test]
-    fn facts_about_the_user_pass() {
-        let e = evidence();
-        assert_eq!(e.check("The user's dog is called Rexford.", "fact"), Ok(()));
-        assert_eq!(
-            e.check("The user has a corgi named Rexford.", "fact"),
-            Ok(())
-        );
-        assert_eq!(
-            e.check(
-                "The assistant promised to remind the user about the vet on Friday.",
-                "commitment"
-            ),
-            Ok(())
-        );
-    }
-
-    #[test]
-    fn junk_is_refused_with_its_reason() {
-        let e = evidence();
-        for (text, reason) in [
-            ("...", Rejection::Placeholder),
-            ("", Rejection::Placeholder),
-            ("N/A", Rejection::Placeholder),
-            ("<the merged text>", Rejection::Placeholder),
-            ("The user drives ...", Rejection::Placeholder),
-            ("What is a good name for a cat?", Rejection::Question),
-            ("1. Data Migration", Rejection::ListFragment),
-            ("- System Integration plan", Rejection::ListFragment),
-            ("Rexford", Rejection::TooShort),
-            (
-                "Certainly! Here are a few suggestions:",
-                Rejection::CopyOfAssistant,
-            ),
-            (
-                "Can you suggest a name for my new cat",
-                Rejection::CopyOfQuestion,
-            ),
-            (
-                "There are seven continents on Earth.",
-                Rejection::Ungrounded,
-            ),
-            (
-                "The user loves sleeping on the keyboard.",
-                Rejection::Ungrounded,
-            ),
-        ] {
-            assert_eq!(e.check(text, "fact"), Err(reason), "{text}");
-        }
-    }
-
-    #[test]
-    fn a_fact_may_name_the_user_by_a_name_the_messages_do_not_hold() {
-        let e = Evidence::new([("user", "I moved to Porto, with my cat Tom.")]);
-        assert_eq!(e.check("Alice lives in Porto.", "fact"), Ok(()));
-        assert_eq!(e.check("Alice lives with a cat named Tom.", "fact"), Ok(()));
-        assert_eq!(
-            e.check("Alice likes jazz music.", "fact"),
-            Err(Rejection::Ungrounded)
-        );
-    }
-
-    #[test]
-    fn what_small_models_attribute_wrongly_is_refused() {
-        let e = Evidence::new([
-            (
-                "user",
-                "My sister visits on Saturday. How do I make a pivot table faster?",
-            ),
-            (
-                "assistant",
-                "You could cook a spicy stir-fry with quinoa. For pivot tables, turn off autofit.",
-            ),
-        ]);
-        assert_eq!(
-            e.check(
-                "The user plans a stir-fry for the sister's Saturday visit.",
-                "fact"
-            ),
-            Err(Rejection::FromAssistant)
-        );
-        assert!(e
-            .check(
-                "The user suggests a spicy stir-fry with quinoa for the sister's Saturday visit.",
-                "fact"
-            )
-            .is_err());
-        assert_eq!(
-            e.check(
-                "The assistant provides tips on how to make a pivot table faster.",
-                "fact"
-            ),
-            Err(Rejection::AboutAssistant)
-        );
-        assert_eq!(
-            e.check("The user's sister visits on Saturday.", "fact"),
-            Ok(())
-        );
-        let moved = Evidence::new([(
-            "user",
-            "I moved to Porto in October and I love the new flat.",
-        )]);
-        assert_eq!(
-            moved.check_update(
-                "The user lives in Lisbon with a dog named Pixel.",
-                "The user lives in Lisbon with a dog named Pixel. The user moved to Porto in October."
-            ),
-            Err(Rejection::SeveralFacts)
-        );
-    }
-
-    #[test]
-    fn the_prompts_example_is_no_memory_of_anyone() {
-        let e = Evidence::new([
-            ("user", "My dog is called Rexford."),
-            ("assistant", "What a nice name!"),
-        ]);
-        assert_eq!(
-            e.check(
-                "The assistant promised to remind the user about the dentist on Friday.",
-                "commitment"
-            ),
-            Err(Rejection::Ungrounded)
-        );
-    }
-
-    #[test]
-    fn an_update_keeps_its_subject() {
-        let e = Evidence::new([("user", "I sold my Toyota and bought a red Tesla.")]);
-        let old = "The user drives a Toyota Corolla.";
-        assert_eq!(
-            e.check_update(
-                old,
-                "The user drives a red Tesla instead of the Toyota Corolla."
-            ),
-            Ok(())
-        );
-        assert_eq!(e.check_update(old, "..."), Err(Rejection::Placeholder));
-        assert_eq!(
-            e.check_update(old, "The user bought red paint."),
-            Err(Rejection::LosesSubject)
-        );
-    }
-}
+mod tests;
