@@ -45,6 +45,20 @@ pub struct ExplicitConfig {
     /// background memory LLM call (off the request path) extracts what is worth keeping, and it is
     /// added to the `human` block (or archival memory when the block is full).
     pub background_save: bool,
+    /// Where the agent sees its core memory: `turn` (the default), in a message just before each
+    /// new user message, so a memory change re-reads only the newest turn from an upstream's
+    /// prompt cache; `system`, inside the system message as MemGPT has it, so a change re-reads
+    /// the whole conversation.
+    pub core_memory_at: CoreMemoryAt,
+}
+
+/// Where the agent's core memory goes in its prompt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CoreMemoryAt {
+    System,
+    #[default]
+    Turn,
 }
 
 impl Default for ExplicitConfig {
@@ -67,6 +81,7 @@ impl Default for ExplicitConfig {
             replies_as_text: true,
             stream_keepalive: Duration::from_secs(10),
             background_save: true,
+            core_memory_at: CoreMemoryAt::Turn,
         }
     }
 }

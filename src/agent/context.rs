@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
+use super::config::CoreMemoryAt;
 use crate::dates;
 use crate::store::{AgentCounts, CoreBlock, StoredMessage, Summary};
 use crate::tokens;
@@ -25,7 +26,7 @@ Messages of type \"heartbeat\" or \"system_alert\" come from the system, not fro
 request_heartbeat to true. A turn ends when you call send_message.
 
 Your memory:
-- Core memory (below) is always in view. Keep what you learn about the user in the \"human\" block, \
+- Core memory {WHERE} is always in view. Keep what you learn about the user in the \"human\" block, \
 one short fact per line, in the third person, as \"The user ...\" (only what the user said). The \"persona\" \
 block is only about you, never about the user. Use core_memory_append, and core_memory_replace \
 when a fact changes. Blocks have a size limit: keep them short and current.
@@ -36,11 +37,24 @@ no longer fit in view: conversation_search and conversation_search_date.
 When the user tells you something worth keeping (a name, a preference, a plan, a change), save \
 it before you answer. When asked about the past, search before you answer.";
 
-/// The system message: instructions, memory metadata, core memory blocks. It depends on memory
-/// only (its date is that of the newest block change, `now_ms` when no block has one), so it is
-/// byte-identical from one compilation to the next while memory is unchanged: upstream prompt
-/// caches keep serving it.
-pub fn compile_system(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -> String {
+/// Heading of the message that shows core memory at the turn ([`CoreMemoryAt::Turn`]).
+pub const MEMORY_HEADING: &str = "[Core memory, as it is now]";
+
+/// The instructions at the top of the system message (no memory in them: they never change).
+pub fn instructions(at: CoreMemoryAt) -> String {
+    let place = match at {
+        CoreMemoryAt::System => "(below)",
+        CoreMemoryAt::Turn => {
+            "(shown, as it is now, in the message headed [Core memory] just before the newest user message)"
+        }
+    };
+    BASE_INSTRUCTIONS.replace("{WHERE}", place)
+}
+
+/// Memory metadata and core memory blocks. It depends on memory only (its date is that of the
+/// newest block change, `now_ms` when no block has one), so it is byte-identical from one
+/// compilation to the next while memory is unchanged: upstream prompt caches keep serving it.
+pub fn compile_memory(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -> String {
     let modified = blocks
         .iter()
         .map(|b| b.updated_at_ms)
@@ -49,7 +63,7 @@ pub fn compile_system(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -
         .unwrap_or(now_ms);
     let hidden = (counts.messages - counts.in_context).max(0);
     let mut text = format!(
-        "{BASE_INSTRUCTIONS}\n\n### Memory [last modified: {}]\n\
+        "### Memory [last modified: {}]\n\
          {hidden} earlier messages between you and the user are in recall memory (not in view; \
          use conversation_search).\n\
          {} passages are in archival memory (use archival_memory_search).\n\n\
@@ -71,6 +85,37 @@ pub fn compile_system(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -
         ));
     }
     text
+}
+
+/// Whether a stored compiled memory is of this format (an agent state saved before the
+/// instructions and the memory were split holds both, and is compiled again).
+pub fn is_compiled_memory(text: &str) -> bool {
+    text.starts_with("### Memory [")
+}
+
+/// The request's messages around the compiled `memory`: the system message, the summary, the
+/// stored queue, then this turn's messages, with core memory where `at` puts it.
+pub fn layout(
+    at: CoreMemoryAt,
+    memory: &str,
+    summary: Option<&Summary>,
+    queue: impl IntoIterator<Item = Value>,
+    turn: impl IntoIterator<Item = Value>,
+) -> Vec<Value> {
+    let system = match at {
+        CoreMemoryAt::System => format!("{}\n\n{memory}", instructions(at)),
+        CoreMemoryAt::Turn => instructions(at),
+    };
+    let mut messages = vec![json!({"role": "system", "content": system})];
+    if let Some(summary) = summary {
+        messages.push(summary_message(summary));
+    }
+    messages.extend(queue);
+    if at == CoreMemoryAt::Turn {
+        messages.push(json!({"role": "user", "content": format!("{MEMORY_HEADING}\n{memory}")}));
+    }
+    messages.extend(turn);
+    messages
 }
 
 /// The summary message that stands for evicted messages.
@@ -227,10 +272,10 @@ mod tests {
             in_context: 4,
             passages: 3,
         };
-        let text = compile_system(&blocks, &counts, 0);
+        let text = compile_memory(&blocks, &counts, 0);
         assert!(text.contains("<human characters=\"9/2000\">\nName: Ada\n</human>"));
         // Compiled later with memory unchanged: the same bytes.
-        assert_eq!(text, compile_system(&blocks, &counts, 86_400_000));
+        assert_eq!(text, compile_memory(&blocks, &counts, 86_400_000));
         assert!(text.contains("6 earlier messages"));
         assert!(text.contains("3 passages"));
     }

@@ -121,7 +121,10 @@ fn conversation(messages: &[Value]) -> Vec<Value> {
         let content = message["content"].as_str().unwrap_or_default();
         match message["role"].as_str() {
             Some("user") => {
-                if content.starts_with("[Summary of earlier messages") {
+                if content.starts_with("[Summary of earlier messages")
+                    || content.starts_with(super::context::MEMORY_HEADING)
+                {
+                    // Both are in the plain system message already.
                     continue;
                 }
                 let envelope: Option<Value> = serde_json::from_str(content).ok();

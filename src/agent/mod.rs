@@ -21,7 +21,7 @@ mod turn;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-pub use config::ExplicitConfig;
+pub use config::{CoreMemoryAt, ExplicitConfig};
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
 pub use turn::{Stop, TurnError, TurnInput, TurnOutcome};
 

@@ -49,7 +49,9 @@ impl Agents {
             .await?;
         Ok(self.new_turn(
             input,
-            record.system_message,
+            record
+                .system_message
+                .filter(|text| context::is_compiled_memory(text)),
             record.pressure_alerted,
             summary,
             queue,
@@ -69,7 +71,7 @@ impl Agents {
             view.blocks.push(client_block(text));
         }
         let now = input.clock.unwrap_or_else(now_ms);
-        let system = context::compile_system(&view.blocks, &view.counts, now);
+        let system = context::compile_memory(&view.blocks, &view.counts, now);
         let (summary, queue) = (view.summary, view.queue);
         let mut turn = self.new_turn(input, Some(system), true, summary, queue);
         turn.read_only = true;
@@ -103,6 +105,7 @@ impl Agents {
             agent: input.agent.clone(),
             model: input.model.clone(),
             system,
+            memory_at: self.config.core_memory_at,
             alerted,
             read_only: false,
             replies_as_text: self.config.replies_as_text,

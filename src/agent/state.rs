@@ -13,7 +13,10 @@ pub(super) struct Turn {
     pub scope: UserScope,
     pub agent: String,
     pub model: String,
+    /// The compiled core memory ([`context::compile_memory`]); `None`: to be compiled again.
     pub system: Option<String>,
+    /// Where core memory goes in the prompt.
+    pub memory_at: super::config::CoreMemoryAt,
     pub alerted: bool,
     /// `X-Memproxy-Record: false`: search only, store nothing.
     pub read_only: bool,
@@ -88,14 +91,13 @@ impl Turn {
     }
 
     fn wire_messages(&self) -> Vec<Value> {
-        let mut messages =
-            vec![json!({"role": "system", "content": self.system.clone().unwrap_or_default()})];
-        if let Some(summary) = &self.summary {
-            messages.push(context::summary_message(summary));
-        }
-        messages.extend(self.queue.iter().map(context::wire_message));
-        messages.extend(self.buffer.iter().map(buffered_wire));
-        messages
+        context::layout(
+            self.memory_at,
+            self.system.as_deref().unwrap_or_default(),
+            self.summary.as_ref(),
+            self.queue.iter().map(context::wire_message),
+            self.buffer.iter().map(buffered_wire),
+        )
     }
 }
 
@@ -151,9 +153,16 @@ pub fn system_notice(kind: &str, reason: &str, now: i64) -> AgentMessage {
 }
 
 /// `(prompt tokens, tokens of system message + tools alone)` as counted with cl100k.
+/// Core memory counts as fixed wherever it is: it cannot be evicted.
 pub fn raw_measure(turn: &Turn) -> (usize, usize) {
     let messages = turn.messages();
-    let fixed = context::message_tokens(&messages[0]) + context::tools_tokens();
-    let rest: usize = messages[1..].iter().map(context::message_tokens).sum();
-    (fixed + rest, fixed)
+    let all: usize = messages.iter().map(context::message_tokens).sum();
+    let memory = match turn.memory_at {
+        super::config::CoreMemoryAt::System => 0,
+        super::config::CoreMemoryAt::Turn => {
+            crate::tokens::count(turn.system.as_deref().unwrap_or_default())
+        }
+    };
+    let fixed = context::message_tokens(&messages[0]) + memory + context::tools_tokens();
+    (all + context::tools_tokens(), fixed)
 }

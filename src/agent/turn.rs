@@ -470,7 +470,7 @@ impl Agents {
                 ))
             })
             .await?;
-        turn.system = Some(context::compile_system(&blocks, &counts, turn.now()));
+        turn.system = Some(context::compile_memory(&blocks, &counts, turn.now()));
         Ok(())
     }
 
@@ -493,6 +493,12 @@ impl Agents {
         }
         let tools: Vec<Value> = match offer {
             Offer::Nothing => Vec::new(),
+            // With tool_choice naming send_message, the tool list stays the one of every other
+            // step: a different list would change the prompt's start and miss the upstream's
+            // prompt cache.
+            Offer::ReplyOnly if self.config.require_tool_choice && !turn.read_only => {
+                tools::schemas()
+            }
             Offer::ReplyOnly => tools::schemas()
                 .into_iter()
                 .filter(|t| t["function"]["name"] == SEND_MESSAGE)

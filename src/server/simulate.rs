@@ -206,7 +206,8 @@ async fn explicit(
         summary,
         queue,
     } = state.agents.view(&scope(tenant, user), agent).await?;
-    let system = context::compile_system(&blocks, &counts, crate::store::now_ms());
+    let memory = context::compile_memory(&blocks, &counts, crate::store::now_ms());
+    let at = state.agents.config().core_memory_at;
     let start = request
         .messages
         .iter()
@@ -217,18 +218,23 @@ async fn explicit(
         .filter(|m| m.role == "user")
         .map(|m| json!({"role": "user", "content": json!({"type": "user_message", "message": m.text(), "time": crate::dates::timestamp(crate::store::now_ms())}).to_string()}))
         .collect();
-    let mut messages = vec![json!({"role": "system", "content": system})];
-    if let Some(summary) = &summary {
-        messages.push(context::summary_message(summary));
-    }
     let mut history: Vec<Value> = queue.iter().map(context::wire_message).collect();
     if state.agents.config().replies_as_text {
         history = context::replies_as_text(history);
     }
-    messages.extend(history.iter().cloned());
-    messages.extend(new.iter().cloned());
+    let messages = context::layout(
+        at,
+        &memory,
+        summary.as_ref(),
+        history.iter().cloned(),
+        new.iter().cloned(),
+    );
     let block_tokens: usize = blocks.iter().map(|b| tokens::count(&b.value)).sum();
-    let system_tokens = context::message_tokens(&messages[0]);
+    let system_tokens = context::message_tokens(&messages[0])
+        + match at {
+            crate::agent::CoreMemoryAt::System => 0,
+            crate::agent::CoreMemoryAt::Turn => tokens::count(&memory),
+        };
     let count = |items: &[Value]| items.iter().map(context::message_tokens).sum::<usize>();
     let summary_tokens = summary
         .as_ref()

@@ -188,9 +188,10 @@ async fn the_simulator_shows_the_payload_and_stores_nothing() {
     let messages = explicit["payload"]["messages"]
         .as_array()
         .expect("messages");
-    assert!(messages[0]["content"]
+    // Core memory is shown just before the new message (explicit.core_memory_at = "turn").
+    assert!(messages[messages.len() - 2]["content"]
         .as_str()
-        .expect("system")
+        .expect("core memory")
         .contains("<persona"));
     assert!(messages.last().expect("new")["content"]
         .as_str()

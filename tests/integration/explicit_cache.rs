@@ -1,12 +1,13 @@
 //! Explicit mode and upstream prompt caches: each step's prompt starts byte for byte with the
-//! previous one's (the same tools, the same system message while memory is unchanged, the same
-//! messages), within a turn and from one turn to the next, and the step trace notes what the
+//! previous one's (the same tools, the same system message, the same messages), within a turn and
+//! from one turn to the next up to where the last turn began; core memory, shown just before the
+//! turn, costs the cache only the turn when it changes; and the step trace notes what the
 //! upstream says it served from its cache.
 
 use serde_json::{json, Value};
 
 use crate::common::harness_with;
-use crate::explicit::{call, model_requests, say, send, steps};
+use crate::explicit::{call, model_requests, say, send, steps, system_of};
 
 /// How many leading messages `later` shares with `earlier`, and whether their tools are equal.
 fn shared(earlier: &Value, later: &Value) -> (usize, bool) {
@@ -53,25 +54,50 @@ async fn every_step_and_turn_extends_the_previous_prompt_and_the_trace_notes_cac
         message_count(&requests[0]),
         "step 2 starts with all of step 1's messages"
     );
-    // Turn 2 starts with all of turn 1's last prompt: what was stored renders as it was sent.
+    // Turn 2 starts with turn 1's prompt up to where turn 1 began (its core memory message):
+    // what was stored renders as it was sent; then turn 1's messages, core memory, turn 2's.
+    let turn_start = |request: &Value| {
+        request["messages"]
+            .as_array()
+            .and_then(|m| {
+                m.iter().position(|m| {
+                    m["content"]
+                        .as_str()
+                        .is_some_and(|c| c.starts_with(memproxy::agent::context::MEMORY_HEADING))
+                })
+            })
+            .expect("core memory is shown")
+    };
     let (count, same_tools) = shared(&requests[1], &requests[2]);
     assert!(same_tools);
     assert_eq!(
         count,
-        message_count(&requests[1]),
-        "turn 2 starts with turn 1's last prompt: {:#}\n---\n{:#}",
+        turn_start(&requests[1]),
+        "turn 2 starts with turn 1's prompt: {:#}\n---\n{:#}",
         requests[1]["messages"],
         requests[2]["messages"]
     );
-    // A core-memory edit changes the system message (core memory lives there), and only then.
+    let (a, b) = (
+        requests[1]["messages"].as_array().expect("m"),
+        requests[2]["messages"].as_array().expect("m"),
+    );
+    assert!(
+        b[turn_start(&requests[1])..turn_start(&requests[2])]
+            .starts_with(&a[turn_start(&requests[1]) + 1..]),
+        "turn 1's messages follow, as they were sent (then its answer)"
+    );
+    // A core-memory edit changes the core memory message, and only from there on: the system
+    // message and the history stay.
     let (count, _) = shared(&requests[3], &requests[4]);
     assert_eq!(
-        count, 0,
-        "the edited core memory is in the next step's system message"
+        count,
+        turn_start(&requests[3]),
+        "the edited core memory is in the next step, where the turn began"
     );
+    assert!(system_of(&requests[4]).contains("The user sails a red boat."));
     assert_eq!(
         shared(&requests[2], &requests[3]).0,
-        message_count(&requests[2])
+        turn_start(&requests[2])
     );
 
     // The trace notes what the upstream said it served from its cache, step by step.
@@ -80,7 +106,11 @@ async fn every_step_and_turn_extends_the_previous_prompt_and_the_trace_notes_cac
     assert_eq!(cached.len(), 2, "{last:?}");
     let first = cached[0].expect("reported for the edit step");
     assert!(first > 0, "turn 3's first step reuses turn 2's prompt");
-    assert_eq!(cached[1], Some(0), "after the edit nothing is shared");
+    let second = cached[1].expect("reported for the reply step");
+    assert!(
+        second > 0,
+        "after the edit the system message and the history are still shared"
+    );
     assert!(last.iter().all(|s| s["prompt_tokens"].as_i64() > Some(0)));
 }
 

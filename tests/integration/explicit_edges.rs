@@ -6,8 +6,8 @@ use serde_json::{json, Value};
 
 use crate::common::{get_json, harness_with};
 use crate::explicit::{
-    ask, call, model_requests, reply_of, say, send, statuses, steps, system_of, tool_results,
-    user_payloads,
+    ask, call, model_requests, only_send_message, reply_of, say, send, statuses, steps, system_of,
+    tool_results, user_payloads,
 };
 
 #[tokio::test]
@@ -31,9 +31,8 @@ async fn an_empty_or_echoed_answer_is_asked_again() {
         "Porto, noted."
     );
     let requests = model_requests(&h);
-    assert_eq!(
-        requests[1]["tools"].as_array().expect("tools").len(),
-        1,
+    assert!(
+        only_send_message(&requests[1], &requests[0]),
         "only send_message offered"
     );
     assert_eq!(
@@ -193,7 +192,13 @@ async fn a_tool_that_was_not_offered_is_refused_and_then_no_tools_are_offered() 
     );
     let requests = model_requests(&h);
     assert_eq!(requests.len(), 5);
-    assert_eq!(requests[2]["tools"].as_array().expect("tools").len(), 1);
+    // Only send_message may be called: tool_choice names it, and the tool list stays as it was
+    // (a shorter list would change the prompt's start and miss the upstream's prompt cache).
+    assert_eq!(requests[2]["tools"], requests[1]["tools"]);
+    assert_eq!(
+        requests[2]["tool_choice"]["function"]["name"],
+        "send_message"
+    );
     let refused = tool_results(&requests[3]).pop().expect("result");
     assert_eq!(refused["status"], "Failed");
     assert!(refused["message"]
