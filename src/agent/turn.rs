@@ -496,17 +496,13 @@ impl Agents {
             // With tool_choice naming send_message, the tool list stays the one of every other
             // step: a different list would change the prompt's start and miss the upstream's
             // prompt cache.
-            Offer::ReplyOnly if self.config.require_tool_choice && !turn.read_only => {
-                tools::schemas()
-            }
+            Offer::ReplyOnly if self.config.require_tool_choice => tools::schemas(),
             Offer::ReplyOnly => tools::schemas()
                 .into_iter()
                 .filter(|t| t["function"]["name"] == SEND_MESSAGE)
                 .collect(),
-            Offer::All if turn.read_only => tools::schemas()
-                .into_iter()
-                .filter(|t| !tools::writes(t["function"]["name"].as_str().unwrap_or_default()))
-                .collect(),
+            // A read-only turn is offered the same list (its writes are refused when called):
+            // a list of its own would miss the prompt cache of the agent's other turns.
             Offer::All => tools::schemas(),
         };
         if !tools.is_empty() {

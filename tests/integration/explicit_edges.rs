@@ -129,16 +129,9 @@ async fn a_private_turn_reads_memory_and_stores_nothing() {
         "Your name is Mo."
     );
     let requests = model_requests(&h);
-    let offered: Vec<&str> = requests[requests.len() - 2]["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .collect();
-    assert!(
-        !offered.contains(&"core_memory_append") && offered.contains(&"conversation_search"),
-        "{offered:?}"
-    );
+    // The same tools as in any turn (the prompt's start stays for the upstream's cache); a
+    // write is refused when called.
+    assert_eq!(requests[requests.len() - 2]["tools"], requests[0]["tools"]);
     assert!(
         system_of(&requests[requests.len() - 2]).contains("Name: Mo."),
         "memory is read"
