@@ -37,6 +37,8 @@ pub enum Rejection {
     /// Much of it is what the assistant said, attributed to the user ("The user suggests a
     /// stir-fry" when the assistant suggested it).
     FromAssistant,
+    /// A passing intention, not a lasting fact ("The user will think about the menu later").
+    Transient,
 }
 
 impl Rejection {
@@ -53,6 +55,7 @@ impl Rejection {
             Rejection::SeveralFacts => "several_facts",
             Rejection::AboutAssistant => "about_assistant",
             Rejection::FromAssistant => "from_assistant",
+            Rejection::Transient => "transient",
         }
     }
 }
@@ -84,8 +87,9 @@ const PROMISES: [&str; 12] = [
 ];
 
 /// How small models restate a question as a fact ("The user asked about a good dinner").
-const REPORTED_QUESTIONS: [&str; 10] = [
+const REPORTED_QUESTIONS: [&str; 11] = [
     "asked about",
+    "asked for",
     "asks about",
     "asked whether",
     "asked if",
@@ -96,7 +100,7 @@ const REPORTED_QUESTIONS: [&str; 10] = [
     "inquired",
     "is asking",
 ];
-/// What the assistant says it will think over: no commitment.
+/// What someone says they will think over: no commitment, no lasting fact.
 const MUSINGS: [&str; 5] = [
     "will think",
     "will consider",
@@ -179,6 +183,9 @@ impl Evidence {
             && PROMISES.iter().any(|p| lower.contains(p));
         if about_assistant && musing {
             return Err(Rejection::AboutAssistant);
+        }
+        if musing {
+            return Err(Rejection::Transient);
         }
         if !about_assistant && REPORTED_QUESTIONS.iter().any(|q| lower.contains(q)) {
             return Err(Rejection::Question);

@@ -83,6 +83,14 @@ fn junk_seen_from_the_background_save_is_refused() {
             "The assistant will think about the menu later.",
             Rejection::AboutAssistant,
         ),
+        (
+            "The user will think about the menu later.",
+            Rejection::Transient,
+        ),
+        (
+            "The user asked for a quick breakfast before a 7am shift.",
+            Rejection::Question,
+        ),
     ] {
         assert_eq!(e.check(text, "fact"), Err(reason), "{text}");
     }
