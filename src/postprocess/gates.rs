@@ -101,7 +101,8 @@ const REPORTED_QUESTIONS: [&str; 11] = [
     "is asking",
 ];
 /// What someone says they will think over: no commitment, no lasting fact.
-const MUSINGS: [&str; 5] = [
+const MUSINGS: [&str; 6] = [
+    "will help",
     "will think",
     "will consider",
     "will ponder",

@@ -88,6 +88,10 @@ fn junk_seen_from_the_background_save_is_refused() {
             Rejection::Transient,
         ),
         (
+            "The assistant is sorry and will help with the dinner plan.",
+            Rejection::AboutAssistant,
+        ),
+        (
             "The user asked for a quick breakfast before a 7am shift.",
             Rejection::Question,
         ),
