@@ -101,8 +101,7 @@ const REPORTED_QUESTIONS: [&str; 11] = [
     "is asking",
 ];
 /// What someone says they will think over: no commitment, no lasting fact.
-const MUSINGS: [&str; 6] = [
-    "will help",
+const MUSINGS: [&str; 5] = [
     "will think",
     "will consider",
     "will ponder",
@@ -179,10 +178,14 @@ impl Evidence {
         let lower = fact.to_lowercase();
         // "The assistant will think about it" promises the user nothing.
         let musing = MUSINGS.iter().any(|m| lower.contains(m));
+        // "The assistant will help" promises nothing in particular ("The user will help their
+        // sister move" is a plan, and a fact).
+        let vague = about_assistant && lower.contains("will help");
         let commitment = (kind == "commitment" || about_assistant)
             && !musing
+            && !vague
             && PROMISES.iter().any(|p| lower.contains(p));
-        if about_assistant && musing {
+        if about_assistant && (musing || vague) {
             return Err(Rejection::AboutAssistant);
         }
         if musing {

@@ -99,6 +99,11 @@ fn junk_seen_from_the_background_save_is_refused() {
         assert_eq!(e.check(text, "fact"), Err(reason), "{text}");
     }
     assert_eq!(e.check("The user is vegetarian.", "fact"), Ok(()));
+    let plans = Evidence::new([("user", "I will help my sister move on Saturday.")]);
+    assert_eq!(
+        plans.check("The user will help their sister move on Saturday.", "fact"),
+        Ok(())
+    );
     assert_eq!(e.check("The user cannot stand mushrooms.", "fact"), Ok(()));
     let only_dislike = Evidence::new([("user", "I cannot stand mushrooms.")]);
     assert_eq!(
