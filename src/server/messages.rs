@@ -11,18 +11,15 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::{json, Value};
 
-use std::sync::Arc;
-
 use crate::anthropic::{self, events, reply};
 use crate::error::ProxyError;
 use crate::identity::resolve_mode;
 use crate::mode::Mode;
-use crate::upstream::Upstream;
 
 use super::auth::RequestContext;
 use super::chat::{route_mode, Reading};
 use super::extract::{ApiPath, LimitedBody};
-use super::native::Native;
+use super::native::{Call, Native};
 use super::surface::{self, CoreAnswer};
 use super::SharedState;
 
@@ -70,7 +67,17 @@ async fn handle(
     if let Some(upstream) = state.messages_upstream.clone() {
         match resolve_mode(&headers, mode, state.config.mode) {
             Ok(Mode::Explicit) => {}
-            Ok(mode) => return native(state, context, mode, headers, body, upstream).await,
+            Ok(mode) => {
+                let call = Call {
+                    state,
+                    context,
+                    mode,
+                    headers,
+                    body,
+                    upstream,
+                };
+                return native(call).await;
+            }
             Err(error) => return anthropic::error_response(&error),
         }
     }
@@ -78,14 +85,15 @@ async fn handle(
 }
 
 /// To an upstream that speaks Messages: memory applied in Anthropic's shape, the answer relayed.
-async fn native(
-    state: SharedState,
-    context: RequestContext,
-    mode: Mode,
-    headers: HeaderMap,
-    body: Bytes,
-    upstream: Arc<Upstream>,
-) -> Response {
+async fn native(call: Call) -> Response {
+    let Call {
+        state,
+        context,
+        mode,
+        headers,
+        body,
+        upstream,
+    } = call;
     let read = anthropic::to_chat(&body).and_then(|translated| {
         match serde_json::from_slice::<Value>(&body) {
             Ok(Value::Object(wire)) => Ok((translated, wire)),

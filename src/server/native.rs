@@ -31,6 +31,16 @@ use super::SharedState;
 /// Applies a strategy's plan to an API's request (see `anthropic::native::apply`).
 pub type Apply = fn(&mut Map<String, Value>, &[ChatMessage], &[Option<usize>], &Plan);
 
+/// A request for an API's own upstream, as it came in (before it is read).
+pub struct Call {
+    pub state: SharedState,
+    pub context: RequestContext,
+    pub mode: Mode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+    pub upstream: Arc<Upstream>,
+}
+
 /// One request of an API relayed natively.
 pub struct Native {
     /// The API's route, for metrics (`/v1/messages`).

@@ -23,12 +23,11 @@ use crate::responses::events::{self, Translator};
 use crate::responses::native::ResponsesWatch;
 use crate::responses::{self as wire, reply};
 use crate::store::UserScope;
-use crate::upstream::Upstream;
 
 use super::auth::RequestContext;
 use super::chat::{route_mode, Reading};
 use super::extract::{ApiPath, LimitedBody};
-use super::native::Native;
+use super::native::{Call, Native};
 use super::response_log::{self, Logger};
 use super::surface::{self, CoreAnswer};
 use super::SharedState;
@@ -82,7 +81,7 @@ async fn handle(
     if let Some(upstream) = state.responses_upstream.clone() {
         let mode = resolve_mode(&headers, mode, state.config.mode)?;
         if mode != Mode::Explicit {
-            let call = NativeCall {
+            let call = Call {
                 state,
                 context,
                 mode,
@@ -131,25 +130,16 @@ async fn handle(
     Ok(response)
 }
 
-struct NativeCall {
-    state: SharedState,
-    context: RequestContext,
-    mode: Mode,
-    headers: HeaderMap,
-    body: Bytes,
-    upstream: Arc<Upstream>,
-}
-
 /// To an upstream that speaks Responses: memory applied in this API's shape, the answer relayed.
 /// The upstream keeps the chain of `previous_response_id`; memproxy logs each response's
 /// conversation too (under the upstream's id), so that the strategy and the recall log see the
 /// whole of it. A chain begun elsewhere is seen from where memproxy joined it.
 async fn native(
-    call: NativeCall,
+    call: Call,
     request: serde_json::Map<String, Value>,
     scope: UserScope,
 ) -> Result<Response, ProxyError> {
-    let NativeCall {
+    let Call {
         state,
         context,
         mode,

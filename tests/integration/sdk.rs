@@ -105,23 +105,7 @@ async fn official_anthropic_sdk_works_through_memproxy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_python_sdk_responses_api_works_through_memproxy() {
-    run_script(
-        "responses_conformance.py",
-        "/v1",
-        &[
-            "create",
-            "previous-response",
-            "stream",
-            "stream-events",
-            "tools",
-            "stream-tools",
-            "retrieve-delete",
-            "bad-request",
-            "rate-limit",
-            "auth",
-        ],
-    )
-    .await;
+    run_script("responses_conformance.py", "/v1", &RESPONSES_CHECKS).await;
 }
 
 const ANTHROPIC_CHECKS: [&str; 10] = [
@@ -144,17 +128,18 @@ async fn official_anthropic_sdk_works_through_the_same_api_relay() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_python_sdk_responses_api_works_through_the_same_api_relay() {
-    let checks = [
-        "create",
-        "previous-response",
-        "stream",
-        "stream-events",
-        "tools",
-        "stream-tools",
-        "retrieve-delete",
-        "bad-request",
-        "rate-limit",
-        "auth",
-    ];
-    run_script_on("responses_conformance.py", "/v1", &checks, true).await;
+    run_script_on("responses_conformance.py", "/v1", &RESPONSES_CHECKS, true).await;
 }
+
+const RESPONSES_CHECKS: [&str; 10] = [
+    "create",
+    "previous-response",
+    "stream",
+    "stream-events",
+    "tools",
+    "stream-tools",
+    "retrieve-delete",
+    "bad-request",
+    "rate-limit",
+    "auth",
+];
