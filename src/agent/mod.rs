@@ -46,7 +46,7 @@ pub struct AgentView {
 pub struct Agents {
     memory: Arc<MemoryService>,
     config: ExplicitConfig,
-    summarizer: MemoryLlm,
+    summarizer: Arc<MemoryLlm>,
     summary_prompt: String,
     extract_prompt: String,
     /// One turn at a time per agent: two concurrent turns would interleave the message queue.
@@ -56,19 +56,20 @@ pub struct Agents {
 }
 
 impl Agents {
-    pub fn new(memory: Arc<MemoryService>, config: &crate::config::Config) -> anyhow::Result<Self> {
-        let summarizer = crate::postprocess::memory_llm(config)?;
-        let prompts =
-            crate::postprocess::prompts::Prompts::load(config.memory.prompts_dir.as_deref())?;
-        Ok(Agents {
+    pub fn new(
+        memory: Arc<MemoryService>,
+        config: &crate::config::Config,
+        services: &crate::postprocess::MemoryServices,
+    ) -> Self {
+        Agents {
             memory,
             config: config.explicit.clone(),
-            summarizer,
-            summary_prompt: prompts.summarize,
-            extract_prompt: prompts.extract,
+            summarizer: Arc::clone(&services.llm),
+            summary_prompt: services.prompts.summarize.clone(),
+            extract_prompt: services.prompts.extract.clone(),
             locks: Mutex::new(HashMap::new()),
             token_scales: Mutex::new(HashMap::new()),
-        })
+        }
     }
 
     pub fn config(&self) -> &ExplicitConfig {

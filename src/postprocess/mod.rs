@@ -37,8 +37,25 @@ pub const EXTRACT: &str = "extract";
 pub const SUMMARIZE: &str = "summarize";
 pub const CONSOLIDATE: &str = "consolidate";
 
+/// What the memory work of implicit and explicit mode shares, built once at start-up: one memory
+/// LLM client (what it learns about the upstream, such as a refused `json_schema`, holds for
+/// both) and one set of prompts.
+pub struct MemoryServices {
+    pub llm: Arc<MemoryLlm>,
+    pub prompts: Prompts,
+}
+
+impl MemoryServices {
+    pub fn build(config: &crate::config::Config) -> anyhow::Result<MemoryServices> {
+        Ok(MemoryServices {
+            llm: Arc::new(memory_llm(config)?),
+            prompts: Prompts::load(config.memory.prompts_dir.as_deref())?,
+        })
+    }
+}
+
 /// The memory LLM of a config (`memory.llm`, defaulting to the upstream).
-pub fn memory_llm(config: &crate::config::Config) -> Result<MemoryLlm, llm::LlmError> {
+fn memory_llm(config: &crate::config::Config) -> Result<MemoryLlm, llm::LlmError> {
     let llm_config = &config.memory.llm;
     MemoryLlm::new(
         llm_config.url.as_deref().unwrap_or(&config.upstream.url),
@@ -55,7 +72,7 @@ pub fn memory_llm(config: &crate::config::Config) -> Result<MemoryLlm, llm::LlmE
 pub struct PostProcessor {
     memory: Arc<MemoryService>,
     config: MemoryConfig,
-    llm: MemoryLlm,
+    llm: Arc<MemoryLlm>,
     prompts: Prompts,
     metrics: Arc<Metrics>,
     wake: Notify,
@@ -66,15 +83,16 @@ impl PostProcessor {
         memory: Arc<MemoryService>,
         config: &crate::config::Config,
         metrics: Arc<Metrics>,
-    ) -> anyhow::Result<PostProcessor> {
-        Ok(PostProcessor {
+        services: &MemoryServices,
+    ) -> PostProcessor {
+        PostProcessor {
             memory,
             config: config.memory.clone(),
-            llm: memory_llm(config)?,
-            prompts: Prompts::load(config.memory.prompts_dir.as_deref())?,
+            llm: Arc::clone(&services.llm),
+            prompts: services.prompts.clone(),
             metrics,
             wake: Notify::new(),
-        })
+        }
     }
 
     async fn enqueue(

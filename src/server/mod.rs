@@ -83,6 +83,7 @@ impl AppState {
         hooks: Vec<SharedHook>,
         memory: Arc<MemoryService>,
         metrics: Arc<Metrics>,
+        services: &crate::postprocess::MemoryServices,
     ) -> anyhow::Result<SharedState> {
         let native = |api: &Option<crate::upstream::ApiUpstream>, usual| {
             api.as_ref()
@@ -99,7 +100,11 @@ impl AppState {
             tenant_keys: config.tenant_keys()?,
             exposure_warning: std::sync::OnceLock::new(),
             hooks,
-            agents: Arc::new(crate::agent::Agents::new(Arc::clone(&memory), &config)?),
+            agents: Arc::new(crate::agent::Agents::new(
+                Arc::clone(&memory),
+                &config,
+                services,
+            )),
             memory,
             tasks: TaskTracker::new(),
             after_exchange: TaskTracker::new(),
@@ -162,13 +167,16 @@ pub async fn start_on(
     let exposure = config.exposure(addr)?;
     let memory = open_memory(&config).await?;
     let metrics = Arc::new(Metrics::new()?);
+    // The services built once: every part that needs them gets these.
+    let services = crate::postprocess::MemoryServices::build(&config)?;
     let post = Arc::new(PostProcessor::new(
         Arc::clone(&memory),
         &config,
         Arc::clone(&metrics),
-    )?);
+        &services,
+    ));
     let hooks: Vec<SharedHook> = vec![post.clone(), hook];
-    let state = AppState::new(config, hooks, memory, metrics)?;
+    let state = AppState::new(config, hooks, memory, metrics, &services)?;
     if let Some(warning) = exposure {
         tracing::warn!("{warning}");
         let _ = state.exposure_warning.set(warning);

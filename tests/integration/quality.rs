@@ -103,7 +103,11 @@ async fn junk_from_the_memory_llm_never_reaches_the_store_and_updates_keep_their
 
 #[tokio::test]
 async fn structured_output_is_asked_for_and_a_refusal_is_remembered() {
-    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    let h = harness_with(|c| {
+        c.memory.extraction_debounce = Duration::ZERO;
+        c.explicit.background_save = true;
+    })
+    .await;
     h.mock.push_marked(
         "MEMPROXY-EXTRACT",
         Reply::Error {
@@ -140,6 +144,27 @@ async fn structured_output_is_asked_for_and_a_refusal_is_remembered() {
         })
         .collect();
     assert_eq!(formats, ["json_schema", "json_object", "json_object"]);
+    // One memory LLM client serves implicit and explicit mode: an agent's background save asks
+    // for json_object straight away too.
+    h.mock.push(crate::explicit::send("Lovely."));
+    crate::explicit::say(&h, "rio", "I also keep bees on the roof of my building.").await;
+    h.proxy.state.after_exchange.close();
+    h.proxy.state.after_exchange.wait().await;
+    let formats: Vec<String> = h
+        .mock
+        .chat_requests(Some("MEMPROXY-EXTRACT"))
+        .iter()
+        .map(|r| {
+            r["response_format"]["type"]
+                .as_str()
+                .unwrap_or("none")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        formats,
+        ["json_schema", "json_object", "json_object", "json_object"]
+    );
     let first = &h.mock.chat_requests(Some("MEMPROXY-EXTRACT"))[0];
     let schema = &first["response_format"]["json_schema"]["schema"];
     assert_eq!(schema["properties"]["facts"]["maxItems"], 12, "{schema}");
