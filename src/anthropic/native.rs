@@ -30,8 +30,8 @@ pub fn apply(
         .copied()
         .flatten()
         .unwrap_or(0)
-        .min(messages.len());
-    while cut > 0 && !starts_turn(&messages[cut.min(messages.len() - 1)]) {
+        .min(messages.len().saturating_sub(1));
+    while cut > 0 && !starts_turn(&messages[cut]) {
         cut -= 1;
     }
     messages.drain(..cut);
