@@ -132,37 +132,27 @@ async fn structured_output_is_asked_for_and_a_refusal_is_remembered() {
             .any(|m| m.contains("basil"))
     })
     .await;
-    let formats: Vec<String> = h
-        .mock
-        .chat_requests(Some("MEMPROXY-EXTRACT"))
-        .iter()
-        .map(|r| {
-            r["response_format"]["type"]
-                .as_str()
-                .unwrap_or("none")
-                .to_owned()
-        })
-        .collect();
-    assert_eq!(formats, ["json_schema", "json_object", "json_object"]);
+    let formats = || -> Vec<String> {
+        h.mock
+            .chat_requests(Some("MEMPROXY-EXTRACT"))
+            .iter()
+            .map(|r| {
+                r["response_format"]["type"]
+                    .as_str()
+                    .unwrap_or("none")
+                    .to_owned()
+            })
+            .collect()
+    };
+    assert_eq!(formats(), ["json_schema", "json_object", "json_object"]);
     // One memory LLM client serves implicit and explicit mode: an agent's background save asks
     // for json_object straight away too.
     h.mock.push(crate::explicit::send("Lovely."));
     crate::explicit::say(&h, "rio", "I also keep bees on the roof of my building.").await;
     h.proxy.state.after_exchange.close();
     h.proxy.state.after_exchange.wait().await;
-    let formats: Vec<String> = h
-        .mock
-        .chat_requests(Some("MEMPROXY-EXTRACT"))
-        .iter()
-        .map(|r| {
-            r["response_format"]["type"]
-                .as_str()
-                .unwrap_or("none")
-                .to_owned()
-        })
-        .collect();
     assert_eq!(
-        formats,
+        formats(),
         ["json_schema", "json_object", "json_object", "json_object"]
     );
     let first = &h.mock.chat_requests(Some("MEMPROXY-EXTRACT"))[0];
