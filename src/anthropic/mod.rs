@@ -33,17 +33,13 @@ pub struct Translated {
     pub dropped_tools: Vec<String>,
 }
 
-/// A Messages request as Chat Completions, checked first the way Anthropic checks it.
+/// A Messages request body as Chat Completions, checked first the way Anthropic checks it.
 pub fn to_chat(body: &[u8]) -> Result<Translated, ProxyError> {
-    let value: Value = serde_json::from_slice(body).map_err(|error| {
-        ProxyError::invalid(format!("The request body is not valid JSON: {error}"), None)
-    })?;
-    let Value::Object(request) = value else {
-        return Err(ProxyError::invalid(
-            "The request body must be a JSON object.",
-            None,
-        ));
-    };
+    from_request(&crate::openai::translate::json_object(body)?)
+}
+
+/// [`to_chat`] of a request already parsed.
+pub fn from_request(request: &Map<String, Value>) -> Result<Translated, ProxyError> {
     let model = match request.get("model") {
         Some(Value::String(model)) if !model.is_empty() => model.clone(),
         _ => return Err(field("model", "Field required (a non-empty string).")),
@@ -88,7 +84,7 @@ pub fn to_chat(body: &[u8]) -> Result<Translated, ProxyError> {
     out.insert("messages".into(), Value::Array(chat));
     out.insert("max_tokens".into(), Value::Number(max_tokens));
     crate::openai::translate::carry_settings(
-        &request,
+        request,
         &mut out,
         &[
             ("temperature", "temperature"),

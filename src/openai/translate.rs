@@ -10,7 +10,9 @@ use axum::body::Bytes;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use crate::error::ProxyError;
 
 use super::sse::{event_data, SseSplitter};
 
@@ -202,4 +204,19 @@ pub fn translate_stream<T: StreamTranslator>(
         }
     })
     .boxed()
+}
+
+/// A request body as a JSON object, or the 400 that says why it is not one.
+pub fn json_object(body: &[u8]) -> Result<Map<String, Value>, ProxyError> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Object(request)) => Ok(request),
+        Ok(_) => Err(ProxyError::invalid(
+            "The request body must be a JSON object.",
+            None,
+        )),
+        Err(error) => Err(ProxyError::invalid(
+            format!("The request body is not valid JSON: {error}"),
+            None,
+        )),
+    }
 }

@@ -35,17 +35,7 @@ pub struct Translated {
 
 /// Parses the body into a JSON object (the fields are read by [`to_chat`]).
 pub fn parse(body: &[u8]) -> Result<Map<String, Value>, ProxyError> {
-    match serde_json::from_slice(body) {
-        Ok(Value::Object(request)) => Ok(request),
-        Ok(_) => Err(ProxyError::invalid(
-            "The request body must be a JSON object.",
-            None,
-        )),
-        Err(error) => Err(ProxyError::invalid(
-            format!("The request body is not valid JSON: {error}"),
-            None,
-        )),
-    }
+    crate::openai::translate::json_object(body)
 }
 
 pub fn to_chat(

@@ -94,12 +94,8 @@ async fn native(call: Call) -> Response {
         body,
         upstream,
     } = call;
-    let read = anthropic::to_chat(&body).and_then(|translated| {
-        match serde_json::from_slice::<Value>(&body) {
-            Ok(Value::Object(wire)) => Ok((translated, wire)),
-            _ => Err(ProxyError::Internal("unreadable request".to_owned())),
-        }
-    });
+    let read = crate::openai::translate::json_object(&body)
+        .and_then(|wire| Ok((anthropic::from_request(&wire)?, wire)));
     let answered = match read {
         Ok((translated, wire)) => {
             let request = Native {
