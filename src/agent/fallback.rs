@@ -49,7 +49,7 @@ impl Agents {
             body.as_object_mut().map(|b| b.remove("model"));
         }
         for (key, value) in &input.params {
-            if super::turn::passes_through(key) {
+            if super::step::passes_through(key) {
                 body[key] = value.clone();
             }
         }
@@ -58,7 +58,7 @@ impl Agents {
         let latency = started.elapsed().as_secs_f64() * 1e3;
         turn.llm_ms += latency;
         let answer = answer?;
-        let reply = match lenient::plain_answer(&answer.content, &input.user_messages) {
+        let reply = match lenient::plain_answer(&answer.content, &turn.said) {
             PlainAnswer::Reply(reply) => Some(reply),
             _ => None,
         };
@@ -70,7 +70,7 @@ impl Agents {
             status,
             super::state::clip(&answer.content, 300),
         );
-        super::turn::fill(record, &answer, latency);
+        super::step::fill(record, &answer, latency);
         if let Some(text) = &reply {
             turn.buffer.push(AgentMessage {
                 role: "assistant".to_owned(),

@@ -5,6 +5,7 @@
 //! `send_message` (or a plain text, or `max_steps`), and returns the reply. All state (core
 //! blocks, log, archival passages, summary, step trace) lives in the memory layer.
 
+mod calls;
 mod config;
 pub mod context;
 mod evict;
@@ -13,8 +14,10 @@ pub mod hygiene;
 pub mod lenient;
 pub mod model;
 mod open;
+mod pause;
 mod save;
 mod state;
+mod step;
 pub mod tools;
 mod turn;
 
@@ -23,7 +26,7 @@ use std::sync::{Arc, Mutex};
 
 pub use config::{CoreMemoryAt, ExplicitConfig};
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
-pub use turn::{Stop, TurnError, TurnInput, TurnOutcome};
+pub use turn::{Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome};
 
 use crate::memory::{MemoryResult, MemoryService};
 use crate::postprocess::llm::MemoryLlm;

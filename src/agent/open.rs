@@ -4,13 +4,27 @@
 
 use super::context::{self, CLIENT_BLOCK};
 use super::state::{user_json, Turn};
+use super::step::Progress;
+use super::tools::{ClientTools, Registry};
 use super::turn::{TurnError, TurnInput};
 use super::Agents;
 use crate::store::{now_ms, AgentMessage, CoreBlock};
 
 impl Agents {
+    /// Opens the turn: a paused turn this request resumes, or a new one. The progress is the
+    /// paused turn's, or a fresh start.
+    pub(super) async fn open_turn(&self, input: &TurnInput) -> Result<(Turn, Progress), TurnError> {
+        let paused = self.take_pause(input).await?;
+        let mut turn = self.load_turn(input).await?;
+        let mut progress = Progress::default();
+        if let Some(paused) = paused {
+            self.resume(&mut turn, &mut progress, paused, &input.tool_results);
+        }
+        Ok((turn, progress))
+    }
+
     /// Loads (creating on first use) the agent and puts the client's messages in the buffer.
-    pub(super) async fn open_turn(&self, input: &TurnInput) -> Result<Turn, TurnError> {
+    async fn load_turn(&self, input: &TurnInput) -> Result<Turn, TurnError> {
         let (scope, agent) = (input.scope.clone(), input.agent.clone());
         let defaults = self.default_blocks();
         let client_system = input.client_system.clone();
@@ -99,8 +113,20 @@ impl Agents {
                 created_at_ms: now,
             })
             .collect();
+        let client = ClientTools::from_request(&input.params);
+        let tools = Registry::memory().with(client.tools());
+        let tools_tokens = if client.is_empty() {
+            context::tools_tokens()
+        } else {
+            crate::tokens::count(&serde_json::Value::Array(tools.schemas()).to_string())
+        };
         Turn {
             id: uuid::Uuid::new_v4().to_string(),
+            said: input.user_messages.clone(),
+            tools,
+            client,
+            tools_tokens,
+            resumed: false,
             scope: input.scope.clone(),
             agent: input.agent.clone(),
             model: input.model.clone(),

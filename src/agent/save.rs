@@ -21,24 +21,25 @@ impl Agents {
             .steps
             .iter()
             .any(|s| tools::writes(&s.tool) && s.status == "ok");
-        let words: usize = input
-            .user_messages
+        let words: usize = outcome
+            .said
             .iter()
             .map(|m| m.split_whitespace().count())
             .sum();
-        self.config.background_save && input.record && !saved && words >= MIN_WORDS
+        self.config.background_save
+            && input.record
+            && outcome.reply().is_some()
+            && !saved
+            && words >= MIN_WORDS
     }
 
     /// Runs the background save of a turn; every problem is logged and traced, never raised.
     pub async fn save_after_turn(&self, input: TurnInput, outcome: TurnOutcome) {
         let started = std::time::Instant::now();
         let at = input.clock.unwrap_or_else(now_ms);
-        let mut said: Vec<(&str, &str)> = input
-            .user_messages
-            .iter()
-            .map(|m| ("user", m.as_str()))
-            .collect();
-        said.push(("assistant", outcome.reply.as_str()));
+        let mut said: Vec<(&str, &str)> =
+            outcome.said.iter().map(|m| ("user", m.as_str())).collect();
+        said.push(("assistant", outcome.reply().unwrap_or_default()));
         let extracted = crate::postprocess::turn_facts::extract(
             &self.summarizer,
             &self.extract_prompt,
@@ -52,7 +53,7 @@ impl Agents {
             Ok((facts, refused)) => {
                 let mut saved = Vec::new();
                 for fact in facts {
-                    match self.save_fact(&input, &fact).await {
+                    match self.save_fact(&input, &outcome.said, &fact).await {
                         Ok(Some(place)) => saved.push(format!("{place}: {fact}")),
                         Ok(None) => {}
                         Err(error) => {
@@ -103,10 +104,11 @@ impl Agents {
     async fn save_fact(
         &self,
         input: &TurnInput,
+        said: &[String],
         fact: &str,
     ) -> Result<Option<&'static str>, String> {
         let (scope, agent, text) = (input.scope.clone(), input.agent.clone(), fact.to_owned());
-        let said = input.user_messages.clone();
+        let said = said.to_vec();
         let edited = self
             .memory
             .blocking(move |store, _| {

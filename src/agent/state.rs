@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use super::context;
+use super::tools::{ClientTools, Registry};
 use crate::dates;
 use crate::store::{now_ms, AgentMessage, StepRecord, StoredMessage, Summary, UserScope};
 
@@ -37,6 +38,15 @@ pub(super) struct Turn {
     pub llm_ms: f64,
     /// The time of this turn's messages when the client set one (`X-Memproxy-Time`).
     pub clock: Option<i64>,
+    /// What the user said in this turn (before a pause too).
+    pub said: Vec<String>,
+    /// The tools this turn offers: memory tools, the client's, `send_message`.
+    pub tools: Registry,
+    pub client: ClientTools,
+    /// Tokens `tools` adds to every request.
+    pub tools_tokens: usize,
+    /// The turn was paused on client tool calls and resumed by this request.
+    pub resumed: bool,
 }
 
 impl Turn {
@@ -163,6 +173,6 @@ pub fn raw_measure(turn: &Turn) -> (usize, usize) {
             crate::tokens::count(turn.system.as_deref().unwrap_or_default())
         }
     };
-    let fixed = context::message_tokens(&messages[0]) + memory + context::tools_tokens();
-    (all + context::tools_tokens(), fixed)
+    let fixed = context::message_tokens(&messages[0]) + memory + turn.tools_tokens;
+    (all + turn.tools_tokens, fixed)
 }

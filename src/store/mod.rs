@@ -476,6 +476,16 @@ pub trait Store: responses::ResponseLog + Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// Forgets an agent: blocks, passages, log, summary, steps. Returns whether it existed.
     fn reset_agent(&self, scope: &UserScope, agent: &str) -> StoreResult<bool>;
+    /// The state of the agent's turn paused on client tool calls, if one is.
+    fn paused_turn(&self, scope: &UserScope, agent: &str) -> StoreResult<Option<String>>;
+    /// Pauses (`Some((turn id, state))`) or ends the pause of (`None`) the agent's turn.
+    /// Appending the agent's messages ends its pause too, in the same transaction.
+    fn set_paused_turn(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        paused: Option<(&str, &str)>,
+    ) -> StoreResult<()>;
     /// Deletes one message of an agent's log with the results of its tool calls; returns the
     /// deleted `(id, position)`s and the new message-vector generation.
     fn delete_agent_message(

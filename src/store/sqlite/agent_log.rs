@@ -189,6 +189,7 @@ pub fn reset(tx: &Transaction, scope: &UserScope, agent: &str) -> StoreResult<bo
         "DELETE FROM agent_steps WHERE uid = ?1 AND agent = ?2",
         params![uid, agent],
     )?;
+    changed += super::agent_pause::clear(tx, uid, agent)?;
     Ok(changed + passages + log > 0)
 }
 
@@ -200,6 +201,8 @@ pub fn append(
     messages: &[(AgentMessage, Option<Embedding>)],
 ) -> StoreResult<(Vec<StoredMessage>, Option<(i64, u64)>)> {
     let uid = ensure_uid(tx, scope)?;
+    // A finished turn's messages end any pause of the agent, in the same transaction.
+    super::agent_pause::clear(tx, uid, agent)?;
     let conversation = agent_conversation(agent);
     let conversation_id = conversation_id(tx, uid, &conversation, agent)?;
     let mut position: i64 = tx.query_row(

@@ -6,6 +6,7 @@
 
 mod agent;
 mod agent_log;
+mod agent_pause;
 mod jobs;
 mod memories;
 mod recall;
@@ -457,6 +458,19 @@ impl super::Store for SqliteStore {
 
     fn reset_agent(&self, scope: &UserScope, agent: &str) -> StoreResult<bool> {
         self.write(|tx| agent_log::reset(tx, scope, agent))
+    }
+
+    fn paused_turn(&self, scope: &UserScope, agent: &str) -> StoreResult<Option<String>> {
+        self.read(|c| agent_pause::get(c, scope, agent))
+    }
+
+    fn set_paused_turn(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        paused: Option<(&str, &str)>,
+    ) -> StoreResult<()> {
+        self.write(|tx| agent_pause::set(tx, scope, agent, paused))
     }
 
     fn delete_agent_message(

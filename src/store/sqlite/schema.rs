@@ -295,4 +295,16 @@ CREATE TABLE responses (
     UNIQUE (uid, response_id)
 );
 "#,
+    // 10: an agent turn paused on the client's tool calls (explicit mode with client tools): the
+    // turn's state until the client's next request brings the results. One per agent.
+    r#"
+CREATE TABLE agent_pauses (
+    uid         INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent       TEXT NOT NULL,
+    turn        TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    created_at  INTEGER NOT NULL,
+    PRIMARY KEY (uid, agent)
+);
+"#,
 ];

@@ -1,0 +1,117 @@
+//! `archival_memory_insert` and `archival_memory_search`: the agent's unlimited passage store,
+//! and the search shared with `conversation_search` (meaning and keywords, paged).
+
+use async_trait::async_trait;
+use serde_json::{json, Map, Value};
+
+use super::{function, page_schema, paged, required, Tool, ToolOutcome, ToolScope};
+use crate::agent::lenient::page_arg;
+use crate::dates;
+use crate::memory::RetrievalRequest;
+use crate::store::{agent_conversation, Corpus, Within};
+
+pub struct Insert;
+pub struct Search;
+
+#[async_trait]
+impl Tool for Insert {
+    fn name(&self) -> &str {
+        "archival_memory_insert"
+    }
+
+    fn schema(&self) -> Value {
+        function(
+            self.name(),
+            "Store a passage in archival memory (unlimited, not visible until searched). Write it so it makes sense on its own later.",
+            json!({"content": {"type": "string", "description": "Passage to store."}}),
+            &["content"],
+        )
+    }
+
+    fn writes(&self) -> bool {
+        true
+    }
+
+    async fn execute(&self, tools: &ToolScope<'_>, arguments: &Map<String, Value>) -> ToolOutcome {
+        let content = match required(arguments, "content") {
+            Ok(content) => content,
+            Err(failed) => return failed,
+        };
+        match tools
+            .memory
+            .insert_passage(tools.scope, tools.agent, &content)
+            .await
+        {
+            Ok(_) => ToolOutcome::ok("Inserted into archival memory."),
+            Err(error) => ToolOutcome::failed(error.to_string()),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for Search {
+    fn name(&self) -> &str {
+        "archival_memory_search"
+    }
+
+    fn schema(&self) -> Value {
+        function(
+            self.name(),
+            "Search archival memory by meaning and keywords.",
+            json!({"query": {"type": "string", "description": "What to look for."}, "page": page_schema()}),
+            &["query"],
+        )
+    }
+
+    async fn execute(&self, tools: &ToolScope<'_>, arguments: &Map<String, Value>) -> ToolOutcome {
+        searched(tools, arguments, Corpus::Passage).await
+    }
+}
+
+/// Results searched at most (so the page count is real, not an estimate).
+const SEARCH_RESULTS: usize = 100;
+
+/// A paged search of the agent's passages or of its own conversation.
+pub(super) async fn searched(
+    tools: &ToolScope<'_>,
+    arguments: &Map<String, Value>,
+    corpus: Corpus,
+) -> ToolOutcome {
+    let run = async {
+        let query = required(arguments, "query")?;
+        let page = page_arg(arguments).map_err(ToolOutcome::failed)?;
+        let within = match corpus {
+            Corpus::Passage => Within::Agent(tools.agent.to_owned()),
+            _ => Within::Conversation(agent_conversation(tools.agent)),
+        };
+        let request = RetrievalRequest {
+            query,
+            corpora: vec![corpus],
+            top_k: SEARCH_RESULTS,
+            candidates: SEARCH_RESULTS,
+            within: Some(within),
+            ..RetrievalRequest::default()
+        };
+        let hits = tools
+            .memory
+            .retrieve(tools.scope, request)
+            .await
+            .map_err(|e| ToolOutcome::failed(e.to_string()))?;
+        let total = hits.len();
+        let page_size = tools.config.page_size;
+        let items = hits
+            .into_iter()
+            .skip(page * page_size)
+            .take(page_size)
+            .map(|hit| {
+                let when = dates::timestamp(hit.created_at_ms);
+                match hit.role {
+                    Some(role) => format!("[{when}] {role}: {}", hit.text),
+                    None => format!("[{when}] {}", hit.text),
+                }
+            })
+            .collect();
+        Ok::<_, ToolOutcome>(paged(items, total, page, page_size))
+    };
+    run.await.unwrap_or_else(|failed| failed)
+}

@@ -1,0 +1,83 @@
+//! What an agent turn takes from the client's chat request: the new user messages (after the
+//! last assistant message), the results of the tool calls that message made (resuming a paused
+//! turn), the client's system prompt, and the parameters (sampling, and its tools).
+
+use crate::agent::{ToolResult, TurnInput};
+use crate::error::ProxyError;
+use crate::identity::Scope;
+use crate::openai::ChatRequest;
+use crate::store::UserScope;
+
+pub fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, ProxyError> {
+    let last_assistant = request.messages.iter().rposition(|m| m.role == "assistant");
+    let start = last_assistant.map_or(0, |i| i + 1);
+    let tail = &request.messages[start..];
+    let mut tool_results = Vec::new();
+    for (offset, message) in tail.iter().enumerate() {
+        if message.role != "tool" {
+            continue;
+        }
+        let Some(call_id) = message.tool_call_id.clone().filter(|id| !id.is_empty()) else {
+            return Err(ProxyError::invalid(
+                "A tool message needs the 'tool_call_id' of the call it answers.",
+                Some(&format!("messages[{}].tool_call_id", start + offset)),
+            ));
+        };
+        tool_results.push(ToolResult {
+            call_id,
+            content: message.text(),
+        });
+    }
+    let calls = last_assistant
+        .and_then(|i| request.messages[i].tool_calls.as_ref())
+        .filter(|calls| !calls.is_empty());
+    match (calls, tool_results.is_empty()) {
+        (Some(calls), true) => {
+            let ids: Vec<&str> = calls.iter().map(|c| c.id.as_str()).collect();
+            return Err(ProxyError::invalid(
+                format!(
+                    "The last assistant message calls tools ({}) but no tool message answers them: send one 'tool' message per call, with its tool_call_id.",
+                    ids.join(", ")
+                ),
+                Some("messages"),
+            ));
+        }
+        (None, false) => {
+            return Err(ProxyError::invalid(
+                "Tool messages must follow the assistant message whose tool calls they answer.",
+                Some("messages"),
+            ));
+        }
+        _ => {}
+    }
+    let user_messages: Vec<String> = tail
+        .iter()
+        .filter(|m| m.role == "user")
+        .map(|m| m.text())
+        .filter(|text| !text.trim().is_empty())
+        .collect();
+    if user_messages.is_empty() && tool_results.is_empty() {
+        return Err(ProxyError::invalid(
+            "Explicit mode needs a new user message after the last assistant message.",
+            Some("messages"),
+        ));
+    }
+    let system: Vec<String> = request
+        .messages
+        .iter()
+        .filter(|m| m.role == "system" || m.role == "developer")
+        .map(|m| m.text())
+        .filter(|text| !text.trim().is_empty())
+        .collect();
+    Ok(TurnInput {
+        scope: UserScope::from(scope),
+        agent: scope.agent.clone(),
+        model: request.model.clone().unwrap_or_default(),
+        client_system: (!system.is_empty()).then(|| system.join("\n\n")),
+        user_messages,
+        tool_results,
+        params: request.extra.clone(),
+        clock: scope.time_ms,
+        record: scope.record,
+    })
+}
