@@ -5,7 +5,6 @@
 use super::context::{self, CLIENT_BLOCK};
 use super::state::{user_json, Turn};
 use super::step::Progress;
-use super::tools::{ClientTools, Registry};
 use super::turn::{TurnError, TurnInput};
 use super::Agents;
 use crate::store::{now_ms, AgentMessage, CoreBlock};
@@ -113,8 +112,7 @@ impl Agents {
                 created_at_ms: now,
             })
             .collect();
-        let client = ClientTools::from_request(&input.params);
-        let tools = Registry::memory().with(client.tools());
+        let (tools, client) = super::tools::for_request(&input.params);
         let tools_tokens = if client.is_empty() {
             context::tools_tokens()
         } else {

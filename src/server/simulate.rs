@@ -230,6 +230,8 @@ async fn explicit(
         new.iter().cloned(),
     );
     let block_tokens: usize = blocks.iter().map(|b| tokens::count(&b.value)).sum();
+    // The memory tools with the client's own, as the turn would offer them.
+    let tools = crate::agent::tools::for_request(&request.extra).0.schemas();
     let system_tokens = context::message_tokens(&messages[0])
         + match at {
             crate::agent::CoreMemoryAt::System => 0,
@@ -242,7 +244,7 @@ async fn explicit(
     let sections = vec![
         section("instructions", system_tokens.saturating_sub(block_tokens)),
         section("core memory", block_tokens),
-        section("tools", context::tools_tokens()),
+        section("tools", tokens::count(&Value::Array(tools.clone()).to_string())),
         section("summary", summary_tokens),
         section("history", count(&history)),
         section("new message", count(&new)),
@@ -255,7 +257,7 @@ async fn explicit(
         "strategy": "explicit",
         "agent": agent,
         "conversation": agent_conversation(agent),
-        "payload": {"model": request.model, "messages": messages, "tools": crate::agent::tools::schemas()},
+        "payload": {"model": request.model, "messages": messages, "tools": tools},
         "tokens_before": message_tokens(&request.messages),
         "tokens_after": total,
         "sections": sections,

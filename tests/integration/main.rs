@@ -18,6 +18,7 @@ mod explicit_cache;
 mod explicit_edges;
 mod explicit_hygiene;
 mod explicit_memory;
+mod explicit_tools;
 mod explicit_wire;
 mod exposure;
 mod implicit;

@@ -17,9 +17,20 @@ async fn run_script(script: &str, base_path: &str, checks: &[&str]) {
     run_script_on(script, base_path, checks, false).await;
 }
 
-/// The same against a memproxy with an upstream per API (the mock speaks Messages and Responses
-/// too): the same-API relay, with the script's `native` argument.
 async fn run_script_on(script: &str, base_path: &str, checks: &[&str], native: bool) {
+    run_prepared(script, base_path, checks, native, |_| {}).await;
+}
+
+/// The same against a memproxy with an upstream per API (the mock speaks Messages and Responses
+/// too): the same-API relay, with the script's `native` argument; `prepare` scripts the mock
+/// before the script runs.
+async fn run_prepared(
+    script: &str,
+    base_path: &str,
+    checks: &[&str],
+    native: bool,
+    prepare: impl FnOnce(&crate::common::Harness),
+) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let setup = Command::new(root.join("scripts/setup-sdk-venv"))
         .status()
@@ -40,6 +51,7 @@ async fn run_script_on(script: &str, base_path: &str, checks: &[&str], native: b
         }
     })
     .await;
+    prepare(&h);
     let script = root.join("tests/sdk").join(script);
     let base_url = h.url(base_path);
     let output = tokio::task::spawn_blocking(move || {
@@ -106,6 +118,52 @@ async fn official_anthropic_sdk_works_through_memproxy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn official_python_sdk_responses_api_works_through_memproxy() {
     run_script("responses_conformance.py", "/v1", &RESPONSES_CHECKS).await;
+}
+
+/// A standard tool-calling loop of the official SDK, unchanged, against explicit mode: the agent
+/// (scripted) saves a fact, calls the app's function, and answers with its result; whole, then
+/// streamed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_python_sdk_tool_loop_works_in_explicit_mode() {
+    use crate::explicit::{call, send};
+    use serde_json::json;
+    run_prepared("explicit_tools.py", "/explicit/v1", &["whole", "stream"], false, |h| {
+        for _ in 0..2 {
+            h.mock.push(call(
+                "core_memory_append",
+                json!({"label": "human", "content": "The user travels to Lisbon.", "request_heartbeat": true}),
+            ));
+            h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
+            h.mock.push(send("It is sunny in Lisbon, 24 degrees."));
+        }
+    })
+    .await;
+}
+
+/// The same with the official Anthropic SDK's and the Responses API's tool loops (the client's
+/// tools reach the agent through each API's translation, and its calls come back in that API's
+/// shape).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_tool_loops_work_in_explicit_mode_on_messages_and_responses() {
+    use crate::explicit::{call, send};
+    use serde_json::json;
+    let checks = [
+        "messages",
+        "messages-stream",
+        "responses",
+        "responses-stream",
+    ];
+    run_prepared("explicit_tools_apis.py", "", &checks, false, |h| {
+        for _ in 0..4 {
+            h.mock.push(call(
+                "core_memory_append",
+                json!({"label": "human", "content": "The user travels to Lisbon.", "request_heartbeat": true}),
+            ));
+            h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
+            h.mock.push(send("It is sunny there, 24 degrees."));
+        }
+    })
+    .await;
 }
 
 const ANTHROPIC_CHECKS: [&str; 10] = [

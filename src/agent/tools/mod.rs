@@ -186,7 +186,13 @@ impl Registry {
     }
 }
 
-/// The memory tools' schemas (what the context simulator shows).
+/// The tools a request offers the agent: the memory tools with the client's (see [`client`]).
+pub fn for_request(params: &Map<String, Value>) -> (Registry, ClientTools) {
+    let client = ClientTools::from_request(params);
+    (Registry::memory().with(client.tools()), client)
+}
+
+/// The memory tools' schemas.
 pub fn schemas() -> Vec<Value> {
     Registry::memory().schemas()
 }
