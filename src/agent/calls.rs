@@ -4,9 +4,10 @@
 //! (with the heartbeat notice that says why).
 
 use super::lenient;
+use super::model::ChatModel;
 use super::state::{system_notice, Turn};
 use super::step::{fill, Asked, Next, Phase, Progress};
-use super::tools::{ClientCall, Effect, ToolOutcome, ToolScope, SEND_MESSAGE};
+use super::tools::{ClientCall, Effect, Messaging, ToolOutcome, ToolScope, SEND_MESSAGE};
 use super::turn::{Ending, Stop, TurnError};
 use super::Agents;
 use crate::openai::{FunctionCall, ToolCall};
@@ -36,6 +37,7 @@ impl Agents {
 
     pub(super) async fn on_calls(
         &self,
+        model: &dyn ChatModel,
         turn: &mut Turn,
         progress: &mut Progress,
         mut calls: Vec<ToolCall>,
@@ -67,7 +69,7 @@ impl Agents {
         let mut client_calls: Vec<ClientCall> = Vec::new();
         for call in &calls {
             let outcome = self
-                .run_call(turn, progress, call, asked, pausing, &client_calls)
+                .run_call(model, turn, progress, call, asked, pausing, &client_calls)
                 .await;
             let signature = format!(
                 "{}\u{0}{}",
@@ -159,8 +161,10 @@ impl Agents {
     }
 
     /// Runs one call; returns its outcome and whether it asked for a heartbeat.
+    #[allow(clippy::too_many_arguments)]
     async fn run_call(
         &self,
+        model: &dyn ChatModel,
         turn: &Turn,
         progress: &mut Progress,
         call: &ToolCall,
@@ -230,6 +234,14 @@ impl Agents {
             agent: &turn.agent,
             config: &self.config,
             user_said: &turn.said,
+            clock: turn.clock,
+            messaging: (!turn.peers.is_empty()).then(|| Messaging {
+                agents: self,
+                model,
+                model_name: &turn.model,
+                chain: &turn.chain,
+                peers: &turn.peers,
+            }),
         };
         let outcome = turn.tools.execute(&scope, name, &arguments).await;
         (outcome, super::tools::wants_heartbeat(&arguments))

@@ -50,6 +50,9 @@ pub struct ExplicitConfig {
     /// prompt cache; `system`, inside the system message as MemGPT has it, so a change re-reads
     /// the whole conversation.
     pub core_memory_at: CoreMemoryAt,
+    /// Longest wait of `send_message_to_agent_and_wait_for_reply` for the other agent's reply.
+    #[serde(with = "humantime_serde")]
+    pub agent_reply_timeout: Duration,
 }
 
 /// Where the agent's core memory goes in its prompt.
@@ -80,6 +83,7 @@ impl Default for ExplicitConfig {
             block_char_limit: 2000,
             replies_as_text: true,
             stream_keepalive: Duration::from_secs(10),
+            agent_reply_timeout: Duration::from_secs(120),
             background_save: true,
             core_memory_at: CoreMemoryAt::Turn,
         }

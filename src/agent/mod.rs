@@ -12,6 +12,7 @@ mod evict;
 mod fallback;
 pub mod hygiene;
 pub mod lenient;
+pub mod mail;
 pub mod model;
 mod open;
 mod pause;

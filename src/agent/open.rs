@@ -15,11 +15,31 @@ impl Agents {
     pub(super) async fn open_turn(&self, input: &TurnInput) -> Result<(Turn, Progress), TurnError> {
         let paused = self.take_pause(input).await?;
         let mut turn = self.load_turn(input).await?;
+        self.meet_peers(&mut turn, input).await?;
         let mut progress = Progress::default();
         if let Some(paused) = paused {
             self.resume(&mut turn, &mut progress, paused, &input.tool_results);
         }
         Ok((turn, progress))
+    }
+
+    /// The user's other agents: with any, the turn offers the messaging tools.
+    async fn meet_peers(&self, turn: &mut Turn, input: &TurnInput) -> Result<(), TurnError> {
+        let scope = input.scope.clone();
+        let all = self
+            .memory
+            .blocking(move |store, _| Ok(store.list_agents(&scope)?))
+            .await?;
+        turn.peers = all.into_iter().filter(|a| a.name != input.agent).collect();
+        turn.chain = input.chain.clone();
+        if !turn.peers.is_empty() {
+            let (tools, client) = super::tools::for_request(&input.params, true);
+            turn.tools_tokens =
+                crate::tokens::count(&serde_json::Value::Array(tools.schemas()).to_string());
+            turn.tools = tools;
+            turn.client = client;
+        }
+        Ok(())
     }
 
     /// Loads (creating on first use) the agent and puts the client's messages in the buffer.
@@ -105,14 +125,20 @@ impl Agents {
             .iter()
             .map(|text| AgentMessage {
                 role: "user".to_owned(),
-                content: user_json("user_message", "message", text, now),
+                content: match &input.from_agent {
+                    // A message from another agent shows as such, with its sender.
+                    Some(from) => serde_json::json!({"type": "agent_message", "from": from,
+                        "message": text, "time": crate::dates::timestamp(now)})
+                    .to_string(),
+                    None => user_json("user_message", "message", text, now),
+                },
                 tool_calls: None,
                 tool_call_id: None,
                 search_text: text.clone(),
                 created_at_ms: now,
             })
             .collect();
-        let (tools, client) = super::tools::for_request(&input.params);
+        let (tools, client) = super::tools::for_request(&input.params, false);
         let tools_tokens = if client.is_empty() {
             context::tools_tokens()
         } else {
@@ -125,6 +151,8 @@ impl Agents {
             client,
             tools_tokens,
             resumed: false,
+            peers: Vec::new(),
+            chain: Vec::new(),
             scope: input.scope.clone(),
             agent: input.agent.clone(),
             model: input.model.clone(),

@@ -47,6 +47,10 @@ pub(super) struct Turn {
     pub tools_tokens: usize,
     /// The turn was paused on client tool calls and resumed by this request.
     pub resumed: bool,
+    /// The user's other agents (whom the messaging tools reach).
+    pub peers: Vec<crate::store::AgentRecord>,
+    /// The agents waiting for this turn's reply.
+    pub chain: Vec<String>,
 }
 
 impl Turn {

@@ -187,7 +187,7 @@ impl Agents {
             let next = if calls.is_empty() {
                 self.on_text(turn, progress, &asked)
             } else {
-                self.on_calls(turn, progress, calls, &asked).await?
+                self.on_calls(model, turn, progress, calls, &asked).await?
             };
             match next {
                 Next::Step => {}

@@ -31,6 +31,10 @@ pub struct TurnInput {
     /// `false` (`X-Memproxy-Record: false`): a read-only turn. The agent may search its memory
     /// but not change it, and nothing of the turn is stored.
     pub record: bool,
+    /// The agent the message is from (a message between agents), `None`: from the user.
+    pub from_agent: Option<String>,
+    /// The agents waiting for this turn's reply (send_message_to_agent_and_wait_for_reply).
+    pub chain: Vec<String>,
 }
 
 /// The client's result of one of its tool calls.

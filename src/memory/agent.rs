@@ -12,11 +12,33 @@ use crate::vector::Change;
 
 impl MemoryService {
     /// Appends to an agent's log, embedding the messages that are searchable.
+    /// Appends a finished turn's messages (ending the agent's pause, if it had one).
     pub async fn append_agent_messages(
         &self,
         scope: &UserScope,
         agent: &str,
         messages: Vec<AgentMessage>,
+    ) -> MemoryResult<Vec<StoredMessage>> {
+        self.append_to_agent_log(scope, agent, messages, true).await
+    }
+
+    /// Appends notes between turns (another agent's reply) without ending a pause.
+    pub async fn append_agent_notes(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        messages: Vec<AgentMessage>,
+    ) -> MemoryResult<Vec<StoredMessage>> {
+        self.append_to_agent_log(scope, agent, messages, false)
+            .await
+    }
+
+    async fn append_to_agent_log(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        messages: Vec<AgentMessage>,
+        end_pause: bool,
     ) -> MemoryResult<Vec<StoredMessage>> {
         let searchable: Vec<String> = messages
             .iter()
@@ -37,7 +59,8 @@ impl MemoryService {
             .collect();
         let (scope, agent) = (scope.clone(), agent.to_owned());
         self.blocking(move |store, vectors| {
-            let (stored, written) = store.append_agent_messages(&scope, &agent, &rows)?;
+            let (stored, written) =
+                store.append_agent_messages(&scope, &agent, &rows, end_pause)?;
             if let Some((uid, generation)) = written {
                 let changes: Vec<(u64, Change)> = stored
                     .iter()

@@ -76,9 +76,16 @@ pub struct PostProcessor {
     prompts: Prompts,
     metrics: Arc<Metrics>,
     wake: Notify,
+    /// Delivers messages between agents (set once the agents exist).
+    mail: std::sync::OnceLock<Arc<crate::agent::mail::AgentMail>>,
 }
 
 impl PostProcessor {
+    /// Lets the workers deliver messages between agents.
+    pub fn set_mail(&self, mail: crate::agent::mail::AgentMail) {
+        let _ = self.mail.set(Arc::new(mail));
+    }
+
     pub fn new(
         memory: Arc<MemoryService>,
         config: &crate::config::Config,
@@ -92,6 +99,7 @@ impl PostProcessor {
             prompts: services.prompts.clone(),
             metrics,
             wake: Notify::new(),
+            mail: std::sync::OnceLock::new(),
         }
     }
 
@@ -178,6 +186,10 @@ impl PostProcessor {
             }
             (SUMMARIZE, Some(scope)) => jobs::summarize(self, &job, &scope).await,
             (CONSOLIDATE, Some(scope)) => consolidate::consolidate(self, &job, &scope).await,
+            (crate::agent::mail::AGENT_MESSAGE, Some(scope)) => match self.mail.get() {
+                Some(mail) => mail.deliver(&job, &scope).await,
+                None => Err("agent messaging is not running".to_owned()),
+            },
             (kind, _) => Err(format!("unknown job kind '{kind}'")),
         };
         let id = job.id;

@@ -29,7 +29,7 @@ pub async fn list_agents(
     let rows: Vec<Value> = agents
         .into_iter()
         .map(|(agent, counts)| {
-            json!({"name": agent.name, "created_at_ms": agent.created_at_ms,
+            json!({"name": agent.name, "tags": agent.tags, "created_at_ms": agent.created_at_ms,
                 "updated_at_ms": agent.updated_at_ms, "counts": counts})
         })
         .collect();
@@ -239,6 +239,55 @@ pub async fn put_summary(
     saved
         .map(|summary| Json(json!(summary)))
         .ok_or_else(|| unknown_agent(&user, &agent))
+}
+
+/// An agent's tags.
+#[derive(Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TagsBody {
+    pub tags: Vec<String>,
+}
+
+/// Most tags an agent may have, and the longest tag.
+const MAX_TAGS: usize = 32;
+const MAX_TAG_CHARS: usize = 64;
+
+/// Replaces an agent's tags (creating the agent with its starting memory if it is new, so a
+/// group of agents can be set up before their first turn).
+pub async fn put_tags(
+    State(state): State<SharedState>,
+    Extension(tenant): Extension<AdminTenant>,
+    ApiPath((user, agent)): ApiPath<(String, String)>,
+    JsonBody(body): JsonBody<TagsBody>,
+) -> Result<Json<Value>, ProxyError> {
+    let mut tags: Vec<String> = body.tags.iter().map(|t| t.trim().to_owned()).collect();
+    if tags.len() > MAX_TAGS
+        || tags
+            .iter()
+            .any(|t| t.is_empty() || t.chars().count() > MAX_TAG_CHARS)
+    {
+        return Err(ProxyError::invalid(
+            format!("Up to {MAX_TAGS} tags, each 1 to {MAX_TAG_CHARS} characters."),
+            Some("tags"),
+        ));
+    }
+    tags.sort();
+    tags.dedup();
+    let (who, blocks) = (scope(&tenant, &user), state.agents.default_blocks());
+    let (name, saved) = (agent.clone(), tags.clone());
+    let memory = std::sync::Arc::clone(&state.memory);
+    state
+        .agents
+        .between_turns(&who.clone(), &agent, async move {
+            memory
+                .blocking(move |store, _| {
+                    store.ensure_agent(&who, &name, &blocks)?;
+                    Ok(store.set_agent_tags(&who, &name, &saved)?)
+                })
+                .await
+        })
+        .await?;
+    Ok(Json(json!({"agent": agent, "tags": tags})))
 }
 
 #[derive(Deserialize, schemars::JsonSchema)]

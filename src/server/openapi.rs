@@ -11,7 +11,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator};
 use serde_json::{json, Map, Value};
 
 use super::admin::{BlockBody, JobQuery, Listing, NewMemoryBody, RetireQuery, UpdateBody};
-use super::agents_api::{ArchivalQuery, MessageQuery, StepQuery, TextField};
+use super::agents_api::{ArchivalQuery, MessageQuery, StepQuery, TagsBody, TextField};
 use super::simulate::SimulateBody;
 use crate::memory::{AgentDetail, Hit, RetrievalRequest};
 use crate::store::{
@@ -102,6 +102,7 @@ const ROUTES: &[Route] = &[
     route("get", "/memproxy/v1/users/{user}/agents/{agent}", "An agent: blocks, summary, counts, compiled system message")
         .answers(Answer::One(schema::<AgentDetail>)),
     route("delete", "/memproxy/v1/users/{user}/agents/{agent}", "Reset an agent"),
+    route("put", "/memproxy/v1/users/{user}/agents/{agent}/tags", "Set an agent's tags (creates the agent if new)").body(schema::<TagsBody>),
     route("get", "/memproxy/v1/users/{user}/agents/{agent}/blocks", "Core memory blocks")
         .answers(Answer::ListOf(schema::<CoreBlock>)),
     route("put", "/memproxy/v1/users/{user}/agents/{agent}/blocks/{label}", "Set a block").body(schema::<BlockBody>),

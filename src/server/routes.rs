@@ -67,6 +67,10 @@ pub fn router(state: SharedState) -> Router {
         )
         .route(&format!("{user}/agents"), get(agents_api::list_agents))
         .route(
+            &format!("{user}/agents/{{agent}}/tags"),
+            put(agents_api::put_tags),
+        )
+        .route(
             &format!("{user}/agents/{{agent}}"),
             get(agents_api::show_agent).delete(agents_api::reset_agent),
         )

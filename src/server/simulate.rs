@@ -231,7 +231,9 @@ async fn explicit(
     );
     let block_tokens: usize = blocks.iter().map(|b| tokens::count(&b.value)).sum();
     // The memory tools with the client's own, as the turn would offer them.
-    let tools = crate::agent::tools::for_request(&request.extra).0.schemas();
+    let tools = crate::agent::tools::for_request(&request.extra, false)
+        .0
+        .schemas();
     let system_tokens = context::message_tokens(&messages[0])
         + match at {
             crate::agent::CoreMemoryAt::System => 0,
@@ -244,7 +246,10 @@ async fn explicit(
     let sections = vec![
         section("instructions", system_tokens.saturating_sub(block_tokens)),
         section("core memory", block_tokens),
-        section("tools", tokens::count(&Value::Array(tools.clone()).to_string())),
+        section(
+            "tools",
+            tokens::count(&Value::Array(tools.clone()).to_string()),
+        ),
         section("summary", summary_tokens),
         section("history", count(&history)),
         section("new message", count(&new)),

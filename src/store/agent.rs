@@ -21,6 +21,9 @@ pub struct AgentRecord {
     pub pressure_alerted: bool,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
+    /// Labels that group agents (`send_message_to_agents_matching_tags`).
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 /// One message of an agent's loop as it is appended to its log.

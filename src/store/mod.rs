@@ -494,7 +494,8 @@ pub trait Store: responses::ResponseLog + Send + Sync + 'static {
         agent: &str,
         position: i64,
     ) -> StoreResult<(Vec<(i64, i64)>, u64)>;
-    /// Appends to the agent's log (one transaction), each message with its optional embedding.
+    /// Appends to the agent's log (one transaction), each message with its optional embedding;
+    /// `end_pause`: a finished turn's messages, which end the agent's pause in that transaction.
     /// Returns the stored messages and `(uid, generation)` when vectors were written.
     #[allow(clippy::type_complexity)]
     fn append_agent_messages(
@@ -502,7 +503,10 @@ pub trait Store: responses::ResponseLog + Send + Sync + 'static {
         scope: &UserScope,
         agent: &str,
         messages: &[(AgentMessage, Option<Embedding>)],
+        end_pause: bool,
     ) -> StoreResult<(Vec<StoredMessage>, Option<(i64, u64)>)>;
+    /// Replaces an agent's tags; `false` when the agent does not exist.
+    fn set_agent_tags(&self, scope: &UserScope, agent: &str, tags: &[String]) -> StoreResult<bool>;
     /// The summary of evicted messages and the messages still in context, oldest first.
     fn agent_context(
         &self,

@@ -4,6 +4,7 @@
 mod common;
 
 mod admin;
+mod agent_messaging;
 mod auth;
 mod backlog;
 mod branches;

@@ -11,6 +11,7 @@ mod archival;
 pub mod client;
 mod conversation;
 mod core_memory;
+pub mod messaging;
 mod reply;
 
 use std::sync::{Arc, OnceLock};
@@ -91,6 +92,21 @@ pub struct ToolScope<'a> {
     pub config: &'a ExplicitConfig,
     /// What the user said this turn (a persona write restating it is refused).
     pub user_said: &'a [String],
+    /// The turn's clock (`X-Memproxy-Time`), for what the tools date.
+    pub clock: Option<i64>,
+    /// What the messaging tools need (`None`: the agent has no other agents).
+    pub messaging: Option<Messaging<'a>>,
+}
+
+/// The sender's side of a message to another agent.
+pub struct Messaging<'a> {
+    pub agents: &'a super::Agents,
+    pub model: &'a dyn super::ChatModel,
+    pub model_name: &'a str,
+    /// The agents waiting for this turn's reply, up the chain (never waited for in turn).
+    pub chain: &'a [String],
+    /// The other agents of the user.
+    pub peers: &'a [crate::store::AgentRecord],
 }
 
 /// One tool the agent may call.
@@ -133,6 +149,15 @@ impl Registry {
                 ],
             })
             .clone()
+    }
+
+    /// The messaging tools (for an agent whose user has other agents).
+    pub fn messaging() -> Vec<Arc<dyn Tool>> {
+        vec![
+            Arc::new(messaging::SendAsync),
+            Arc::new(messaging::SendAndWait),
+            Arc::new(messaging::SendToTags),
+        ]
     }
 
     /// This registry with more tools before `send_message` (which stays last).
@@ -186,10 +211,15 @@ impl Registry {
     }
 }
 
-/// The tools a request offers the agent: the memory tools with the client's (see [`client`]).
-pub fn for_request(params: &Map<String, Value>) -> (Registry, ClientTools) {
+/// The tools a request offers the agent: the memory tools, the messaging tools when the agent has
+/// others to reach, and the client's (see [`client`]).
+pub fn for_request(params: &Map<String, Value>, messaging: bool) -> (Registry, ClientTools) {
     let client = ClientTools::from_request(params);
-    (Registry::memory().with(client.tools()), client)
+    let mut registry = Registry::memory();
+    if messaging {
+        registry = registry.with(Registry::messaging());
+    }
+    (registry.with(client.tools()), client)
 }
 
 /// The memory tools' schemas.

@@ -79,5 +79,7 @@ pub fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, Pro
         params: request.extra.clone(),
         clock: scope.time_ms,
         record: scope.record,
+        from_agent: None,
+        chain: Vec::new(),
     })
 }

@@ -12,7 +12,7 @@ use crate::store::{
     UserScope,
 };
 
-const AGENT_COLUMNS: &str = "name, system_message, pressure_alerted, created_at, updated_at";
+const AGENT_COLUMNS: &str = "name, system_message, pressure_alerted, created_at, updated_at, tags";
 
 fn agent_row(row: &rusqlite::Row) -> rusqlite::Result<AgentRecord> {
     Ok(AgentRecord {
@@ -21,7 +21,25 @@ fn agent_row(row: &rusqlite::Row) -> rusqlite::Result<AgentRecord> {
         pressure_alerted: row.get(2)?,
         created_at_ms: row.get(3)?,
         updated_at_ms: row.get(4)?,
+        tags: serde_json::from_str(&row.get::<_, String>(5)?).unwrap_or_default(),
     })
+}
+
+/// Replaces an agent's tags; `false` when the agent does not exist.
+pub fn set_tags(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    tags: &[String],
+) -> StoreResult<bool> {
+    let Some(uid) = find_uid(tx, scope)? else {
+        return Ok(false);
+    };
+    let text = serde_json::to_string(tags).map_err(|e| StoreError::Invalid(e.to_string()))?;
+    Ok(tx.execute(
+        "UPDATE agents SET tags = ?3, updated_at = ?4 WHERE uid = ?1 AND name = ?2",
+        params![uid, agent, text, now_ms()],
+    )? > 0)
 }
 
 pub fn find(
@@ -199,10 +217,13 @@ pub fn append(
     scope: &UserScope,
     agent: &str,
     messages: &[(AgentMessage, Option<Embedding>)],
+    end_pause: bool,
 ) -> StoreResult<(Vec<StoredMessage>, Option<(i64, u64)>)> {
     let uid = ensure_uid(tx, scope)?;
     // A finished turn's messages end any pause of the agent, in the same transaction.
-    super::agent_pause::clear(tx, uid, agent)?;
+    if end_pause {
+        super::agent_pause::clear(tx, uid, agent)?;
+    }
     let conversation = agent_conversation(agent);
     let conversation_id = conversation_id(tx, uid, &conversation, agent)?;
     let mut position: i64 = tx.query_row(

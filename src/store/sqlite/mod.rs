@@ -487,8 +487,13 @@ impl super::Store for SqliteStore {
         scope: &UserScope,
         agent: &str,
         messages: &[(super::AgentMessage, Option<super::Embedding>)],
+        end_pause: bool,
     ) -> StoreResult<(Vec<super::StoredMessage>, Option<(i64, u64)>)> {
-        self.write(|tx| agent_log::append(tx, scope, agent, messages))
+        self.write(|tx| agent_log::append(tx, scope, agent, messages, end_pause))
+    }
+
+    fn set_agent_tags(&self, scope: &UserScope, agent: &str, tags: &[String]) -> StoreResult<bool> {
+        self.write(|tx| agent_log::set_tags(tx, scope, agent, tags))
     }
 
     fn agent_context(

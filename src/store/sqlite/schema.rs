@@ -307,4 +307,8 @@ CREATE TABLE agent_pauses (
     PRIMARY KEY (uid, agent)
 );
 "#,
+    // 11: agent tags (`send_message_to_agents_matching_tags`), a JSON array of strings.
+    r#"
+ALTER TABLE agents ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+"#,
 ];
