@@ -1,5 +1,6 @@
 //! `memproxy agents …`: explicit-mode agents from the command line (list, show, edit a block,
-//! archival memory, message queue, summary, step trace, reset), on the data directory directly.
+//! archival memory, message queue, summary, step trace, tags, reset), on the data directory
+//! directly.
 
 use clap::{Args, Subcommand};
 use serde_json::json;
@@ -88,6 +89,12 @@ pub enum AgentsCommand {
         #[arg(long, default_value_t = 5)]
         turns: usize,
     },
+    /// Set the agent's tags (send_message_to_agents_matching_tags); creates the agent if new.
+    Tag {
+        #[command(flatten)]
+        which: WhichAgent,
+        tags: Vec<String>,
+    },
     /// Forget the agent: blocks, archive, log, summary, trace.
     Reset {
         #[command(flatten)]
@@ -104,7 +111,7 @@ pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<(
     match command {
         AgentsCommand::List { who } => {
             for (agent, counts) in memory.agent_overviews(&scope_of(&who)).await? {
-                print_json(&json!({"name": agent.name, "counts": counts}))?;
+                print_json(&json!({"name": agent.name, "tags": agent.tags, "counts": counts}))?;
             }
         }
         AgentsCommand::Show { which } => {
@@ -115,6 +122,22 @@ pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<(
                     anyhow::anyhow!("no agent '{}' for user '{}'", which.agent, which.who.user)
                 })?;
             println!("{}", serde_json::to_string_pretty(&shown)?);
+        }
+        AgentsCommand::Tag { which, tags } => {
+            let (scope, agent) = (scope_of(&which.who), which.agent);
+            let blocks = config.explicit.starting_blocks();
+            let mut tags: Vec<String> = tags.iter().map(|t| t.trim().to_owned()).collect();
+            tags.retain(|t| !t.is_empty());
+            tags.sort();
+            tags.dedup();
+            let shown = tags.clone();
+            memory
+                .blocking(move |store, _| {
+                    store.ensure_agent(&scope, &agent, &blocks)?;
+                    Ok(store.set_agent_tags(&scope, &agent, &tags)?)
+                })
+                .await?;
+            eprintln!("tags set: {}", shown.join(", "));
         }
         AgentsCommand::SetBlock {
             which,

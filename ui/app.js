@@ -136,15 +136,41 @@ async function agentsPage() {
   const users = await api("GET", "/memproxy/v1/users");
   const lists = await Promise.all(users.data.map(async (u) => [u, (await api("GET", `/memproxy/v1/users/${enc(u)}/agents`)).data]));
   const rows = lists.flatMap(([u, agents]) => agents.map((a) => [u,
-    el("a", { href: `#/agents/${enc(u)}/${enc(a.name)}`, text: a.name }), String(a.counts.messages), String(a.counts.in_context), String(a.counts.passages)]));
+    el("a", { href: `#/agents/${enc(u)}/${enc(a.name)}`, text: a.name }), (a.tags || []).join(", "), String(a.counts.messages), String(a.counts.in_context), String(a.counts.passages)]));
   return [el("h1", { text: "Explicit-mode agents" }),
-    rows.length ? table(["user", "agent", "messages", "in context", "archival passages"], rows) : el("p", { class: "muted", text: "No agents yet." })];
+    rows.length ? table(["user", "agent", "tags", "messages", "in context", "archival passages"], rows) : el("p", { class: "muted", text: "No agents yet." })];
 }
 
 async function agentPage(user, agent) {
   const base = `/memproxy/v1/users/${enc(user)}/agents/${enc(agent)}`;
-  const [detail, queue, steps] = await Promise.all([api("GET", base), api("GET", base + "/messages?in_context=true"),
-    api("GET", `/memproxy/v1/agents/${enc(agent)}/steps?user=${enc(user)}&turns=5`)]);
+  const [detail, queue, steps, log, listed] = await Promise.all([api("GET", base), api("GET", base + "/messages?in_context=true"),
+    api("GET", `/memproxy/v1/agents/${enc(agent)}/steps?user=${enc(user)}&turns=5`), api("GET", base + "/messages?limit=1000"),
+    api("GET", `/memproxy/v1/users/${enc(user)}/agents`)]);
+  const own = listed.data.find((a) => a.name === agent);
+  const tags = el("input", { "data-tags": agent, placeholder: "tags, comma-separated" });
+  tags.value = own && own.tags ? own.tags.join(", ") : "";
+  const tagStatus = el("span", {});
+  const tagForm = el("form", { onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      await api("PUT", `${base}/tags`, { tags: tags.value.split(",").map((t) => t.trim()).filter((t) => t) });
+      tagStatus.textContent = "saved";
+    } catch (error) { tagStatus.replaceChildren(failure(error)); }
+  } }, tags, el("button", { type: "submit", text: "Save tags" }), tagStatus);
+  // Messages between this agent and the user's other agents, both ways.
+  const exchanges = log.data.flatMap((m) => {
+    let payload = null;
+    try { payload = JSON.parse(m.content); } catch (_) { /* not an envelope */ }
+    if (payload && payload.type === "agent_message") return [[when(m.created_at_ms), `from ${payload.from}`, payload.message]];
+    if (payload && payload.type === "agent_reply") return [[when(m.created_at_ms), `reply from ${payload.from}`, payload.message]];
+    let calls = [];
+    try { calls = m.tool_calls ? JSON.parse(m.tool_calls) : []; } catch (_) { calls = []; }
+    return calls.filter((c) => c.function.name.startsWith("send_message_to_agent")).map((c) => {
+      let args = {};
+      try { args = JSON.parse(c.function.arguments); } catch (_) { args = {}; }
+      return [when(m.created_at_ms), `to ${args.agent || (args.tags || []).join("+")}`, args.message || ""];
+    });
+  });
   const blocks = detail.blocks.map((b) => {
     const text = el("textarea", { "data-label": b.label });
     text.value = b.value;
@@ -176,7 +202,10 @@ async function agentPage(user, agent) {
   } }, query, el("button", { type: "submit", text: "Search" }));
   return [el("h1", { text: `Agent ${agent} of ${user}` }),
     el("p", { class: "muted", text: `${detail.counts.messages} messages (${detail.counts.in_context} in context), ${detail.counts.passages} archival passages` }),
+    el("h2", { text: "Tags" }), tagForm,
     el("h2", { text: "Core memory" }), blocks,
+    el("h2", { text: "Conversations with other agents" }),
+    exchanges.length ? table(["when", "direction", "message"], exchanges) : el("p", { class: "muted", text: "None yet." }),
     el("h2", { text: "Archival memory" }), archival, found,
     el("h2", { text: "Summary of evicted messages" }), el("pre", { text: detail.summary ? detail.summary.text : "(none)" }),
     el("h2", { text: "Message queue" }), table(["#", "role", "content", ""], queue.data.map((m) => [String(m.position), m.role, m.search_text || m.content || m.tool_calls || "",

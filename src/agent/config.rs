@@ -64,6 +64,23 @@ pub enum CoreMemoryAt {
     Turn,
 }
 
+impl ExplicitConfig {
+    /// Core memory of a new agent: `persona` and `human`, each within the block limit.
+    pub fn starting_blocks(&self) -> Vec<crate::store::CoreBlock> {
+        let limit = self.block_char_limit;
+        [("persona", &self.persona), ("human", &self.human)]
+            .into_iter()
+            .map(|(label, value)| crate::store::CoreBlock {
+                label: label.to_owned(),
+                value: value.chars().take(limit).collect(),
+                char_limit: limit as i64,
+                read_only: false,
+                updated_at_ms: 0,
+            })
+            .collect()
+    }
+}
+
 impl Default for ExplicitConfig {
     fn default() -> Self {
         ExplicitConfig {

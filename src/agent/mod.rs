@@ -86,20 +86,7 @@ impl Agents {
 
     /// Core memory of a new agent.
     pub fn default_blocks(&self) -> Vec<CoreBlock> {
-        let limit = self.config.block_char_limit as i64;
-        [
-            ("persona", &self.config.persona),
-            ("human", &self.config.human),
-        ]
-        .into_iter()
-        .map(|(label, value)| CoreBlock {
-            label: label.to_owned(),
-            value: value.chars().take(limit as usize).collect(),
-            char_limit: limit,
-            read_only: false,
-            updated_at_ms: 0,
-        })
-        .collect()
+        self.config.starting_blocks()
     }
 
     /// The agent as it stands, read without writing: a new agent's defaults if it does not exist

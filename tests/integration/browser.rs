@@ -47,10 +47,29 @@ async fn the_console_works_in_a_real_browser() {
         let text = format!("Bulk note number {n}.");
         assert_eq!(add("bulk", &text).await.expect("add").status(), 201);
     }
-    // An agent for ana, made by one explicit-mode turn.
+    // An agent for ana, made by one explicit-mode turn, in which it messages ana's other agent.
+    let helper = h
+        .client
+        .put(h.url("/memproxy/v1/users/ana/agents/helper/tags"))
+        .bearer_auth("admin-secret")
+        .json(&json!({"tags": ["team"]}))
+        .send()
+        .await
+        .expect("tags");
+    assert_eq!(helper.status(), 200);
+    h.mock.push(Reply::ToolCalls(vec![
+        (
+            "send_message_to_agent_async".to_owned(),
+            json!({"agent": "helper", "message": "Ana says hello."}).to_string(),
+        ),
+        (
+            "send_message".to_owned(),
+            json!({"message": "Hi Ana!"}).to_string(),
+        ),
+    ]));
     h.mock.push(Reply::ToolCalls(vec![(
         "send_message".to_owned(),
-        json!({"message": "Hi Ana!"}).to_string(),
+        json!({"message": "Hello back to Ana."}).to_string(),
     )]));
     let turn = h
         .client
@@ -61,6 +80,20 @@ async fn the_console_works_in_a_real_browser() {
         .await
         .expect("turn");
     assert_eq!(turn.status(), 200);
+    crate::common::eventually("the helper's reply", || async {
+        let log = h
+            .client
+            .get(h.url("/memproxy/v1/users/ana/agents/default/messages"))
+            .bearer_auth("admin-secret")
+            .send()
+            .await
+            .expect("log")
+            .text()
+            .await
+            .unwrap_or_default();
+        log.contains("agent_reply")
+    })
+    .await;
 
     let shots = root.join("target/ui-screenshots");
     let script = root.join("tests/ui/console.mjs");
@@ -91,6 +124,8 @@ async fn the_console_works_in_a_real_browser() {
         "xss-inert",
         "paging",
         "edit-block",
+        "agent-conversations",
+        "tags",
         "simulator",
         "eval-results",
     ] {
@@ -111,4 +146,18 @@ async fn the_console_works_in_a_real_browser() {
         .await
         .expect("json");
     assert!(blocks.to_string().contains("Loves Thai food."), "{blocks}");
+    let agents: serde_json::Value = h
+        .client
+        .get(h.url("/memproxy/v1/users/ana/agents"))
+        .bearer_auth("admin-secret")
+        .send()
+        .await
+        .expect("agents")
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        agents.to_string().contains(r#""tags":["lead","team"]"#),
+        "{agents}"
+    );
 }

@@ -89,6 +89,15 @@ try {
   await page.waitForSelector("text=saved");
   const counter = await page.locator(".card:has(textarea[data-label=human]) span.muted").first().textContent();
   check(counter.includes("48/2000"), "edit-block", counter);
+
+  // The agent's exchanges with ana's other agent, both ways, and its tags.
+  const exchanges = await page.locator("#view table").allTextContents();
+  check(exchanges.some((t) => t.includes("to helper") && t.includes("Ana says hello.")
+    && t.includes("reply from helper") && t.includes("Hello back to Ana.")), "agent-conversations", JSON.stringify(exchanges));
+  await page.fill("input[data-tags=default]", "team, lead");
+  await page.click("button:text-is('Save tags')");
+  await page.waitForSelector("form:has(input[data-tags]) span:text-is('saved')");
+  check(true, "tags", "");
   await page.screenshot({ path: path.join(shots, "04-agent.png"), fullPage: true });
 
   // The context simulator, two strategies side by side.
