@@ -8,7 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::state::{clip, Turn};
+use super::state::{clip, system_notice, Turn};
 use super::step::{Phase, Progress};
 use super::tools::{ClientCall, ToolOutcome};
 use super::turn::{ToolResult, TurnError, TurnInput};
@@ -181,6 +181,19 @@ impl Agents {
                 "client_result",
                 clip(&result.content, 300),
             );
+        }
+        // As after any call that returns control: say what to do with the result (a small model
+        // given a bare function result tends to restate the question instead of answering).
+        if added.is_empty() {
+            let names: Vec<&str> = paused.calls.iter().map(|c| c.name.as_str()).collect();
+            turn.buffer.push(system_notice(
+                "heartbeat",
+                &format!(
+                    "[This is an automated system message hidden from the user] The app ran {} and the result is above. Use it to answer the user with send_message, or call another function.",
+                    names.join(", ")
+                ),
+                now,
+            ));
         }
         turn.buffer.extend(added);
     }

@@ -149,6 +149,14 @@ async fn a_client_tool_call_pauses_the_turn_and_its_result_resumes_it() {
         .iter()
         .any(|m| m["role"] == "tool" && m["tool_call_id"] == id.as_str());
     assert!(answered, "the result names its call");
+    // And was told what to do with it, as after any call that returns control.
+    let last = requests[2]["messages"]
+        .as_array()
+        .and_then(|m| m.last().cloned());
+    assert!(
+        last.is_some_and(|m| m["content"].to_string().contains("The app ran get_weather")),
+        "a heartbeat follows the result"
+    );
 
     // Memory tools before and after the client's tool both worked.
     let agent = get_json(&h, "/memproxy/v1/users/ana/agents/default").await;
@@ -182,6 +190,7 @@ async fn a_client_tool_call_pauses_the_turn_and_its_result_resumes_it() {
             "user",
             "assistant",
             "tool",
+            "user",
             "assistant",
             "tool",
             "user",
