@@ -33,7 +33,7 @@ impl Agents {
         turn.peers = all.into_iter().filter(|a| a.name != input.agent).collect();
         turn.chain = input.chain.clone();
         if !turn.peers.is_empty() {
-            let (tools, client) = super::tools::for_request(&input.params, true);
+            let (tools, client) = super::tools::for_request(&input.params, &turn.peers);
             turn.tools_tokens =
                 crate::tokens::count(&serde_json::Value::Array(tools.schemas()).to_string());
             turn.tools = tools;
@@ -138,7 +138,7 @@ impl Agents {
                 created_at_ms: now,
             })
             .collect();
-        let (tools, client) = super::tools::for_request(&input.params, false);
+        let (tools, client) = super::tools::for_request(&input.params, &[]);
         let tools_tokens = if client.is_empty() {
             context::tools_tokens()
         } else {

@@ -231,7 +231,7 @@ async fn explicit(
     );
     let block_tokens: usize = blocks.iter().map(|b| tokens::count(&b.value)).sum();
     // The memory tools with the client's own, as the turn would offer them.
-    let tools = crate::agent::tools::for_request(&request.extra, false)
+    let tools = crate::agent::tools::for_request(&request.extra, &[])
         .0
         .schemas();
     let system_tokens = context::message_tokens(&messages[0])

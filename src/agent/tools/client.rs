@@ -81,7 +81,7 @@ impl ClientTools {
             return ClientTools::default();
         };
         let mut taken: HashSet<String> = Registry::memory()
-            .with(Registry::messaging())
+            .with(Registry::messaging(&[]))
             .names()
             .into_iter()
             .map(str::to_owned)

@@ -21,12 +21,38 @@ pub const SEND_ASYNC: &str = "send_message_to_agent_async";
 pub const SEND_AND_WAIT: &str = "send_message_to_agent_and_wait_for_reply";
 pub const SEND_TO_TAGS: &str = "send_message_to_agents_matching_tags";
 
-pub struct SendAsync;
-pub struct SendAndWait;
-pub struct SendToTags;
+/// The messaging tools name the user's other agents in their schemas (a small model does not
+/// guess names it was never shown; a server that enforces schemas keeps it to real ones).
+pub struct SendAsync(pub Peers);
+pub struct SendAndWait(pub Peers);
+pub struct SendToTags(pub Peers);
 
-fn agent_property() -> Value {
-    json!({"type": "string", "description": "Name of the other agent."})
+/// The other agents as the schemas show them: names, and each one's tags.
+#[derive(Clone, Default)]
+pub struct Peers {
+    pub names: Vec<String>,
+    pub tags: Vec<String>,
+}
+
+impl Peers {
+    pub fn of(peers: &[AgentRecord]) -> Peers {
+        let mut tags: Vec<String> = peers.iter().flat_map(|p| p.tags.clone()).collect();
+        tags.sort();
+        tags.dedup();
+        Peers {
+            names: peers.iter().map(|p| p.name.clone()).collect(),
+            tags,
+        }
+    }
+
+    fn agent_property(&self) -> Value {
+        let mut property = json!({"type": "string", "description": format!(
+            "Name of the other agent: {}.", self.names.join(", "))});
+        if !self.names.is_empty() {
+            property["enum"] = json!(self.names);
+        }
+        property
+    }
 }
 
 fn message_property() -> Value {
@@ -62,7 +88,7 @@ impl Tool for SendAsync {
         function(
             SEND_ASYNC,
             "Send a message to another agent without waiting. Its reply arrives in your conversation later.",
-            json!({"agent": agent_property(), "message": message_property()}),
+            json!({"agent": self.0.agent_property(), "message": message_property()}),
             &["agent", "message"],
         )
     }
@@ -105,7 +131,7 @@ impl Tool for SendAndWait {
         function(
             SEND_AND_WAIT,
             "Send a message to another agent and wait for its reply, which is this function's result.",
-            json!({"agent": agent_property(), "message": message_property()}),
+            json!({"agent": self.0.agent_property(), "message": message_property()}),
             &["agent", "message"],
         )
     }
@@ -172,7 +198,8 @@ impl Tool for SendToTags {
             SEND_TO_TAGS,
             "Send a message to every other agent that has all of the given tags, without waiting. Their replies arrive in your conversation later.",
             json!({
-                "tags": {"type": "array", "items": {"type": "string"}, "description": "Tags an agent must all have."},
+                "tags": {"type": "array", "items": {"type": "string"}, "description": format!(
+                    "Tags an agent must all have (the tags in use: {}).", self.0.tags.join(", "))},
                 "message": message_property(),
             }),
             &["tags", "message"],

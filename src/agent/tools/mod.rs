@@ -151,12 +151,13 @@ impl Registry {
             .clone()
     }
 
-    /// The messaging tools (for an agent whose user has other agents).
-    pub fn messaging() -> Vec<Arc<dyn Tool>> {
+    /// The messaging tools (for an agent whose user has other agents: `peers`).
+    pub fn messaging(peers: &[crate::store::AgentRecord]) -> Vec<Arc<dyn Tool>> {
+        let peers = messaging::Peers::of(peers);
         vec![
-            Arc::new(messaging::SendAsync),
-            Arc::new(messaging::SendAndWait),
-            Arc::new(messaging::SendToTags),
+            Arc::new(messaging::SendAsync(peers.clone())),
+            Arc::new(messaging::SendAndWait(peers.clone())),
+            Arc::new(messaging::SendToTags(peers)),
         ]
     }
 
@@ -213,11 +214,14 @@ impl Registry {
 
 /// The tools a request offers the agent: the memory tools, the messaging tools when the agent has
 /// others to reach, and the client's (see [`client`]).
-pub fn for_request(params: &Map<String, Value>, messaging: bool) -> (Registry, ClientTools) {
+pub fn for_request(
+    params: &Map<String, Value>,
+    peers: &[crate::store::AgentRecord],
+) -> (Registry, ClientTools) {
     let client = ClientTools::from_request(params);
     let mut registry = Registry::memory();
-    if messaging {
-        registry = registry.with(Registry::messaging());
+    if !peers.is_empty() {
+        registry = registry.with(Registry::messaging(peers));
     }
     (registry.with(client.tools()), client)
 }
