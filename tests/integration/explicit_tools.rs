@@ -34,6 +34,11 @@ async fn ask_with(h: &Harness, messages: Value, extra: Value) -> reqwest::Respon
         .expect("answer")
 }
 
+/// The first request: the question, with the client's tools (and `extra` fields).
+async fn ask_question(h: &Harness, extra: Value) -> reqwest::Response {
+    ask_with(h, json!([{"role": "user", "content": QUESTION}]), extra).await
+}
+
 /// The script of a turn: save a fact, call the weather tool; after its result, save another
 /// fact, then answer.
 fn script_turn(h: &Harness) {
@@ -76,12 +81,7 @@ fn human_block(agent: &Value) -> String {
 async fn a_client_tool_call_pauses_the_turn_and_its_result_resumes_it() {
     let h = harness_with(|_| {}).await;
     script_turn(&h);
-    let first = ask_with(
-        &h,
-        json!([{"role": "user", "content": QUESTION}]),
-        json!({}),
-    )
-    .await;
+    let first = ask_question(&h, json!({})).await;
     assert_eq!(first.status(), 200);
     assert_eq!(first.headers()["x-memproxy-stop"], "client_tool_calls");
     let turn = first.headers()["x-memproxy-turn"].clone();
@@ -239,12 +239,7 @@ async fn streamed_tool_calls_and_a_resume_after_a_restart() {
     let h = harness_with(|_| {}).await;
     script_turn(&h);
     let stream = json!({"stream": true});
-    let first = ask_with(
-        &h,
-        json!([{"role": "user", "content": QUESTION}]),
-        stream.clone(),
-    )
-    .await;
+    let first = ask_question(&h, stream.clone()).await;
     assert_eq!(first.status(), 200);
     let (calls, finish) = streamed_calls(&sse_data(first).await);
     assert_eq!(finish.as_deref(), Some("tool_calls"));
@@ -274,12 +269,7 @@ async fn streamed_tool_calls_and_a_resume_after_a_restart() {
 async fn results_that_do_not_match_the_waiting_calls_are_refused() {
     let h = harness_with(|_| {}).await;
     script_turn(&h);
-    let first = ask_with(
-        &h,
-        json!([{"role": "user", "content": QUESTION}]),
-        json!({}),
-    )
-    .await;
+    let first = ask_question(&h, json!({})).await;
     let body: Value = first.json().await.expect("json");
     let message = body["choices"][0]["message"].clone();
     let id = message["tool_calls"][0]["id"]
@@ -336,12 +326,7 @@ async fn results_that_do_not_match_the_waiting_calls_are_refused() {
 async fn a_conversation_that_goes_on_without_the_results_closes_the_pause() {
     let h = harness_with(|_| {}).await;
     h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
-    let first = ask_with(
-        &h,
-        json!([{"role": "user", "content": QUESTION}]),
-        json!({}),
-    )
-    .await;
+    let first = ask_question(&h, json!({})).await;
     assert_eq!(first.headers()["x-memproxy-stop"], "client_tool_calls");
     // The app forgot the call and the user asks something else.
     h.mock.push(send("Hello again."));

@@ -99,20 +99,8 @@ impl Tool for SendAsync {
 
     async fn execute(&self, tools: &ToolScope<'_>, arguments: &Map<String, Value>) -> ToolOutcome {
         let run = async {
-            let target = required(arguments, "agent")?;
-            let message = required(arguments, "message")?;
-            let to = peer(tools, &target)?.name.clone();
-            mail::post(
-                tools.memory,
-                tools.scope,
-                tools.agent,
-                &to,
-                &message,
-                model_name(tools),
-                tools.clock,
-            )
-            .await
-            .map_err(|e| ToolOutcome::failed(e.to_string()))?;
+            let (to, message) = addressed(tools, arguments)?;
+            post(tools, &to, &message).await?;
             Ok(ToolOutcome::ok(format!(
                 "Message sent to {to}. Its reply will arrive in your conversation later."
             )))
@@ -142,9 +130,7 @@ impl Tool for SendAndWait {
 
     async fn execute(&self, tools: &ToolScope<'_>, arguments: &Map<String, Value>) -> ToolOutcome {
         let run = async {
-            let target = required(arguments, "agent")?;
-            let message = required(arguments, "message")?;
-            let to = peer(tools, &target)?.name.clone();
+            let (to, message) = addressed(tools, arguments)?;
             let Some(messaging) = tools.messaging.as_ref() else {
                 return Err(ToolOutcome::failed(
                     "messaging other agents is not available here",
@@ -232,17 +218,7 @@ impl Tool for SendToTags {
                 )));
             }
             for to in &targets {
-                mail::post(
-                    tools.memory,
-                    tools.scope,
-                    tools.agent,
-                    to,
-                    &message,
-                    model_name(tools),
-                    tools.clock,
-                )
-                .await
-                .map_err(|e| ToolOutcome::failed(e.to_string()))?;
+                post(tools, to, &message).await?;
             }
             Ok(ToolOutcome::ok(format!(
                 "Message sent to {}. Their replies will arrive in your conversation later.",
@@ -253,8 +229,30 @@ impl Tool for SendToTags {
     }
 }
 
-fn model_name<'a>(tools: &'a ToolScope<'_>) -> &'a str {
-    tools.messaging.as_ref().map_or("", |m| m.model_name)
+/// The call's `agent` (one of the peers) and `message`.
+fn addressed(
+    tools: &ToolScope<'_>,
+    arguments: &Map<String, Value>,
+) -> Result<(String, String), ToolOutcome> {
+    let target = required(arguments, "agent")?;
+    let message = required(arguments, "message")?;
+    Ok((peer(tools, &target)?.name.clone(), message))
+}
+
+/// Queues one message from the calling agent.
+async fn post(tools: &ToolScope<'_>, to: &str, message: &str) -> Result<(), ToolOutcome> {
+    let model = tools.messaging.as_ref().map_or("", |m| m.model_name);
+    mail::post(
+        tools.memory,
+        tools.scope,
+        tools.agent,
+        to,
+        message,
+        model,
+        tools.clock,
+    )
+    .await
+    .map_err(|e| ToolOutcome::failed(e.to_string()))
 }
 
 /// The peers that have every one of `tags`.
