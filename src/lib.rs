@@ -5,11 +5,9 @@
 //! `memproxy` binary and a library, so tests and benchmarks drive the real server in-process.
 
 pub mod agent;
-pub mod agent_commands;
 pub mod anthropic;
 pub mod bench;
 pub mod cli;
-pub mod commands;
 pub mod config;
 pub mod dates;
 pub mod embed;

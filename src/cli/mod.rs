@@ -3,6 +3,9 @@
 //!
 //! Parsing and dispatch only; each command's work lives in its own module.
 
+pub mod agents;
+pub mod memories;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -40,14 +43,14 @@ enum Command {
         #[command(flatten)]
         config: ConfigArgs,
         #[command(subcommand)]
-        command: crate::commands::MemoriesCommand,
+        command: crate::cli::memories::MemoriesCommand,
     },
     /// Explicit-mode agents: list, show, edit blocks, archival memory, queue, summary, steps, reset.
     Agents {
         #[command(flatten)]
         config: ConfigArgs,
         #[command(subcommand)]
-        command: crate::agent_commands::AgentsCommand,
+        command: crate::cli::agents::AgentsCommand,
     },
     /// Re-embed everything without a vector of the configured model (after changing it).
     Reindex(ConfigArgs),
@@ -155,11 +158,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Memories { config, command } => {
             let config = load(&config, &Overrides::default())?;
-            runtime()?.block_on(crate::commands::memories(&config, command))
+            runtime()?.block_on(crate::cli::memories::memories(&config, command))
         }
         Command::Agents { config, command } => {
             let config = load(&config, &Overrides::default())?;
-            runtime()?.block_on(crate::agent_commands::agents(&config, command))
+            runtime()?.block_on(crate::cli::agents::agents(&config, command))
         }
         Command::Jobs {
             command:
@@ -170,11 +173,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 },
         } => {
             let config = load(&config, &Overrides::default())?;
-            runtime()?.block_on(crate::commands::jobs(&config, state, limit))
+            runtime()?.block_on(crate::cli::memories::jobs(&config, state, limit))
         }
         Command::Reindex(args) => {
             let config = load(&args, &Overrides::default())?;
-            runtime()?.block_on(crate::commands::reindex(&config))
+            runtime()?.block_on(crate::cli::memories::reindex(&config))
         }
         Command::Bench(command) => runtime()?.block_on(crate::bench::run(command)),
         Command::Eval(command) => {

@@ -5,7 +5,7 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 
-use crate::commands::{print_json, Who};
+use crate::cli::memories::{print_json, Who};
 use crate::config::Config;
 use crate::memory::RetrievalRequest;
 use crate::store::{agent_conversation, CoreBlock, Corpus, Page, UserScope, Within};
