@@ -143,9 +143,10 @@ async function agentsPage() {
 
 async function agentPage(user, agent) {
   const base = `/memproxy/v1/users/${enc(user)}/agents/${enc(agent)}`;
-  const [detail, queue, steps, log, listed] = await Promise.all([api("GET", base), api("GET", base + "/messages?in_context=true"),
+  const shelf = `/memproxy/v1/users/${enc(user)}/blocks`;
+  const [detail, queue, steps, log, listed, shared] = await Promise.all([api("GET", base), api("GET", base + "/messages?in_context=true"),
     api("GET", `/memproxy/v1/agents/${enc(agent)}/steps?user=${enc(user)}&turns=5`), api("GET", base + "/messages?limit=1000"),
-    api("GET", `/memproxy/v1/users/${enc(user)}/agents`)]);
+    api("GET", `/memproxy/v1/users/${enc(user)}/agents`), api("GET", shelf)]);
   const own = listed.data.find((a) => a.name === agent);
   const tags = el("input", { "data-tags": agent, placeholder: "tags, comma-separated" });
   tags.value = own && own.tags ? own.tags.join(", ") : "";
@@ -183,14 +184,37 @@ async function agentPage(user, agent) {
     text.oninput = recount;
     recount();
     const status = el("span", {});
-    return el("div", { class: "card" }, el("strong", { text: b.label + (b.read_only ? " (read only)" : "") }), " ", count, text,
+    const sharing = b.shared ? ` (shared block ${b.shared}: an edit reaches every agent it is attached to)` : "";
+    return el("div", { class: "card" }, el("strong", { text: b.label + (b.read_only ? " (read only)" : "") }), " ", count,
+      el("span", { class: "muted", text: sharing }), text,
       el("button", { text: "Save " + b.label, onclick: async () => {
         try {
           await api("PUT", `${base}/blocks/${enc(b.label)}`, { value: text.value, char_limit: b.char_limit, read_only: b.read_only });
           status.textContent = "saved";
         } catch (error) { status.replaceChildren(failure(error)); }
-      } }), status);
+      } }), b.shared ? el("button", { text: "Detach " + b.shared, onclick: async () => {
+        try { await api("DELETE", `${base}/shared/${enc(b.shared)}`); route(); } catch (error) { status.replaceChildren(failure(error)); }
+      } }) : null, status);
   });
+  // Attach one of the user's shared blocks, or share a new one with this agent.
+  const attachStatus = el("span", {});
+  const attachable = shared.data.filter((s) => !s.agents.includes(agent));
+  const pick = el("select", { "data-attach": agent }, ...attachable.map((s) => el("option", { value: s.name, text: `${s.name} (as ${s.label}, with ${s.agents.join(", ") || "no agent"})` })));
+  const attachForm = attachable.length ? el("form", { onsubmit: async (e) => {
+    e.preventDefault();
+    try { await api("PUT", `${base}/shared/${enc(pick.value)}`); route(); } catch (error) { attachStatus.replaceChildren(failure(error)); }
+  } }, pick, el("button", { type: "submit", text: "Attach shared block" })) : null;
+  const newName = el("input", { placeholder: "new shared block name", "data-new-shared": agent });
+  const newLabel = el("input", { placeholder: "label (default: the name)" });
+  const newValue = el("input", { placeholder: "value" });
+  const shareForm = el("form", { onsubmit: async (e) => {
+    e.preventDefault();
+    try {
+      await api("PUT", `${shelf}/${enc(newName.value)}`, { value: newValue.value, ...(newLabel.value ? { label: newLabel.value } : {}) });
+      await api("PUT", `${base}/shared/${enc(newName.value)}`);
+      route();
+    } catch (error) { attachStatus.replaceChildren(failure(error)); }
+  } }, newName, newLabel, newValue, el("button", { type: "submit", text: "Share with this agent" }));
   const found = el("div", {});
   const query = el("input", { placeholder: "search archival memory" });
   const archival = el("form", { onsubmit: async (e) => {
@@ -203,7 +227,7 @@ async function agentPage(user, agent) {
   return [el("h1", { text: `Agent ${agent} of ${user}` }),
     el("p", { class: "muted", text: `${detail.counts.messages} messages (${detail.counts.in_context} in context), ${detail.counts.passages} archival passages` }),
     el("h2", { text: "Tags" }), tagForm,
-    el("h2", { text: "Core memory" }), blocks,
+    el("h2", { text: "Core memory" }), blocks, attachForm, shareForm, attachStatus,
     el("h2", { text: "Conversations with other agents" }),
     exchanges.length ? table(["when", "direction", "message"], exchanges) : el("p", { class: "muted", text: "None yet." }),
     el("h2", { text: "Archival memory" }), archival, found,

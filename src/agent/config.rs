@@ -76,6 +76,7 @@ impl ExplicitConfig {
                 char_limit: limit as i64,
                 read_only: false,
                 updated_at_ms: 0,
+                shared: None,
             })
             .collect()
     }

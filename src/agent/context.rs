@@ -8,11 +8,9 @@ use serde_json::{json, Value};
 
 use super::config::CoreMemoryAt;
 use crate::dates;
+pub use crate::store::CLIENT_BLOCK;
 use crate::store::{AgentCounts, CoreBlock, StoredMessage, Summary};
 use crate::tokens;
-
-/// Label of the read-only block holding the chat app's own system prompt.
-pub const CLIENT_BLOCK: &str = "instructions";
 
 const BASE_INSTRUCTIONS: &str = "\
 You are a conversational agent with a long-term memory that you manage yourself with functions.
@@ -78,8 +76,14 @@ pub fn compile_memory(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -
         } else {
             ""
         };
+        // The agent knows its edits reach the user's other agents that have this block.
+        let shared = if block.shared.is_some() {
+            " shared=\"true\""
+        } else {
+            ""
+        };
         text.push_str(&format!(
-            "\n<{label} characters=\"{size}\"{access}>\n{value}\n</{label}>",
+            "\n<{label} characters=\"{size}\"{access}{shared}>\n{value}\n</{label}>",
             label = block.label,
             value = block.value,
         ));
@@ -266,6 +270,7 @@ mod tests {
             char_limit: 2000,
             read_only: false,
             updated_at_ms: 1_700_000_000_000,
+            shared: None,
         }];
         let counts = AgentCounts {
             messages: 10,

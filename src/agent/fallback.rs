@@ -39,6 +39,7 @@ impl Agents {
                 char_limit: 0,
                 read_only: true,
                 updated_at_ms: 0,
+                shared: None,
             });
         }
         let summary = turn.summary.as_ref().map(|s| s.text.clone());
@@ -198,6 +199,7 @@ mod tests {
             char_limit: 100,
             read_only: false,
             updated_at_ms: 0,
+            shared: None,
         }];
         let text = system(&blocks, Some("They talked about food.".to_owned()));
         assert!(text.contains("What you know about the user:\nThe user is vegetarian."));

@@ -54,6 +54,7 @@ impl Agents {
             char_limit: (text.chars().count().max(limit)) as i64,
             read_only: true,
             updated_at_ms: 0,
+            shared: None,
         };
         if !input.record {
             return self.open_read_only(input, client_block).await;
@@ -80,7 +81,7 @@ impl Agents {
                 Ok((record, summary, queue))
             })
             .await?;
-        Ok(self.new_turn(
+        let mut turn = self.new_turn(
             input,
             record
                 .system_message
@@ -88,7 +89,9 @@ impl Agents {
             record.pressure_alerted,
             summary,
             queue,
-        ))
+        );
+        turn.epoch = record.memory_epoch;
+        Ok(turn)
     }
 
     /// A read-only turn sees the agent as it is (or a new agent's defaults) and writes nothing:
@@ -157,6 +160,7 @@ impl Agents {
             agent: input.agent.clone(),
             model: input.model.clone(),
             system,
+            epoch: 0,
             memory_at: self.config.core_memory_at,
             alerted,
             read_only: false,

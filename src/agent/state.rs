@@ -16,6 +16,8 @@ pub(super) struct Turn {
     pub model: String,
     /// The compiled core memory ([`context::compile_memory`]); `None`: to be compiled again.
     pub system: Option<String>,
+    /// The agent's memory epoch `system` was compiled at (it is stored only if still current).
+    pub epoch: i64,
     /// Where core memory goes in the prompt.
     pub memory_at: super::config::CoreMemoryAt,
     pub alerted: bool,

@@ -325,16 +325,18 @@ impl Agents {
             return Ok(());
         }
         let (scope, agent) = (turn.scope.clone(), turn.agent.clone());
-        let (blocks, counts) = self
+        let (epoch, blocks, counts) = self
             .memory
             .blocking(move |store, _| {
                 Ok((
+                    store.agent_memory_epoch(&scope, &agent)?,
                     store.core_blocks(&scope, &agent)?,
                     store.agent_counts(&scope, &agent)?,
                 ))
             })
             .await?;
         turn.system = Some(context::compile_memory(&blocks, &counts, turn.now()));
+        turn.epoch = epoch;
         Ok(())
     }
 

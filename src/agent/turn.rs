@@ -198,15 +198,17 @@ impl Agents {
         self.memory
             .append_agent_messages(&turn.scope, &turn.agent, buffer)
             .await?;
-        let (scope, agent, system, alerted) = (
+        let (scope, agent, system, epoch, alerted) = (
             turn.scope.clone(),
             turn.agent.clone(),
             turn.system.clone(),
+            turn.epoch,
             turn.alerted,
         );
         self.memory
             .blocking(move |store, _| {
-                Ok(store.set_agent_state(&scope, &agent, system.as_deref(), alerted)?)
+                let system = system.as_deref().map(|text| (text, epoch));
+                Ok(store.set_agent_state(&scope, &agent, system, alerted)?)
             })
             .await?;
         Ok(())

@@ -126,10 +126,7 @@ pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<(
         AgentsCommand::Tag { which, tags } => {
             let (scope, agent) = (scope_of(&which.who), which.agent);
             let blocks = config.explicit.starting_blocks();
-            let mut tags: Vec<String> = tags.iter().map(|t| t.trim().to_owned()).collect();
-            tags.retain(|t| !t.is_empty());
-            tags.sort();
-            tags.dedup();
+            let tags = crate::store::agent::normalize_tags(&tags).map_err(anyhow::Error::msg)?;
             let shown = tags.clone();
             memory
                 .blocking(move |store, _| {
@@ -152,6 +149,7 @@ pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<(
                 char_limit,
                 read_only: false,
                 updated_at_ms: 0,
+                shared: None,
             };
             let agent = which.agent;
             memory

@@ -1,9 +1,10 @@
-//! The command line: `serve`, `check-config`, `mock-upstream`, `memories`, `agents`, `reindex`,
-//! `jobs`, `bench`, `eval`.
+//! The command line: `serve`, `check-config`, `mock-upstream`, `memories`, `agents`, `blocks`,
+//! `reindex`, `jobs`, `bench`, `eval`.
 //!
 //! Parsing and dispatch only; each command's work lives in its own module.
 
 pub mod agents;
+pub mod blocks;
 pub mod memories;
 
 use std::path::PathBuf;
@@ -51,6 +52,13 @@ enum Command {
         config: ConfigArgs,
         #[command(subcommand)]
         command: crate::cli::agents::AgentsCommand,
+    },
+    /// Shared core-memory blocks of a user's agents: list, set, delete, attach, detach.
+    Blocks {
+        #[command(flatten)]
+        config: ConfigArgs,
+        #[command(subcommand)]
+        command: crate::cli::blocks::BlocksCommand,
     },
     /// Re-embed everything without a vector of the configured model (after changing it).
     Reindex(ConfigArgs),
@@ -163,6 +171,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Agents { config, command } => {
             let config = load(&config, &Overrides::default())?;
             runtime()?.block_on(crate::cli::agents::agents(&config, command))
+        }
+        Command::Blocks { config, command } => {
+            let config = load(&config, &Overrides::default())?;
+            runtime()?.block_on(crate::cli::blocks::blocks(&config, command))
         }
         Command::Jobs {
             command:

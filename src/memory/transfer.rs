@@ -8,6 +8,7 @@
 //! {"type":"message",…,"search_text":"…"}            (an agent's log entry: what search reads)
 //! {"type":"memory","text":"…","kind":"fact","sources":[…],"created_at_ms":…,"updated_at_ms":…,"valid_until_ms":null}
 //! {"type":"core_block","agent":"default","label":"human","value":"…","char_limit":2000,"read_only":false,"updated_at_ms":…}
+//! {"type":"shared_block","name":"team","label":"team","value":"…","char_limit":2000,"read_only":false,"updated_at_ms":…,"agents":["a","b"]}
 //! {"type":"passage","agent":"default","text":"…","created_at_ms":…}
 //! {"type":"summary","conversation":"c-1","text":"…","through_position":12,"updated_at_ms":…}
 //! ```
@@ -20,8 +21,8 @@ use serde::{Deserialize, Serialize};
 
 use super::{MemoryError, MemoryResult};
 use crate::store::{
-    CoreBlock, PortableConversation, PortableMemory, PortableMessage, Summary, UserBundle,
-    UserScope,
+    CoreBlock, PortableConversation, PortableMemory, PortableMessage, SharedBlock, Summary,
+    UserBundle, UserScope,
 };
 
 const FORMAT: &str = "memproxy-export";
@@ -46,6 +47,7 @@ enum Line {
         #[serde(flatten)]
         block: CoreBlock,
     },
+    SharedBlock(SharedBlock),
     Passage {
         agent: String,
         text: String,
@@ -70,6 +72,7 @@ pub fn to_jsonl(scope: &UserScope, bundle: &UserBundle) -> MemoryResult<String> 
             block: block.clone(),
         });
     }
+    lines.extend(bundle.shared_blocks.iter().cloned().map(Line::SharedBlock));
     for (agent, text, created_at_ms, _) in &bundle.passages {
         lines.push(Line::Passage {
             agent: agent.clone(),
@@ -141,6 +144,10 @@ pub fn parse_jsonl(text: &str) -> MemoryResult<UserBundle> {
                 bundle.memories.push((memory, None));
             }
             Line::CoreBlock { agent, block } => bundle.blocks.push((agent, block)),
+            Line::SharedBlock(block) => {
+                crate::store::blocks::check_shared(&block).map_err(|e| invalid(e.to_string()))?;
+                bundle.shared_blocks.push(block);
+            }
             Line::Passage {
                 agent,
                 text,

@@ -293,6 +293,7 @@ pub async fn put_block(
         char_limit: body.char_limit,
         read_only: body.read_only,
         updated_at_ms: 0,
+        shared: None,
     };
     let saved = block.clone();
     state

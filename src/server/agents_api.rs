@@ -248,10 +248,6 @@ pub struct TagsBody {
     pub tags: Vec<String>,
 }
 
-/// Most tags an agent may have, and the longest tag.
-const MAX_TAGS: usize = 32;
-const MAX_TAG_CHARS: usize = 64;
-
 /// Replaces an agent's tags (creating the agent with its starting memory if it is new, so a
 /// group of agents can be set up before their first turn).
 pub async fn put_tags(
@@ -260,19 +256,8 @@ pub async fn put_tags(
     ApiPath((user, agent)): ApiPath<(String, String)>,
     JsonBody(body): JsonBody<TagsBody>,
 ) -> Result<Json<Value>, ProxyError> {
-    let mut tags: Vec<String> = body.tags.iter().map(|t| t.trim().to_owned()).collect();
-    if tags.len() > MAX_TAGS
-        || tags
-            .iter()
-            .any(|t| t.is_empty() || t.chars().count() > MAX_TAG_CHARS)
-    {
-        return Err(ProxyError::invalid(
-            format!("Up to {MAX_TAGS} tags, each 1 to {MAX_TAG_CHARS} characters."),
-            Some("tags"),
-        ));
-    }
-    tags.sort();
-    tags.dedup();
+    let tags = crate::store::agent::normalize_tags(&body.tags)
+        .map_err(|message| ProxyError::invalid(message, Some("tags")))?;
     let (who, blocks) = (scope(&tenant, &user), state.agents.default_blocks());
     let (name, saved) = (agent.clone(), tags.clone());
     let memory = std::sync::Arc::clone(&state.memory);

@@ -7,6 +7,7 @@
 mod admin;
 mod agents_api;
 mod auth;
+mod blocks_api;
 mod chat;
 pub mod console;
 mod exchange;

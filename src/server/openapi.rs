@@ -12,11 +12,12 @@ use serde_json::{json, Map, Value};
 
 use super::admin::{BlockBody, JobQuery, Listing, NewMemoryBody, RetireQuery, UpdateBody};
 use super::agents_api::{ArchivalQuery, MessageQuery, StepQuery, TagsBody, TextField};
+use super::blocks_api::SharedBlockBody;
 use super::simulate::SimulateBody;
 use crate::memory::{AgentDetail, Hit, RetrievalRequest};
 use crate::store::{
-    Conversation, CoreBlock, ImportCounts, Memory, MemoryEvent, Passage, StepRecord, StoredMessage,
-    Summary,
+    Conversation, CoreBlock, ImportCounts, Memory, MemoryEvent, Passage, SharedBlock, StepRecord,
+    StoredMessage, Summary,
 };
 
 type SchemaOf = fn(&mut SchemaGenerator) -> Schema;
@@ -107,6 +108,13 @@ const ROUTES: &[Route] = &[
         .answers(Answer::ListOf(schema::<CoreBlock>)),
     route("put", "/memproxy/v1/users/{user}/agents/{agent}/blocks/{label}", "Set a block").body(schema::<BlockBody>),
     route("delete", "/memproxy/v1/users/{user}/agents/{agent}/blocks/{label}", "Remove a block"),
+    route("get", "/memproxy/v1/users/{user}/blocks", "Shared core-memory blocks, each with the agents it is attached to")
+        .answers(Answer::ListOf(schema::<SharedBlock>)),
+    route("put", "/memproxy/v1/users/{user}/blocks/{name}", "Create or update a shared block (an update reaches every agent it is attached to)")
+        .body(schema::<SharedBlockBody>).answers(Answer::One(schema::<SharedBlock>)),
+    route("delete", "/memproxy/v1/users/{user}/blocks/{name}", "Delete a shared block (detached from every agent)"),
+    route("put", "/memproxy/v1/users/{user}/agents/{agent}/shared/{name}", "Attach a shared block to an agent (creates the agent if new; it takes the place of an own block with its label until detached)"),
+    route("delete", "/memproxy/v1/users/{user}/agents/{agent}/shared/{name}", "Detach a shared block from an agent"),
     route("get", "/memproxy/v1/users/{user}/agents/{agent}/messages", "The agent's log, or its queue (in_context=true)")
         .query(schema::<MessageQuery>).answers(Answer::ListOf(schema::<StoredMessage>)),
     route("delete", "/memproxy/v1/users/{user}/agents/{agent}/messages/{position}", "Delete a message from the agent's log and context, with the results of its tool calls (a tool result alone is refused)"),

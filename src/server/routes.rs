@@ -9,8 +9,8 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use super::{
-    admin, agents_api, auth, chat, console, messages, openapi, ops, relay, responses, simulate,
-    SharedState,
+    admin, agents_api, auth, blocks_api, chat, console, messages, openapi, ops, relay, responses,
+    simulate, SharedState,
 };
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -64,6 +64,15 @@ pub fn router(state: SharedState) -> Router {
         .route(
             &format!("{user}/agents/{{agent}}/blocks/{{label}}"),
             put(admin::put_block).delete(agents_api::delete_block),
+        )
+        .route(&format!("{user}/blocks"), get(blocks_api::list_shared))
+        .route(
+            &format!("{user}/blocks/{{name}}"),
+            put(blocks_api::put_shared).delete(blocks_api::delete_shared),
+        )
+        .route(
+            &format!("{user}/agents/{{agent}}/shared/{{name}}"),
+            put(blocks_api::attach).delete(blocks_api::detach),
         )
         .route(&format!("{user}/agents"), get(agents_api::list_agents))
         .route(

@@ -24,6 +24,9 @@ pub struct AgentRecord {
     /// Labels that group agents (`send_message_to_agents_matching_tags`).
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Counts changes to what the system message shows (a block, shared or own, the archive).
+    #[serde(default)]
+    pub memory_epoch: i64,
 }
 
 /// One message of an agent's loop as it is appended to its log.
@@ -83,4 +86,26 @@ pub enum Within {
     Agent(String),
     /// Messages of this conversation.
     Conversation(String),
+}
+
+/// Most tags an agent may have, and the longest tag.
+pub const MAX_TAGS: usize = 32;
+pub const MAX_TAG_CHARS: usize = 64;
+
+/// An agent's tags as stored: trimmed, sorted, without repeats; `Err` when there are too many or
+/// one is empty or too long (the API and the CLI apply the same rule).
+pub fn normalize_tags(tags: &[String]) -> Result<Vec<String>, String> {
+    let mut tags: Vec<String> = tags.iter().map(|t| t.trim().to_owned()).collect();
+    if tags.len() > MAX_TAGS
+        || tags
+            .iter()
+            .any(|t| t.is_empty() || t.chars().count() > MAX_TAG_CHARS)
+    {
+        return Err(format!(
+            "Up to {MAX_TAGS} tags, each 1 to {MAX_TAG_CHARS} characters."
+        ));
+    }
+    tags.sort();
+    tags.dedup();
+    Ok(tags)
 }

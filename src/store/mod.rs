@@ -7,6 +7,7 @@
 //! [`crate::memory::MemoryService`], which runs these calls on the blocking pool.
 
 pub mod agent;
+pub mod blocks;
 pub mod history;
 pub mod responses;
 pub mod sqlite;
@@ -15,6 +16,7 @@ pub use agent::{
     agent_conversation, AgentCounts, AgentMessage, AgentRecord, StepRecord, Within,
     AGENT_CONVERSATION_PREFIX,
 };
+pub use blocks::{CoreBlock, SharedBlock, SharedBlocks, CLIENT_BLOCK};
 
 use serde::{Deserialize, Serialize};
 
@@ -197,16 +199,6 @@ pub struct MemoryEvent {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CoreBlock {
-    pub label: String,
-    pub value: String,
-    pub char_limit: i64,
-    pub read_only: bool,
-    #[serde(default)]
-    pub updated_at_ms: i64,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Passage {
     pub id: i64,
     pub agent: String,
@@ -320,6 +312,8 @@ pub struct UserBundle {
     pub messages: Vec<PortableMessage>,
     pub memories: Vec<(PortableMemory, Option<Embedding>)>,
     pub blocks: Vec<(String, CoreBlock)>,
+    /// Shared blocks, each with the agents it is attached to.
+    pub shared_blocks: Vec<SharedBlock>,
     /// `(agent, text, created_at_ms, embedding)`.
     pub passages: Vec<(String, String, i64, Option<Embedding>)>,
     pub summaries: Vec<Summary>,
@@ -351,7 +345,7 @@ impl Default for Page {
     }
 }
 
-pub trait Store: responses::ResponseLog + Send + Sync + 'static {
+pub trait Store: responses::ResponseLog + blocks::SharedBlocks + Send + Sync + 'static {
     // Users.
     fn ensure_user(&self, scope: &UserScope) -> StoreResult<i64>;
     /// `None` when the user has never been seen.
@@ -467,11 +461,17 @@ pub trait Store: responses::ResponseLog + Send + Sync + 'static {
         blocks: &[CoreBlock],
     ) -> StoreResult<AgentRecord>;
     fn list_agents(&self, scope: &UserScope) -> StoreResult<Vec<AgentRecord>>;
+    /// The agent's [`AgentRecord::memory_epoch`] (0 for an agent not yet created). Read it before
+    /// the blocks a system message is compiled from.
+    fn agent_memory_epoch(&self, scope: &UserScope, agent: &str) -> StoreResult<i64>;
+    /// Stores the agent's compiled system message and alert state. `system`: the message and the
+    /// memory epoch it was compiled at ([`AgentRecord::memory_epoch`]); it is stored only if
+    /// memory has not changed since (else the agent compiles it again on its next turn).
     fn set_agent_state(
         &self,
         scope: &UserScope,
         agent: &str,
-        system_message: Option<&str>,
+        system: Option<(&str, i64)>,
         pressure_alerted: bool,
     ) -> StoreResult<()>;
     /// Forgets an agent: blocks, passages, log, summary, steps. Returns whether it existed.

@@ -126,6 +126,7 @@ async fn the_console_works_in_a_real_browser() {
         "edit-block",
         "agent-conversations",
         "tags",
+        "shared-block",
         "simulator",
         "eval-results",
     ] {
@@ -160,4 +161,21 @@ async fn the_console_works_in_a_real_browser() {
         agents.to_string().contains(r#""tags":["lead","team"]"#),
         "{agents}"
     );
+    // The shared block made and attached in the console is one block with both agents.
+    let shared: serde_json::Value = h
+        .client
+        .get(h.url("/memproxy/v1/users/ana/blocks"))
+        .bearer_auth("admin-secret")
+        .send()
+        .await
+        .expect("shared blocks")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(shared["data"][0]["name"], "household", "{shared}");
+    assert_eq!(
+        shared["data"][0]["value"],
+        "Ana lives with two cats and a dog."
+    );
+    assert_eq!(shared["data"][0]["agents"], json!(["default", "helper"]));
 }

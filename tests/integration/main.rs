@@ -35,4 +35,5 @@ mod recency;
 mod relay;
 mod responses;
 mod sdk;
+mod shared_blocks;
 mod streaming;

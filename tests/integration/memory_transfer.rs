@@ -2,7 +2,7 @@
 //! search text) and forgetting a user entirely.
 
 use memproxy::memory::{MemoryService, RetrievalRequest};
-use memproxy::store::{CoreBlock, Corpus, NewJob, NewMessage, Summary, UserScope};
+use memproxy::store::{CoreBlock, Corpus, NewJob, NewMessage, SharedBlock, Summary, UserScope};
 use rusqlite::Connection;
 
 use crate::common::{alice, memory_in, query, turn};
@@ -69,11 +69,29 @@ async fn populate(memory: &MemoryService, scope: &UserScope) {
         char_limit: 2000,
         read_only: false,
         updated_at_ms: 0,
+        shared: None,
     };
     memory
         .store()
         .put_core_block(scope, "coach", &block)
         .expect("block");
+    let team = SharedBlock {
+        name: "running".into(),
+        label: "club".into(),
+        value: "The run club meets on Sundays.".into(),
+        char_limit: 500,
+        read_only: true,
+        updated_at_ms: 0,
+        agents: vec![],
+    };
+    memory
+        .store()
+        .put_shared_block(scope, &team)
+        .expect("shared block");
+    memory
+        .store()
+        .attach_shared_block(scope, "coach", "running", &[])
+        .expect("attach");
     memory
         .store()
         .insert_passage(
@@ -104,7 +122,7 @@ async fn export_then_import_round_trips_exactly() {
     let exported = memory.export(&alice()).await.expect("export");
     assert_eq!(
         exported.lines().count(),
-        1 + 1 + 3 + 2 + 1 + 1 + 1,
+        1 + 2 + 3 + 2 + 1 + 1 + 1 + 1,
         "{exported}"
     );
 
@@ -118,7 +136,7 @@ async fn export_then_import_round_trips_exactly() {
             counts.passages,
             counts.summaries
         ),
-        (3, 2, 1, 1, 1)
+        (3, 2, 2, 1, 1)
     );
     let again = memory.export(&copy).await.expect("export copy");
     let body = |text: &str| text.lines().skip(1).map(str::to_owned).collect::<Vec<_>>();
@@ -183,6 +201,8 @@ async fn deleting_a_user_leaves_nothing_behind() {
         "messages",
         "memories",
         "core_blocks",
+        "shared_blocks",
+        "block_attachments",
         "archival_passages",
         "summaries",
         "jobs",

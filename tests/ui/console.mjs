@@ -97,8 +97,33 @@ try {
   await page.fill("input[data-tags=default]", "team, lead");
   await page.click("button:text-is('Save tags')");
   await page.waitForSelector("form:has(input[data-tags]) span:text-is('saved')");
-  check(true, "tags", "");
+  await page.goto(`${base}/ui#/agents`);
+  const agentRow = page.locator("#view[data-route='#/agents'] tr:has(td:text-is('ana')):has(a:text-is('default'))");
+  await agentRow.waitFor();
+  check((await agentRow.textContent()).includes("lead, team"), "tags", await agentRow.textContent());
+
+  // A shared block: made on one agent's page, attached on another's, edited there, and the
+  // first agent's page shows the edit.
+  await page.goto(`${base}/ui#/agents/ana/default`);
+  await page.waitForSelector("#view[data-route='#/agents/ana/default'] input[data-new-shared=default]");
+  await page.fill("input[data-new-shared=default]", "household");
+  await page.fill("input[placeholder=value]", "Ana lives with two cats.");
+  await page.click("button:text-is('Share with this agent')");
+  await page.waitForSelector("textarea[data-label=household]");
   await page.screenshot({ path: path.join(shots, "04-agent.png"), fullPage: true });
+  await page.goto(`${base}/ui#/agents/ana/helper`);
+  await page.waitForSelector("#view[data-route='#/agents/ana/helper'] select[data-attach=helper]");
+  await page.selectOption("select[data-attach=helper]", "household");
+  await page.click("button:text-is('Attach shared block')");
+  const shared = page.locator("#view[data-route='#/agents/ana/helper'] textarea[data-label=household]");
+  await shared.waitFor();
+  await shared.fill("Ana lives with two cats and a dog.");
+  await page.click("button:text-is('Save household')");
+  await page.waitForSelector(".card:has(textarea[data-label=household]) span:text-is('saved')");
+  await page.goto(`${base}/ui#/agents/ana/default`);
+  const seen = page.locator("#view[data-route='#/agents/ana/default'] textarea[data-label=household]");
+  await seen.waitFor();
+  check((await seen.inputValue()) === "Ana lives with two cats and a dog.", "shared-block", await seen.inputValue());
 
   // The context simulator, two strategies side by side.
   await page.goto(`${base}/ui#/simulator`);

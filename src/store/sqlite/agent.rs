@@ -4,10 +4,12 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::{bump_generation, ensure_uid, find_uid, to_blob};
 use crate::store::{
-    now_ms, CoreBlock, Corpus, Embedding, Page, Passage, StoreError, StoreResult, Summary,
+    blocks, now_ms, CoreBlock, Corpus, Embedding, Page, Passage, StoreError, StoreResult, Summary,
     UserScope,
 };
 
+/// The agent's own blocks, each replaced by an attached shared block of its label, then the
+/// other attached shared blocks ([`crate::store::blocks::merge`]).
 pub fn blocks(
     connection: &Connection,
     scope: &UserScope,
@@ -16,11 +18,11 @@ pub fn blocks(
     let Some(uid) = find_uid(connection, scope)? else {
         return Ok(Vec::new());
     };
-    let mut statement = connection.prepare(
+    let mut statement = connection.prepare_cached(
         "SELECT label, value, char_limit, read_only, updated_at FROM core_blocks
          WHERE uid = ?1 AND agent = ?2 ORDER BY id",
     )?;
-    let rows = statement
+    let own = statement
         .query_map(params![uid, agent], |row| {
             Ok(CoreBlock {
                 label: row.get(0)?,
@@ -28,32 +30,27 @@ pub fn blocks(
                 char_limit: row.get(2)?,
                 read_only: row.get(3)?,
                 updated_at_ms: row.get(4)?,
+                shared: None,
             })
         })?
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(rows)
+    let attached = super::shared::attached(connection, uid, agent)?;
+    Ok(blocks::merge(own, attached))
 }
 
+/// Writes one of the agent's blocks: the shared block when one with this label is attached to
+/// it (every agent it is attached to sees the change), else the agent's own.
 pub fn put_block(
     tx: &Transaction,
     scope: &UserScope,
     agent: &str,
     block: &CoreBlock,
 ) -> StoreResult<()> {
-    if block.label.is_empty() || block.label.len() > 64 {
-        return Err(StoreError::Invalid(
-            "a block label must be 1-64 characters".to_owned(),
-        ));
-    }
-    if block.char_limit <= 0 || block.value.chars().count() as i64 > block.char_limit {
-        return Err(StoreError::Invalid(format!(
-            "block '{}' holds {} characters, over its limit of {}",
-            block.label,
-            block.value.chars().count(),
-            block.char_limit
-        )));
-    }
+    blocks::check_block(block)?;
     let uid = ensure_uid(tx, scope)?;
+    if let Some(id) = super::shared::attached_id(tx, uid, agent, &block.label)? {
+        return super::shared::write_value(tx, uid, id, block);
+    }
     tx.execute(
         "INSERT INTO core_blocks (uid, agent, label, value, char_limit, read_only, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
@@ -74,6 +71,34 @@ pub fn put_block(
     Ok(())
 }
 
+/// Gives a new agent a starting block, unless it already has its own with that label (written
+/// by an operator or an import before the agent's first turn).
+pub fn put_starting_block(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    block: &CoreBlock,
+) -> StoreResult<()> {
+    blocks::check_block(block)?;
+    let uid = ensure_uid(tx, scope)?;
+    tx.execute(
+        "INSERT INTO core_blocks (uid, agent, label, value, char_limit, read_only, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (uid, agent, label) DO NOTHING",
+        params![
+            uid,
+            agent,
+            block.label,
+            block.value,
+            block.char_limit,
+            block.read_only,
+            now_ms()
+        ],
+    )?;
+    super::agent_log::invalidate_system(tx, uid, agent)
+}
+
+/// Deletes one of the agent's own blocks. A shared block is detached, not deleted through one
+/// agent: `Invalid` names it.
 pub fn delete_block(
     tx: &Transaction,
     scope: &UserScope,
@@ -83,6 +108,16 @@ pub fn delete_block(
     let Some(uid) = find_uid(tx, scope)? else {
         return Ok(false);
     };
+    if let Some(id) = super::shared::attached_id(tx, uid, agent, label)? {
+        let name: String = tx.query_row(
+            "SELECT name FROM shared_blocks WHERE id = ?1",
+            params![id],
+            |row| row.get(0),
+        )?;
+        return Err(StoreError::Invalid(format!(
+            "block '{label}' of agent '{agent}' is the shared block '{name}': detach it instead"
+        )));
+    }
     let deleted = tx.execute(
         "DELETE FROM core_blocks WHERE uid = ?1 AND agent = ?2 AND label = ?3",
         params![uid, agent, label],

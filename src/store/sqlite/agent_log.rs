@@ -12,7 +12,8 @@ use crate::store::{
     UserScope,
 };
 
-const AGENT_COLUMNS: &str = "name, system_message, pressure_alerted, created_at, updated_at, tags";
+const AGENT_COLUMNS: &str =
+    "name, system_message, pressure_alerted, created_at, updated_at, tags, memory_epoch";
 
 fn agent_row(row: &rusqlite::Row) -> rusqlite::Result<AgentRecord> {
     Ok(AgentRecord {
@@ -22,6 +23,7 @@ fn agent_row(row: &rusqlite::Row) -> rusqlite::Result<AgentRecord> {
         created_at_ms: row.get(3)?,
         updated_at_ms: row.get(4)?,
         tags: serde_json::from_str(&row.get::<_, String>(5)?).unwrap_or_default(),
+        memory_epoch: row.get(6)?,
     })
 }
 
@@ -74,7 +76,7 @@ pub fn ensure(
     if created > 0 {
         conversation_id(tx, uid, &agent_conversation(agent), agent)?;
         for block in blocks {
-            super::agent::put_block(tx, scope, agent, block)?;
+            super::agent::put_starting_block(tx, scope, agent, block)?;
         }
     }
     Ok(tx.query_row(
@@ -97,18 +99,23 @@ pub fn list(connection: &Connection, scope: &UserScope) -> StoreResult<Vec<Agent
     Ok(rows)
 }
 
+/// Stores the compiled system message only if it was compiled at the agent's current memory
+/// epoch: a change since (another agent's edit of a shared block, an operator's edit) leaves it
+/// to be compiled again.
 pub fn set_state(
     tx: &Transaction,
     scope: &UserScope,
     agent: &str,
-    system_message: Option<&str>,
+    system: Option<(&str, i64)>,
     pressure_alerted: bool,
 ) -> StoreResult<()> {
     let uid = ensure_uid(tx, scope)?;
+    let (text, epoch) = system.map_or((None, -1), |(text, epoch)| (Some(text), epoch));
     tx.execute(
-        "UPDATE agents SET system_message = ?3, pressure_alerted = ?4, updated_at = ?5
+        "UPDATE agents SET system_message = CASE WHEN memory_epoch = ?4 THEN ?3 END,
+             pressure_alerted = ?5, updated_at = ?6
          WHERE uid = ?1 AND name = ?2",
-        params![uid, agent, system_message, pressure_alerted, now_ms()],
+        params![uid, agent, text, epoch, pressure_alerted, now_ms()],
     )?;
     Ok(())
 }
@@ -116,7 +123,8 @@ pub fn set_state(
 /// Marks the compiled system message stale (a block or the archive changed).
 pub fn invalidate_system(tx: &Transaction, uid: i64, agent: &str) -> StoreResult<()> {
     tx.execute(
-        "UPDATE agents SET system_message = NULL WHERE uid = ?1 AND name = ?2",
+        "UPDATE agents SET system_message = NULL, memory_epoch = memory_epoch + 1
+         WHERE uid = ?1 AND name = ?2",
         params![uid, agent],
     )?;
     Ok(())
@@ -188,6 +196,7 @@ pub fn reset(tx: &Transaction, scope: &UserScope, agent: &str) -> StoreResult<bo
         "DELETE FROM core_blocks WHERE uid = ?1 AND agent = ?2",
         params![uid, agent],
     )?;
+    changed += super::shared::detach_all(tx, uid, agent)?;
     let passages = tx.execute(
         "DELETE FROM archival_passages WHERE uid = ?1 AND agent = ?2",
         params![uid, agent],

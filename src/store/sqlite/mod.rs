@@ -13,6 +13,7 @@ mod recall;
 mod responses;
 mod schema;
 mod search;
+mod shared;
 mod transfer;
 
 use std::path::Path;
@@ -446,14 +447,18 @@ impl super::Store for SqliteStore {
         self.read(|c| agent_log::list(c, scope))
     }
 
+    fn agent_memory_epoch(&self, scope: &UserScope, agent: &str) -> StoreResult<i64> {
+        self.read(|c| Ok(agent_log::find(c, scope, agent)?.map_or(0, |a| a.memory_epoch)))
+    }
+
     fn set_agent_state(
         &self,
         scope: &UserScope,
         agent: &str,
-        system_message: Option<&str>,
+        system: Option<(&str, i64)>,
         pressure_alerted: bool,
     ) -> StoreResult<()> {
-        self.write(|tx| agent_log::set_state(tx, scope, agent, system_message, pressure_alerted))
+        self.write(|tx| agent_log::set_state(tx, scope, agent, system, pressure_alerted))
     }
 
     fn reset_agent(&self, scope: &UserScope, agent: &str) -> StoreResult<bool> {

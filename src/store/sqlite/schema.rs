@@ -311,4 +311,30 @@ CREATE TABLE agent_pauses (
     r#"
 ALTER TABLE agents ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
 "#,
+    // 12: shared core-memory blocks (one block attached to several agents of a user; an edit by
+    // one is in the others' next context), and an agent's memory epoch: bumped by every change to
+    // what its system message shows, so a turn that compiled an older memory does not store its
+    // system message over a newer change.
+    r#"
+CREATE TABLE shared_blocks (
+    id          INTEGER PRIMARY KEY,
+    uid         INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name        TEXT NOT NULL,
+    label       TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    char_limit  INTEGER NOT NULL,
+    read_only   INTEGER NOT NULL DEFAULT 0,
+    updated_at  INTEGER NOT NULL,
+    UNIQUE (uid, name)
+);
+CREATE TABLE block_attachments (
+    id          INTEGER PRIMARY KEY,
+    uid         INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent       TEXT NOT NULL,
+    block_id    INTEGER NOT NULL REFERENCES shared_blocks(id) ON DELETE CASCADE,
+    UNIQUE (uid, agent, block_id)
+);
+CREATE INDEX block_attachments_by_block ON block_attachments(block_id);
+ALTER TABLE agents ADD COLUMN memory_epoch INTEGER NOT NULL DEFAULT 0;
+"#,
 ];

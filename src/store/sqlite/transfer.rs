@@ -94,10 +94,13 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
                     char_limit: row.get(3)?,
                     read_only: row.get(4)?,
                     updated_at_ms: row.get(5)?,
+                    shared: None,
                 },
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
+
+    bundle.shared_blocks = super::shared::list(connection, scope)?;
 
     let mut statement = connection.prepare(
         "SELECT agent, text, created_at FROM archival_passages WHERE uid = ?1 ORDER BY created_at, id",
@@ -202,6 +205,10 @@ pub fn import(
             "UPDATE core_blocks SET updated_at = ?1 WHERE uid = ?2 AND agent = ?3 AND label = ?4",
             params![block.updated_at_ms, uid, agent_name, block.label],
         )?;
+        counts.blocks += 1;
+    }
+    for block in &bundle.shared_blocks {
+        super::shared::import(tx, scope, block)?;
         counts.blocks += 1;
     }
     for (agent_name, text, created_at_ms, embedding) in &bundle.passages {
