@@ -11,6 +11,8 @@ OpenAI-compatible server with a real small model (../shared/tools/real-llm/: `ba
 2. bob-and-alice: the workshop's exchange. Bob is grumpy and guards a secret key; Alice is
    friendly and tries to help the user get it. The user asks Alice, who messages Bob with
    send_message_to_agent_and_wait_for_reply.
+3. shared-block: two agents of one user (a planner and a cook) share the block about her; what
+   she tells the planner is in the cook's memory on its next turn.
 
 Every step of every agent turn is printed from the step trace.
 
@@ -129,6 +131,39 @@ def bob_and_alice(base, model):
     print(f"bob's log holds {len(received)} message(s) from alice")
 
 
+def shared_block(base, model):
+    print("\n=== shared-block: two agents of one user share what they know about her ===")
+    call(f"{base}/memproxy/v1/users/mia/blocks/about-mia",
+         {"label": "human", "value": "Name: Mia."}, method="PUT")
+    for agent in ("planner", "cook"):
+        call(f"{base}/memproxy/v1/users/mia/agents/{agent}/shared/about-mia", method="PUT")
+    said = "I'm Mia. I'm vegetarian, and I'm allergic to walnuts."
+    print(f"user -> planner: {said}")
+    reply, tally = chat(base, model, "mia", "planner", [{"role": "user", "content": said}])
+    print(f"planner: {reply}\n  {json.dumps(tally)}")
+    print_steps(base, "mia", "planner")
+    # The planner's background save (facts the turn did not save, written after the answer) may
+    # still be running: it ends with a `(background_save)` step in the trace.
+    deadline = time.time() + 600
+    while time.time() < deadline and not any(
+            s["tool"] == "(background_save)"
+            for s in call(f"{base}/memproxy/v1/agents/planner/steps?user=mia")[1]["data"]):
+        time.sleep(2)
+    _, blocks = call(f"{base}/memproxy/v1/users/mia/blocks")
+    value = blocks["data"][0]["value"]
+    print(f"shared block now: {value!r}")
+    _, cook = call(f"{base}/memproxy/v1/users/mia/agents/cook/blocks")
+    human = next(b["value"] for b in cook["data"] if b["label"] == "human")
+    print(f"  the cook's human block (its next context) holds the planner's note: "
+          f"{'yes' if 'vegetarian' in human.lower() else 'NO'}")
+    question = "Suggest a dinner for me tonight, in one sentence."
+    print(f"user -> cook: {question}")
+    reply, tally = chat(base, model, "mia", "cook", [{"role": "user", "content": question}])
+    print(f"cook: {reply}\n  {json.dumps(tally)}")
+    meat = any(word in reply.lower() for word in ("chicken", "beef", "pork", "fish", "walnut"))
+    print(f"  the cook's suggestion avoids meat, fish and walnuts: {'NO' if meat else 'yes'}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--llm", default="http://127.0.0.1:8090/v1")
@@ -136,7 +171,7 @@ def main():
     parser.add_argument("--binary", default="target/release/memproxy")
     parser.add_argument("--model-dir", default=".memproxy", help="data dir holding lib/ and models/ (scripts/fetch-model)")
     parser.add_argument("--port", type=int, default=18182)
-    parser.add_argument("--only", choices=["weather", "bob-and-alice"])
+    parser.add_argument("--only", choices=["weather", "bob-and-alice", "shared-block"])
     args = parser.parse_args()
 
     data = tempfile.mkdtemp(prefix="memproxy-agents-")
@@ -156,6 +191,8 @@ def main():
             weather(base, args.model)
         if args.only in (None, "bob-and-alice"):
             bob_and_alice(base, args.model)
+        if args.only in (None, "shared-block"):
+            shared_block(base, args.model)
     finally:
         proxy.terminate()
         proxy.wait()

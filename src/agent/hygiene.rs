@@ -127,7 +127,7 @@ fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Resul
         && (normalized(value) == new || value.lines().any(|line| normalized(line) == new))
     {
         return Err(format!(
-            "Not saved: block '{label}' already says this. Nothing to do; answer the user."
+            "Not saved: block '{label}' already says this. If the user told you something new, save that instead; otherwise answer the user."
         ));
     }
     Ok(())
