@@ -2,8 +2,8 @@
 //! with no tools offered, so the next request would be the same one and greedy decoding would
 //! answer it the same way), or ran out of steps without a reply, one last request without the
 //! agent machinery: the client's instructions and core memory as a plain system message, the
-//! conversation as plain user and assistant turns (envelopes unwrapped, tool traffic left out),
-//! no tools. Small models that loop on function calls answer this like any chat.
+//! conversation as plain user and assistant turns (envelopes unwrapped, memproxy's own tool
+//! traffic left out, the app's function results kept as notes), no tools. Small models that loop on function calls answer this like any chat.
 
 use serde_json::{json, Value};
 
@@ -117,10 +117,40 @@ fn system(blocks: &[CoreBlock], summary: Option<String>) -> String {
 /// The agent's context as a plain chat: user messages out of their envelopes, replies as
 /// assistant text, and nothing of the system's notices, tool calls or results.
 fn conversation(messages: &[Value]) -> Vec<Value> {
+    // memproxy's own tools; any other call was the app's, and its result is part of the
+    // conversation (the weather the app looked up is what the user asked about).
+    let registry = super::tools::Registry::memory().with(super::tools::Registry::messaging(&[]));
+    let ours = registry.names();
+    let mut app_calls: Vec<(String, String, String)> = Vec::new();
     let mut out: Vec<Value> = Vec::new();
     for message in messages.iter().skip(1) {
         let content = message["content"].as_str().unwrap_or_default();
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            let name = call["function"]["name"].as_str().unwrap_or_default();
+            if !name.is_empty() && !ours.contains(&name) {
+                app_calls.push((
+                    call["id"].as_str().unwrap_or_default().to_owned(),
+                    name.to_owned(),
+                    call["function"]["arguments"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                ));
+            }
+        }
         match message["role"].as_str() {
+            Some("tool") => {
+                let id = message["tool_call_id"].as_str().unwrap_or_default();
+                if let Some((_, name, arguments)) = app_calls.iter().find(|c| c.0 == id) {
+                    let result: Option<Value> = serde_json::from_str(content).ok();
+                    let result = result
+                        .as_ref()
+                        .and_then(|r| r["message"].as_str())
+                        .unwrap_or(content);
+                    out.push(json!({"role": "user",
+                        "content": format!("[The app ran {name}({arguments}); it returned: {result}]")}));
+                }
+            }
             Some("user") => {
                 if content.starts_with("[Summary of earlier messages")
                     || content.starts_with(super::context::MEMORY_HEADING)
@@ -184,6 +214,10 @@ mod tests {
             json!({"role": "assistant", "content": "Noted, no meat."}),
             json!({"role": "assistant", "content": "{\"name\": \"x\", \"arguments\": {}}"}),
             json!({"role": "user", "content": "{\"type\":\"user_message\",\"message\":\"Dinner ideas?\",\"time\":\"t\"}"}),
+            // The app's own function and its result stay; they are what the user asked about.
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c2", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{\"city\":\"Porto\"}"}}]}),
+            json!({"role": "tool", "tool_call_id": "c2", "content": "{\"status\":\"OK\",\"message\":\"rain, 14°C\"}"}),
         ];
         assert_eq!(
             conversation(&messages),
@@ -191,6 +225,7 @@ mod tests {
                 json!({"role": "user", "content": "I am vegetarian."}),
                 json!({"role": "assistant", "content": "Noted, no meat."}),
                 json!({"role": "user", "content": "Dinner ideas?"}),
+                json!({"role": "user", "content": "[The app ran get_weather({\"city\":\"Porto\"}); it returned: rain, 14°C]"}),
             ]
         );
         let blocks = vec![CoreBlock {

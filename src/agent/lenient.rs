@@ -181,7 +181,8 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
     if trimmed.is_empty() {
         return PlainAnswer::Empty;
     }
-    let object = if trimmed.starts_with('{') {
+    // A JSON object, bare or fenced (```json … ```).
+    let object = if trimmed.starts_with('{') || trimmed.starts_with("```") {
         arguments(trimmed).ok()
     } else {
         None
@@ -195,7 +196,9 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
         if call_like || matches!(kind, "heartbeat" | "system_alert") {
             return PlainAnswer::Echo;
         }
-        if kind == "user_message" {
+        // The envelope of what the agent was sent (the user's, or another agent's), imitated:
+        // the text in it is the reply unless it repeats what was said.
+        if matches!(kind, "user_message" | "agent_message" | "agent_reply") {
             let said = map.get("message").and_then(Value::as_str).map(str::trim);
             return match said {
                 Some(text) if !text.is_empty() && !user_said.iter().any(|u| u.trim() == text) => {
@@ -320,6 +323,19 @@ mod tests {
         assert_eq!(
             plain_answer(" Hello. ", &said),
             PlainAnswer::Reply("Hello.".to_owned())
+        );
+        // Another agent's envelope imitated, fenced: its text is the reply, the echo is not.
+        let fenced = "```json\n{\"type\": \"agent_message\", \"from\": \"alice\", \"message\": \"Not telling.\"}\n```";
+        assert_eq!(
+            plain_answer(fenced, &said),
+            PlainAnswer::Reply("Not telling.".to_owned())
+        );
+        assert_eq!(
+            plain_answer(
+                r#"{"type":"agent_message","from":"alice","message":"I moved."}"#,
+                &said
+            ),
+            PlainAnswer::Echo
         );
     }
 }

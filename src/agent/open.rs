@@ -15,31 +15,12 @@ impl Agents {
     pub(super) async fn open_turn(&self, input: &TurnInput) -> Result<(Turn, Progress), TurnError> {
         let paused = self.take_pause(input).await?;
         let mut turn = self.load_turn(input).await?;
-        self.meet_peers(&mut turn, input).await?;
+        turn.chain = input.chain.clone();
         let mut progress = Progress::default();
         if let Some(paused) = paused {
             self.resume(&mut turn, &mut progress, paused, &input.tool_results);
         }
         Ok((turn, progress))
-    }
-
-    /// The user's other agents: with any, the turn offers the messaging tools.
-    async fn meet_peers(&self, turn: &mut Turn, input: &TurnInput) -> Result<(), TurnError> {
-        let scope = input.scope.clone();
-        let all = self
-            .memory
-            .blocking(move |store, _| Ok(store.list_agents(&scope)?))
-            .await?;
-        turn.peers = all.into_iter().filter(|a| a.name != input.agent).collect();
-        turn.chain = input.chain.clone();
-        if !turn.peers.is_empty() {
-            let (tools, client) = super::tools::for_request(&input.params, &turn.peers);
-            turn.tools_tokens =
-                crate::tokens::count(&serde_json::Value::Array(tools.schemas()).to_string());
-            turn.tools = tools;
-            turn.client = client;
-        }
-        Ok(())
     }
 
     /// Loads (creating on first use) the agent and puts the client's messages in the buffer.
@@ -59,7 +40,7 @@ impl Agents {
         if !input.record {
             return self.open_read_only(input, client_block).await;
         }
-        let (record, summary, queue) = self
+        let loaded = self
             .memory
             .blocking(move |store, _| {
                 store.ensure_agent(&scope, &agent, &defaults)?;
@@ -78,20 +59,20 @@ impl Agents {
                 // Reread: a block change above invalidated the compiled system message.
                 let record = store.ensure_agent(&scope, &agent, &[])?;
                 let (summary, queue) = store.agent_context(&scope, &agent)?;
-                Ok((record, summary, queue))
+                let peers = peers_of(store.list_agents(&scope)?, &agent);
+                Ok(Loaded {
+                    system: record
+                        .system_message
+                        .filter(|text| context::is_compiled_memory(text)),
+                    epoch: record.memory_epoch,
+                    alerted: record.pressure_alerted,
+                    summary,
+                    queue,
+                    peers,
+                })
             })
             .await?;
-        let mut turn = self.new_turn(
-            input,
-            record
-                .system_message
-                .filter(|text| context::is_compiled_memory(text)),
-            record.pressure_alerted,
-            summary,
-            queue,
-        );
-        turn.epoch = record.memory_epoch;
-        Ok(turn)
+        Ok(self.new_turn(input, loaded))
     }
 
     /// A read-only turn sees the agent as it is (or a new agent's defaults) and writes nothing:
@@ -108,20 +89,33 @@ impl Agents {
         }
         let now = input.clock.unwrap_or_else(now_ms);
         let system = context::compile_memory(&view.blocks, &view.counts, now);
-        let (summary, queue) = (view.summary, view.queue);
-        let mut turn = self.new_turn(input, Some(system), true, summary, queue);
+        let (scope, agent) = (input.scope.clone(), input.agent.clone());
+        let peers = self
+            .memory
+            .blocking(move |store, _| Ok(peers_of(store.list_agents(&scope)?, &agent)))
+            .await?;
+        let loaded = Loaded {
+            system: Some(system),
+            epoch: 0,
+            alerted: true,
+            summary: view.summary,
+            queue: view.queue,
+            peers,
+        };
+        let mut turn = self.new_turn(input, loaded);
         turn.read_only = true;
         Ok(turn)
     }
 
-    fn new_turn(
-        &self,
-        input: &TurnInput,
-        system: Option<String>,
-        alerted: bool,
-        summary: Option<crate::store::Summary>,
-        queue: Vec<crate::store::StoredMessage>,
-    ) -> Turn {
+    fn new_turn(&self, input: &TurnInput, loaded: Loaded) -> Turn {
+        let Loaded {
+            system,
+            epoch,
+            alerted,
+            summary,
+            queue,
+            peers,
+        } = loaded;
         let now = input.clock.unwrap_or_else(now_ms);
         let buffer = input
             .user_messages
@@ -141,8 +135,9 @@ impl Agents {
                 created_at_ms: now,
             })
             .collect();
-        let (tools, client) = super::tools::for_request(&input.params, &[]);
-        let tools_tokens = if client.is_empty() {
+        // With other agents of the user, the turn offers the messaging tools too.
+        let (tools, client) = super::tools::for_request(&input.params, &peers);
+        let tools_tokens = if client.is_empty() && peers.is_empty() {
             context::tools_tokens()
         } else {
             crate::tokens::count(&serde_json::Value::Array(tools.schemas()).to_string())
@@ -154,13 +149,13 @@ impl Agents {
             client,
             tools_tokens,
             resumed: false,
-            peers: Vec::new(),
+            peers,
             chain: Vec::new(),
             scope: input.scope.clone(),
             agent: input.agent.clone(),
             model: input.model.clone(),
             system,
-            epoch: 0,
+            epoch,
             memory_at: self.config.core_memory_at,
             alerted,
             read_only: false,
@@ -175,4 +170,19 @@ impl Agents {
             llm_ms: 0.0,
         }
     }
+}
+
+/// What a turn starts from: the compiled memory if still current (and the memory epoch it is
+/// of), the alert state, the summary and message queue, and the user's other agents.
+struct Loaded {
+    system: Option<String>,
+    epoch: i64,
+    alerted: bool,
+    summary: Option<crate::store::Summary>,
+    queue: Vec<crate::store::StoredMessage>,
+    peers: Vec<crate::store::AgentRecord>,
+}
+
+fn peers_of(all: Vec<crate::store::AgentRecord>, agent: &str) -> Vec<crate::store::AgentRecord> {
+    all.into_iter().filter(|a| a.name != agent).collect()
 }
