@@ -10,10 +10,15 @@
 //!   promised to remind them"), so a silent rewrite could put the agent's words in the user's
 //!   mouth. The suggestion makes the retry a copy.
 //! - A line the block already holds (case and punctuation aside) is refused as a duplicate.
+//! - A fact the user said of someone else ("my cat ate grass" saved as "The user ate grass"), or
+//!   one whose only object is a pronoun ("The user booked it."), is refused (the implicit gates'
+//!   own checks).
+//! - The newest fact wins: a new home, workplace or job replaces the line of the old one.
 
 use std::collections::HashSet;
 
 use crate::memory::perspective::about_the_user;
+use crate::postprocess::gates;
 
 /// Placeholders a `human` block may start with (the default, and older defaults).
 pub const PLACEHOLDERS: [&str; 2] = [
@@ -78,11 +83,79 @@ pub fn append(label: &str, value: &str, content: &str, said: &[String]) -> Resul
     }
     check_line(label, value, content, said)?;
     let trimmed = value.trim();
-    Ok(if trimmed.is_empty() || PLACEHOLDERS.contains(&trimmed) {
-        content.to_owned()
-    } else {
-        format!("{value}\n{content}")
-    })
+    if trimmed.is_empty() || PLACEHOLDERS.contains(&trimmed) {
+        return Ok(content.to_owned());
+    }
+    // The newest fact wins: a new home or workplace replaces the line of the old one (the agent
+    // appends and seldom replaces, so both would stay as current).
+    if label == "human" {
+        if let Some(kind) = relation(content) {
+            let mut replaced = false;
+            let lines: Vec<&str> = value
+                .lines()
+                .filter_map(|line| {
+                    if relation(line) != Some(kind) {
+                        return Some(line);
+                    }
+                    let first = !replaced;
+                    replaced = true;
+                    first.then_some(content)
+                })
+                .collect();
+            if replaced {
+                return Ok(lines.join("\n"));
+            }
+        }
+    }
+    Ok(format!("{value}\n{content}"))
+}
+
+/// Facts of which a user has one at a time: where they live, where they work, their job.
+const RELATIONS: [(&str, &[&str]); 3] = [
+    (
+        "home",
+        &[
+            "lives in",
+            "moved to",
+            "relocated to",
+            "is based in",
+            "lives near",
+        ],
+    ),
+    (
+        "workplace",
+        &[
+            "works at",
+            "works for",
+            "is employed at",
+            "is employed by",
+            "started working at",
+            "got a job at",
+        ],
+    ),
+    ("job", &["works as", "is employed as", "job is"]),
+];
+const ADVERBS: [&str; 6] = [
+    "now ",
+    "recently ",
+    "just ",
+    "has ",
+    "currently ",
+    "has just ",
+];
+
+/// Which one-at-a-time fact a line of the `human` block states ("The user moved to Porto." is
+/// where they live).
+fn relation(line: &str) -> Option<&'static str> {
+    let lower = line.trim().to_lowercase();
+    let mut rest = lower.strip_prefix("the user ")?;
+    while let Some(adverb) = ADVERBS.iter().find(|a| rest.starts_with(**a)) {
+        rest = &rest[adverb.len()..];
+    }
+    RELATIONS
+        .iter()
+        .find(|(_, phrases)| phrases.iter().any(|p| rest.starts_with(p)))
+        .map(|(kind, _)| *kind)
 }
 
 /// Checks the new text of a `core_memory_replace` the same way (a replacement is a write too).
@@ -120,6 +193,26 @@ fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Resul
                 "Not saved: write facts about the user in the third person. Use: core_memory_append(label=\"human\", content=\"{}\").",
                 capitalized(&third)
             ));
+        }
+    }
+    if label == "human" {
+        let said: Vec<&str> = said.iter().map(String::as_str).collect();
+        if let Some(who) = gates::someone_else(content, &said) {
+            let pronoun = matches!(who.as_str(), "he" | "she" | "they" | "it");
+            let (about, example) = if pronoun {
+                ("someone else".to_owned(), "The user's friend".to_owned())
+            } else {
+                (format!("their {who}"), format!("The user's {who}"))
+            };
+            return Err(format!(
+                "Not saved: the user said this about {about}, not about themselves. Write it as a fact about {about}, starting \"{example}\", or save nothing."
+            ));
+        }
+        if gates::no_referent(content) {
+            return Err(
+                "Not saved: say what 'it' is. Write the fact in full, for example \"The user booked a table at Casa Mia.\""
+                    .to_owned(),
+            );
         }
     }
     let new = normalized(content);
@@ -186,6 +279,43 @@ mod tests {
             "{message}"
         );
         assert!(append("human", "", "Name: Ada. Likes tea.", &[]).is_ok());
+    }
+
+    #[test]
+    fn a_new_home_or_workplace_replaces_the_old_line() {
+        let value = "The user is Ada.\nThe user lives in Lisbon.\nThe user works at Fabrikam.";
+        assert_eq!(
+            append("human", value, "The user moved to Porto in October.", &[]),
+            Ok("The user is Ada.\nThe user moved to Porto in October.\nThe user works at Fabrikam.".to_owned())
+        );
+        assert_eq!(
+            append("human", value, "The user now works at Contoso.", &[]),
+            Ok(
+                "The user is Ada.\nThe user lives in Lisbon.\nThe user now works at Contoso."
+                    .to_owned()
+            )
+        );
+        // Other facts are appended; another block keeps every line.
+        assert_eq!(
+            append("human", value, "The user likes tea.", &[]),
+            Ok(format!("{value}\nThe user likes tea."))
+        );
+        assert!(append("notes", value, "The user lives in Porto.", &[])
+            .is_ok_and(|v| v.contains("Lisbon")));
+    }
+
+    #[test]
+    fn a_fact_of_someone_else_or_without_a_referent_is_refused() {
+        let said = vec!["My dog loves the new flat. I booked it last week.".to_owned()];
+        let refused = append("human", "", "The user loves the new flat.", &said);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|m| m.contains("The user's dog")),
+            "{refused:?}"
+        );
+        assert!(append("human", "", "The user's dog loves the new flat.", &said).is_ok());
+        assert!(append("human", "", "The user booked it.", &said).is_err());
     }
 
     #[test]

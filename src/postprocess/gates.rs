@@ -10,6 +10,9 @@
 
 use std::collections::HashSet;
 
+mod subject;
+pub use subject::{no_referent, someone_else};
+
 /// Why a fact or an update was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Rejection {
@@ -37,8 +40,13 @@ pub enum Rejection {
     /// Much of it is what the assistant said, attributed to the user ("The user suggests a
     /// stir-fry" when the assistant suggested it).
     FromAssistant,
-    /// A passing intention, not a lasting fact ("The user will think about the menu later").
+    /// A passing intention, not a lasting fact ("The user will think about the menu later"), or
+    /// a plan for tonight.
     Transient,
+    /// Said of someone else in the user's words ("The user ate grass" when the cat did).
+    NotTheUser,
+    /// Its only object is a pronoun ("The user booked it.").
+    NoReferent,
 }
 
 impl Rejection {
@@ -56,6 +64,8 @@ impl Rejection {
             Rejection::AboutAssistant => "about_assistant",
             Rejection::FromAssistant => "from_assistant",
             Rejection::Transient => "transient",
+            Rejection::NotTheUser => "not_the_user",
+            Rejection::NoReferent => "no_referent",
         }
     }
 }
@@ -100,6 +110,22 @@ const REPORTED_QUESTIONS: [&str; 11] = [
     "inquired",
     "is asking",
 ];
+/// How small models restate a question as an interest ("The user is interested in making a
+/// pivot table faster" from "How do I make a pivot table faster?"), and the words they add.
+const INTERESTS: [&str; 7] = [
+    "interested in",
+    "wants to learn",
+    "would like to",
+    "looking for",
+    "needs help",
+    "wants help",
+    "seeking",
+];
+const INTEREST_WORDS: [&str; 8] = [
+    "interest", "want", "learn", "like", "look", "need", "help", "seek",
+];
+/// A plan for these hours is over by the next chat.
+const PASSING: [&str; 4] = ["tonight", "this evening", "this afternoon", "right now"];
 /// What someone says they will think over: no commitment, no lasting fact.
 const MUSINGS: [&str; 5] = [
     "will think",
@@ -127,6 +153,7 @@ const SENSITIVE: [&str; 12] = [
 /// What the facts of one extraction may be drawn from: the user's and the assistant's lines.
 #[derive(Default)]
 pub struct Evidence {
+    user_texts: Vec<String>,
     user_words: HashSet<String>,
     user_questions: Vec<HashSet<String>>,
     assistant_lines: Vec<HashSet<String>>,
@@ -141,6 +168,7 @@ impl Evidence {
         for (role, text) in turns {
             match role {
                 "user" => {
+                    evidence.user_texts.push(text.to_owned());
                     evidence.user_words.extend(content_words(text));
                     for sentence in sentences(text) {
                         if sentence.trim_end().ends_with('?') {
@@ -193,6 +221,30 @@ impl Evidence {
         }
         if !about_assistant && REPORTED_QUESTIONS.iter().any(|q| lower.contains(q)) {
             return Err(Rejection::Question);
+        }
+        if !about_assistant && INTERESTS.iter().any(|q| lower.contains(q)) {
+            let asked: HashSet<String> = words
+                .iter()
+                .filter(|w| !INTEREST_WORDS.contains(&w.as_str()))
+                .cloned()
+                .collect();
+            if self
+                .user_questions
+                .iter()
+                .any(|q| share(&asked, |w| q.contains(w)) >= 0.6)
+            {
+                return Err(Rejection::Question);
+            }
+        }
+        if no_referent(fact) {
+            return Err(Rejection::NoReferent);
+        }
+        if !commitment && PASSING.iter().any(|p| lower.contains(p)) {
+            return Err(Rejection::Transient);
+        }
+        let texts: Vec<&str> = self.user_texts.iter().map(String::as_str).collect();
+        if !commitment && someone_else(fact, &texts).is_some() {
+            return Err(Rejection::NotTheUser);
         }
         // A claim about health or diet must be the user's own word, not the model's reading of
         // it ("cannot stand mushrooms" is no allergy).
@@ -392,16 +444,20 @@ pub(super) fn content_words(text: &str) -> HashSet<String> {
         .collect()
 }
 
-/// A crude English stem, so that "plays" matches "play" and "dogs" "dog".
+/// A crude English stem, so that "plays" matches "play" and "dogs" "dog". Applied twice, so that
+/// a word and its inflection meet ("plays" → "play" → "pla", as "play" → "pla").
 fn stem(word: &str) -> String {
-    for suffix in ["ies", "ing", "ed", "es", "ic", "ly", "y", "s"] {
-        if let Some(base) = word.strip_suffix(suffix) {
-            if base.chars().count() >= 3 {
-                return base.to_owned();
+    let once = |word: &str| {
+        for suffix in ["ies", "ing", "ed", "es", "ic", "ly", "y", "s"] {
+            if let Some(base) = word.strip_suffix(suffix) {
+                if base.chars().count() >= 3 {
+                    return base.to_owned();
+                }
             }
         }
-    }
-    word.to_owned()
+        word.to_owned()
+    };
+    once(&once(word))
 }
 
 /// A fact's content words without its subject when that is a name ("Alice lives in Porto"): the

@@ -6,7 +6,7 @@
 //! nothing here can affect a response already sent, and a failed job stays visible in the queue.
 
 mod consolidate;
-mod gates;
+pub mod gates;
 mod jobs;
 pub mod llm;
 pub mod prompts;

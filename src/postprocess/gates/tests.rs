@@ -213,3 +213,34 @@ fn an_update_keeps_its_subject() {
         Err(Rejection::LosesSubject)
     );
 }
+
+#[test]
+fn another_subject_a_bare_pronoun_a_restated_question_and_tonight_are_refused() {
+    let e = Evidence::new([
+        (
+            "user",
+            "My cat Mochi ate grass this morning. I booked it yesterday. How do I make a pivot table faster? I'm cooking dinner tonight.",
+        ),
+        ("assistant", "Cats often eat grass; it helps them."),
+    ]);
+    assert_eq!(
+        e.check("The user ate grass this morning.", "fact"),
+        Err(Rejection::NotTheUser)
+    );
+    assert_eq!(e.check("The user's cat Mochi ate grass.", "fact"), Ok(()));
+    assert_eq!(
+        e.check("The user booked it.", "fact"),
+        Err(Rejection::NoReferent)
+    );
+    assert_eq!(
+        e.check(
+            "The user is interested in making a pivot table faster.",
+            "fact"
+        ),
+        Err(Rejection::Question)
+    );
+    assert_eq!(
+        e.check("The user is cooking dinner tonight.", "fact"),
+        Err(Rejection::Transient)
+    );
+}

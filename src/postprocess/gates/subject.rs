@@ -1,0 +1,209 @@
+//! Whose fact is it: a small model reads "My cat ate grass this morning" and stores "The user ate
+//! grass this morning". The user's messages are cut into clauses, each with its subject (the user:
+//! "I", "we", "my wife and I"; someone else: "my cat", "my brother", "he", "she", "they"), and a
+//! fact stated about the user that matches a clause about someone else far better than any about
+//! the user is refused, naming who it was about. Also the facts with no referent ("The user
+//! booked it."). Pure functions: the implicit gates and explicit mode's core-memory hygiene both
+//! call them.
+
+use super::content_words;
+
+/// Words that may open a clause before its subject.
+const LEADING: [&str; 22] = [
+    "yesterday",
+    "today",
+    "tonight",
+    "also",
+    "so",
+    "then",
+    "now",
+    "well",
+    "oh",
+    "and",
+    "but",
+    "this",
+    "last",
+    "morning",
+    "week",
+    "weekend",
+    "evening",
+    "recently",
+    "finally",
+    "actually",
+    "anyway",
+    "btw",
+];
+/// Words that end a clause (the next one has its own subject, or the same one unsaid).
+const JOINS: [&str; 8] = [
+    "and", "but", "while", "because", "although", "though", "when", "since",
+];
+const OTHERS: [&str; 4] = ["he", "she", "they", "it"];
+/// Pronouns that leave a fact without a referent when nothing else names it.
+const BARE: [&str; 6] = ["it", "them", "this", "that", "these", "those"];
+
+#[derive(Clone, Debug, PartialEq)]
+enum Subject {
+    User,
+    /// Someone or something else, as the user named it ("cat", "brother", "he").
+    Other(String),
+    Unknown,
+}
+
+fn words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let lower = w.to_lowercase();
+            lower.trim_end_matches("'s").replace('\'', "")
+        })
+        .collect()
+}
+
+/// The clause's subject, from its first words.
+fn subject_of(clause: &[String]) -> Subject {
+    let start: Vec<&str> = clause
+        .iter()
+        .map(String::as_str)
+        .skip_while(|w| LEADING.contains(w))
+        .collect();
+    let first = start.first().copied().unwrap_or_default();
+    let user = |w: &str| matches!(w, "i" | "im" | "ive" | "id" | "ill" | "we" | "were");
+    if user(first) {
+        return Subject::User;
+    }
+    if matches!(first, "my" | "our") {
+        // "my wife and I", "my brother and me": the user too.
+        if start.iter().take(5).skip(2).any(|w| user(w) || *w == "me") {
+            return Subject::User;
+        }
+        return match start.get(1) {
+            Some(noun) => Subject::Other((*noun).to_owned()),
+            None => Subject::Unknown,
+        };
+    }
+    if OTHERS.contains(&first) {
+        return Subject::Other(first.to_owned());
+    }
+    Subject::Unknown
+}
+
+/// The user's clauses with their subjects; a clause that names none has the one before it.
+fn clauses(text: &str) -> Vec<(Subject, Vec<String>)> {
+    let mut out: Vec<(Subject, Vec<String>)> = Vec::new();
+    for sentence in text.split(['.', '!', '?', ';', ',', '\n']) {
+        let mut current: Vec<String> = Vec::new();
+        let mut pieces: Vec<Vec<String>> = Vec::new();
+        for word in words(sentence) {
+            if JOINS.contains(&word.as_str()) && !current.is_empty() {
+                pieces.push(std::mem::take(&mut current));
+            }
+            current.push(word);
+        }
+        pieces.push(current);
+        let mut previous = Subject::Unknown;
+        for piece in pieces.into_iter().filter(|p| !p.is_empty()) {
+            let subject = match subject_of(&piece) {
+                Subject::Unknown => previous.clone(),
+                found => found,
+            };
+            previous = subject.clone();
+            out.push((subject, piece));
+        }
+    }
+    out
+}
+
+/// Who a fact stated about the user ("The user ...") was really about, when the user's messages
+/// say it of someone else: the best-matching clause about another covers at least half of the
+/// fact's content words, more than any clause about the user, and the fact does not name that
+/// other. `None`: the fact may be the user's.
+pub fn someone_else(fact: &str, user_texts: &[&str]) -> Option<String> {
+    let lower = fact.trim().to_lowercase();
+    let about_user = (lower.starts_with("the user ") || lower.starts_with("user "))
+        && !lower.starts_with("the user's")
+        && !lower.starts_with("user's");
+    if !about_user {
+        return None;
+    }
+    let fact_words = content_words(fact);
+    if fact_words.is_empty() {
+        return None;
+    }
+    let named = words(fact);
+    let (mut best_user, mut best_other): (f64, Option<(f64, String)>) = (0.0, None);
+    for text in user_texts {
+        for (subject, clause) in clauses(text) {
+            let clause_words = content_words(&clause.join(" "));
+            let share =
+                fact_words.intersection(&clause_words).count() as f64 / fact_words.len() as f64;
+            match subject {
+                Subject::User | Subject::Unknown => best_user = best_user.max(share),
+                Subject::Other(who) => {
+                    if best_other.as_ref().is_none_or(|(s, _)| share > *s) {
+                        best_other = Some((share, who));
+                    }
+                }
+            }
+        }
+    }
+    let (share, who) = best_other?;
+    let pronoun = OTHERS.contains(&who.as_str());
+    (share >= 0.5 && share > best_user && (pronoun || !named.contains(&who))).then_some(who)
+}
+
+/// A fact whose only object is a pronoun ("The user booked it."): it says nothing on its own.
+pub fn no_referent(fact: &str) -> bool {
+    let bare = words(fact).iter().any(|w| BARE.contains(&w.as_str()));
+    bare && content_words(fact).len() <= 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fact_said_of_a_pet_or_a_relative_is_not_the_users() {
+        let said = ["My cat Mochi ate grass this morning, and I laughed."];
+        assert_eq!(
+            someone_else("The user ate grass this morning.", &said),
+            Some("cat".to_owned())
+        );
+        assert_eq!(someone_else("The user's cat ate grass.", &said), None);
+        assert_eq!(someone_else("The user has a cat named Mochi.", &said), None);
+        let moved = ["We moved last month. My dog loves the new flat."];
+        assert_eq!(
+            someone_else("The user loves the new flat.", &moved),
+            Some("dog".to_owned())
+        );
+        assert_eq!(someone_else("The user moved last month.", &moved), None);
+        let brother = ["My brother moved to Berlin for work and is really into climbing."];
+        assert_eq!(
+            someone_else("The user moved to Berlin for work.", &brother),
+            Some("brother".to_owned())
+        );
+        assert_eq!(
+            someone_else("The user is really into climbing.", &brother),
+            Some("brother".to_owned())
+        );
+        // Said of the user too: the user's.
+        let both = [
+            "My wife and I love hiking.",
+            "He plays chess. I play chess too.",
+        ];
+        assert_eq!(someone_else("The user loves hiking.", &both), None);
+        assert_eq!(someone_else("The user plays chess.", &both), None);
+        let pronoun = ["She works at the hospital."];
+        assert_eq!(
+            someone_else("The user works at the hospital.", &pronoun),
+            Some("she".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_bare_pronoun_is_no_referent() {
+        assert!(no_referent("The user booked it."));
+        assert!(no_referent("The user loves them."));
+        assert!(!no_referent("The user booked a flight to Porto."));
+        assert!(!no_referent("The user has a dog and loves it."));
+    }
+}
