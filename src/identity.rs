@@ -128,7 +128,8 @@ pub fn resolve_mode(
     }
 }
 
-fn header_id(headers: &HeaderMap, name: &str) -> Result<Option<String>, ProxyError> {
+/// An id from a header (trimmed; `None` when absent or empty), checked like every id.
+pub fn header_id(headers: &HeaderMap, name: &str) -> Result<Option<String>, ProxyError> {
     let Some(value) = headers.get(name) else {
         return Ok(None);
     };

@@ -5,6 +5,7 @@
 //! background tasks that post-process finished exchanges.
 
 mod admin;
+pub use admin::AdminTenant;
 mod agents_api;
 mod auth;
 mod blocks_api;

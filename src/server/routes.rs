@@ -119,9 +119,19 @@ pub fn router(state: SharedState) -> Router {
         .route("/memproxy/v1/simulate", post(simulate::simulate))
         .route_layer(from_fn_with_state(state.clone(), admin::authorize))
         .layer(DefaultBodyLimit::max(body_limit));
+    // Memory over MCP (Streamable HTTP), with the management API's authorization.
+    let loopback = state.config.listen.ip().is_loopback();
+    let mcp = Router::new()
+        .route_service(
+            "/mcp",
+            crate::mcp::http_service(std::sync::Arc::clone(&state.memory), loopback),
+        )
+        .route_layer(from_fn_with_state(state.clone(), admin::authorize))
+        .layer(DefaultBodyLimit::max(body_limit));
     Router::new()
         .merge(proxied)
         .merge(management)
+        .merge(mcp)
         .route("/ui", get(console::index))
         .route("/ui/", get(console::index))
         .route("/ui/app.js", get(console::app))

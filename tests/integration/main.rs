@@ -25,6 +25,7 @@ mod exposure;
 mod implicit;
 mod jobs;
 mod lifecycle;
+mod mcp;
 mod memory;
 mod memory_storage;
 mod memory_transfer;

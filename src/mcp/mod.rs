@@ -1,0 +1,155 @@
+//! Memory over MCP (the Model Context Protocol): the same memories as the proxy, for clients that
+//! attach an MCP server instead of changing their LLM's URL (desktop assistants, IDEs, agents).
+//!
+//! [`MemoryServer`] is an rmcp server handler with the tools of [`tools`]. Over Streamable HTTP it
+//! is mounted at `/mcp` on the proxy's listener behind the management API's authorization (a
+//! proxy key serves its own tenant, the admin key any tenant chosen with `X-Memproxy-Tenant`), and
+//! the user is the request's `X-Memproxy-User` header; over stdio (`memproxy mcp --user …`) the
+//! user is fixed by the command line. Never by a tool argument: a call cannot reach another
+//! user's memory. Changes are audited with the cause "via MCP".
+
+pub mod tools;
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+
+use crate::identity::USER_HEADER;
+use crate::memory::MemoryService;
+use crate::store::UserScope;
+
+/// Whose memory a connection serves.
+#[derive(Clone, Debug)]
+pub enum Caller {
+    /// Fixed for the connection (stdio: `memproxy mcp --user`).
+    Fixed(UserScope),
+    /// Each HTTP request's admitted tenant and its `X-Memproxy-User` header.
+    FromRequest,
+}
+
+#[derive(Clone)]
+pub struct MemoryServer {
+    memory: Arc<MemoryService>,
+    caller: Caller,
+}
+
+impl MemoryServer {
+    pub fn new(memory: Arc<MemoryService>, caller: Caller) -> MemoryServer {
+        MemoryServer { memory, caller }
+    }
+
+    /// The user of this call, or why there is none (shown to the client as the tool's error).
+    fn scope(&self, context: &RequestContext<RoleServer>) -> Result<UserScope, String> {
+        match &self.caller {
+            Caller::Fixed(scope) => Ok(scope.clone()),
+            Caller::FromRequest => {
+                let parts = context
+                    .extensions
+                    .get::<http::request::Parts>()
+                    .ok_or("no HTTP request behind this call")?;
+                let tenant = parts
+                    .extensions
+                    .get::<crate::server::AdminTenant>()
+                    .ok_or("the request was not authorized")?;
+                let user = crate::identity::header_id(&parts.headers, USER_HEADER)
+                    .map_err(|error| error.to_string())?
+                    .ok_or_else(|| {
+                        format!("no user: send the '{USER_HEADER}' header with every request")
+                    })?;
+                Ok(UserScope::new(&tenant.0, &user))
+            }
+        }
+    }
+}
+
+/// The Streamable HTTP service (stateless, JSON answers) for `/mcp`. `loopback`: the listener is
+/// on a loopback address, where the `Host` header is checked against loopback names (a web page
+/// cannot reach it through DNS rebinding); elsewhere keys are required and guard it.
+pub fn http_service(
+    memory: Arc<MemoryService>,
+    loopback: bool,
+) -> rmcp::transport::streamable_http_server::StreamableHttpService<
+    MemoryServer,
+    rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+> {
+    use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
+    let mut config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true);
+    if !loopback {
+        config = config.disable_allowed_hosts();
+    }
+    let server = MemoryServer::new(memory, Caller::FromRequest);
+    rmcp::transport::streamable_http_server::StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::default(),
+        config,
+    )
+}
+
+fn text_result(value: &serde_json::Value, error: bool) -> CallToolResult {
+    let content = vec![ContentBlock::text(value.to_string())];
+    if error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    }
+}
+
+impl ServerHandler for MemoryServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("memproxy", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "Long-term memory of the user, shared with the chats that go through memproxy: \
+                 search it before answering from what you think you know, and add what the \
+                 user tells you about themselves.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = tools::catalog()
+            .into_iter()
+            .map(|(name, description, schema)| {
+                let schema = match schema {
+                    serde_json::Value::Object(map) => map,
+                    _ => serde_json::Map::new(),
+                };
+                Tool::new(name, description, Arc::new(schema))
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let scope = match self.scope(&context) {
+            Ok(scope) => scope,
+            Err(message) => {
+                return Ok(text_result(&serde_json::json!({"error": message}), true).into())
+            }
+        };
+        let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        match tools::call(&self.memory, &scope, &request.name, arguments).await {
+            Ok(value) => Ok(text_result(&value, false).into()),
+            Err(tools::Failure::Refused(message)) => {
+                Ok(text_result(&serde_json::json!({"error": message}), true).into())
+            }
+            Err(tools::Failure::UnknownTool(name)) => {
+                Err(McpError::invalid_params(format!("no tool '{name}'"), None))
+            }
+        }
+    }
+}

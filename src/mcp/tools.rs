@@ -1,0 +1,231 @@
+//! The memory tools memproxy serves over MCP: each a name, a description, a JSON Schema for its
+//! arguments, and what it does with the user's memory. The user is never an argument: it comes
+//! from the connection ([`super::Caller`]), so no tool call can reach another user's memory.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::memory::{MemoryService, RetrievalRequest};
+use crate::store::{Corpus, Inserted, Page, UserScope};
+
+/// What the audit log records as the cause of a change made over MCP.
+pub const VIA_MCP: &str = "via MCP";
+
+/// `(name, description, schema of the arguments)` of every tool.
+pub fn catalog() -> Vec<(&'static str, &'static str, Value)> {
+    vec![
+        (
+            "search_memories",
+            "Search the user's long-term memory (facts learned from their chats) by meaning and keywords, best first. Set include_messages to search their past chat turns too.",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string", "minLength": 1, "description": "What to look for."},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8},
+                "include_messages": {"type": "boolean", "default": false}
+            }, "required": ["query"], "additionalProperties": false}),
+        ),
+        (
+            "add_memory",
+            "Remember a fact about the user, in the third person (\"The user is vegetarian.\"). A fact already known is not stored twice.",
+            json!({"type": "object", "properties": {
+                "text": {"type": "string", "minLength": 1, "maxLength": 2000}
+            }, "required": ["text"], "additionalProperties": false}),
+        ),
+        (
+            "list_memories",
+            "List the user's memories, oldest first (with their ids, for update_memory and delete_memory).",
+            json!({"type": "object", "properties": {
+                "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+                "offset": {"type": "integer", "minimum": 0, "default": 0},
+                "include_invalid": {"type": "boolean", "default": false,
+                    "description": "Also the memories retired as no longer true."}
+            }, "additionalProperties": false}),
+        ),
+        (
+            "update_memory",
+            "Rewrite one memory (by id, from list_memories or search_memories); the old text stays in the audit log.",
+            json!({"type": "object", "properties": {
+                "id": {"type": "integer"},
+                "text": {"type": "string", "minLength": 1, "maxLength": 2000}
+            }, "required": ["id", "text"], "additionalProperties": false}),
+        ),
+        (
+            "delete_memory",
+            "Delete one memory by id, or with invalidate=true retire it as no longer true (kept as history).",
+            json!({"type": "object", "properties": {
+                "id": {"type": "integer"},
+                "invalidate": {"type": "boolean", "default": false}
+            }, "required": ["id"], "additionalProperties": false}),
+        ),
+        (
+            "search_conversations",
+            "Search what the user and their assistants said in past chats (the recall log), best first.",
+            json!({"type": "object", "properties": {
+                "query": {"type": "string", "minLength": 1},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8}
+            }, "required": ["query"], "additionalProperties": false}),
+        ),
+    ]
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Search {
+    query: String,
+    #[serde(default = "default_top_k")]
+    top_k: usize,
+    #[serde(default)]
+    include_messages: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Text {
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Listing {
+    #[serde(default = "default_limit")]
+    limit: usize,
+    #[serde(default)]
+    offset: usize,
+    #[serde(default)]
+    include_invalid: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Update {
+    id: i64,
+    text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Delete {
+    id: i64,
+    #[serde(default)]
+    invalidate: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Conversations {
+    query: String,
+    #[serde(default = "default_top_k")]
+    top_k: usize,
+}
+
+fn default_top_k() -> usize {
+    8
+}
+
+fn default_limit() -> usize {
+    100
+}
+
+/// Why a call failed: the caller's arguments (shown to the model, which can retry), or no such
+/// tool.
+#[derive(Debug)]
+pub enum Failure {
+    /// Arguments or a request the memory layer refused; the message says what to change.
+    Refused(String),
+    UnknownTool(String),
+}
+
+fn parse<T: serde::de::DeserializeOwned>(arguments: Value) -> Result<T, Failure> {
+    serde_json::from_value(arguments)
+        .map_err(|error| Failure::Refused(format!("bad arguments: {error}")))
+}
+
+fn refused(error: crate::memory::MemoryError) -> Failure {
+    Failure::Refused(error.to_string())
+}
+
+fn search_request(
+    query: String,
+    top_k: usize,
+    corpora: Vec<Corpus>,
+) -> Result<RetrievalRequest, Failure> {
+    if query.trim().is_empty() {
+        return Err(Failure::Refused("'query' is empty".to_owned()));
+    }
+    Ok(RetrievalRequest {
+        query,
+        corpora,
+        top_k: top_k.clamp(1, 50),
+        ..RetrievalRequest::default()
+    })
+}
+
+/// Runs one tool for `scope`; the result is the JSON the client gets as the tool's output.
+pub async fn call(
+    memory: &Arc<MemoryService>,
+    scope: &UserScope,
+    name: &str,
+    arguments: Value,
+) -> Result<Value, Failure> {
+    match name {
+        "search_memories" => {
+            let args: Search = parse(arguments)?;
+            let mut corpora = vec![Corpus::Memory];
+            if args.include_messages {
+                corpora.push(Corpus::Message);
+            }
+            let request = search_request(args.query, args.top_k, corpora)?;
+            let hits = memory.retrieve(scope, request).await.map_err(refused)?;
+            Ok(json!({"results": hits}))
+        }
+        "search_conversations" => {
+            let args: Conversations = parse(arguments)?;
+            let request = search_request(args.query, args.top_k, vec![Corpus::Message])?;
+            let hits = memory.retrieve(scope, request).await.map_err(refused)?;
+            Ok(json!({"results": hits}))
+        }
+        "add_memory" => {
+            let args: Text = parse(arguments)?;
+            let inserted = memory
+                .add_memory(scope, args.text.trim(), "fact", VIA_MCP)
+                .await
+                .map_err(refused)?;
+            Ok(match inserted {
+                Inserted::New { id, .. } => json!({"id": id, "created": true}),
+                Inserted::Duplicate { id } => json!({"id": id, "created": false,
+                    "note": "a memory already says this"}),
+            })
+        }
+        "list_memories" => {
+            let args: Listing = parse(arguments)?;
+            let page = Page {
+                limit: args.limit.clamp(1, 1000),
+                offset: args.offset,
+            };
+            let rows = memory
+                .list_memories(scope, args.include_invalid, page)
+                .await
+                .map_err(refused)?;
+            Ok(json!({"memories": rows}))
+        }
+        "update_memory" => {
+            let args: Update = parse(arguments)?;
+            memory
+                .update_memory(scope, args.id, args.text.trim(), &[], VIA_MCP)
+                .await
+                .map_err(refused)?;
+            Ok(json!({"id": args.id, "updated": true}))
+        }
+        "delete_memory" => {
+            let args: Delete = parse(arguments)?;
+            memory
+                .retire_memory(scope, args.id, !args.invalidate, VIA_MCP)
+                .await
+                .map_err(refused)?;
+            Ok(json!({"id": args.id, "deleted": !args.invalidate,
+                "invalidated": args.invalidate}))
+        }
+        other => Err(Failure::UnknownTool(other.to_owned())),
+    }
+}

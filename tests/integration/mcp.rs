@@ -1,0 +1,156 @@
+//! Memory over MCP, with the official `mcp` Python SDK as the client over Streamable HTTP: every
+//! tool called, bad arguments and unknown tools refused as MCP errors, users isolated, a wrong
+//! key refused; and the round trip with the proxy: a turn learned through a chat is found over
+//! MCP, and a fact saved over MCP is injected into the user's next implicit-mode chat, audited
+//! as written via MCP.
+
+use std::path::Path;
+use std::process::Command;
+
+use memproxy::config::Secret;
+use memproxy::mock::Reply;
+use serde_json::{json, Value};
+
+use crate::common::{eventually, harness_with, Harness};
+
+const KEY: &str = "mp-mcp-key";
+
+async fn chat(h: &Harness, user: &str, text: &str) {
+    let response = h
+        .client
+        .post(h.url("/implicit/v1/chat/completions"))
+        .bearer_auth(KEY)
+        .header("x-memproxy-user", user)
+        .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content": text}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+}
+
+async fn management(h: &Harness, path: &str) -> Value {
+    h.client
+        .get(h.url(path))
+        .bearer_auth(KEY)
+        .send()
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json")
+}
+
+#[tokio::test]
+async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let setup = Command::new(root.join("scripts/setup-sdk-venv"))
+        .status()
+        .expect("run scripts/setup-sdk-venv");
+    assert!(setup.success(), "scripts/setup-sdk-venv failed");
+    let venv = std::env::var("MEMPROXY_SDK_VENV").unwrap_or_else(|_| "target/sdk-venv".into());
+    let python = root.join(venv).join("bin/python");
+    let h = harness_with(|c| c.auth.api_keys = vec![Secret::new(KEY)]).await;
+
+    // A turn learned through the proxy.
+    h.mock.push(Reply::Text("Lisbon is lovely.".into()));
+    chat(&h, "ana", "I moved to Lisbon last spring.").await;
+    eventually("the turn is recorded", || async {
+        management(&h, "/memproxy/v1/users/ana/conversations").await["data"]
+            .as_array()
+            .is_some_and(|rows| !rows.is_empty())
+    })
+    .await;
+
+    let script = root.join("tests/sdk/mcp_memory.py");
+    let base = h.url("");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(python).arg(script).arg(base).arg(KEY).output()
+    })
+    .await
+    .expect("join")
+    .expect("run the MCP script");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "MCP SDK test failed:\n{stdout}\n{stderr}"
+    );
+    for check in [
+        "list-tools",
+        "schemas",
+        "add",
+        "duplicate",
+        "search",
+        "update",
+        "list",
+        "delete",
+        "search-conversations",
+        "bad-arguments",
+        "unknown-id",
+        "empty-query",
+        "unknown-tool",
+        "isolation",
+        "isolation-list",
+        "no-user",
+        "wrong-key",
+    ] {
+        assert!(
+            stdout.contains(&format!("ok {check}\n")),
+            "missing {check}:\n{stdout}"
+        );
+    }
+
+    // The management API sees the MCP writes, audited as such.
+    let memories = management(&h, "/memproxy/v1/users/ana/memories").await;
+    let texts: Vec<&str> = memories["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["text"].as_str())
+        .collect();
+    assert!(
+        texts.contains(&"Ana keeps two hives of bees on her roof."),
+        "{texts:?}"
+    );
+    let events = management(&h, "/memproxy/v1/users/ana/events").await;
+    let via: Vec<&str> = events["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["cause"] == "via MCP")
+        .filter_map(|e| e["action"].as_str())
+        .collect();
+    for action in ["add", "update", "delete"] {
+        assert!(
+            via.iter().any(|a| a.starts_with(action)),
+            "{action} in {via:?}\n{events}"
+        );
+    }
+    assert!(
+        management(&h, "/memproxy/v1/users/bob/memories").await["data"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+    );
+
+    // The fact saved over MCP is in Ana's next implicit-mode chat.
+    h.mock.push(Reply::Text("Two hives.".into()));
+    chat(&h, "ana", "What do I keep on my roof?").await;
+    let requests = h.mock.chat_requests(None);
+    let last = requests.last().map(Value::to_string).unwrap_or_default();
+    assert!(
+        last.contains("Ana keeps two hives of bees on her roof."),
+        "{last}"
+    );
+
+    // Without a valid key the endpoint answers 401 before any MCP message is read.
+    let refused = h
+        .client
+        .post(h.url("/mcp"))
+        .bearer_auth("wrong")
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(refused.status(), 401);
+}

@@ -1,0 +1,116 @@
+"""The official MCP Python SDK (`mcp`) against memproxy's `/mcp` (Streamable HTTP).
+
+Usage: python mcp_memory.py BASE_URL KEY. Prints "ok <check>" per passed check; any failure raises.
+The Rust test has already recorded a chat turn of user `ana` ("I moved to Lisbon last spring.")
+and checks afterwards, through the management API and a chat, what these calls left behind.
+"""
+
+import asyncio
+import json
+import sys
+from contextlib import asynccontextmanager
+
+import httpx2
+from mcp import ClientSession, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+BASE, KEY = sys.argv[1], sys.argv[2]
+TOOLS = {"search_memories", "add_memory", "list_memories", "update_memory", "delete_memory",
+         "search_conversations"}
+
+
+@asynccontextmanager
+async def session(user, key=KEY):
+    headers = {"Authorization": f"Bearer {key}"}
+    if user is not None:
+        headers["X-Memproxy-User"] = user
+    async with httpx2.AsyncClient(headers=headers, timeout=60) as http:
+        async with streamable_http_client(f"{BASE}/mcp", http_client=http) as (read, write):
+            async with ClientSession(read, write) as client:
+                await client.initialize()
+                yield client
+
+
+async def call(client, name, arguments):
+    result = await client.call_tool(name, arguments)
+    text = result.content[0].text
+    return result.is_error, json.loads(text)
+
+
+def check(condition, name, detail=""):
+    if not condition:
+        raise AssertionError(f"check {name} failed: {detail}")
+    print(f"ok {name}", flush=True)
+
+
+async def main():
+    async with session("ana") as ana:
+        listed = await ana.list_tools()
+        names = {tool.name for tool in listed.tools}
+        check(names == TOOLS, "list-tools", names)
+        check(all(tool.input_schema.get("type") == "object" for tool in listed.tools), "schemas")
+
+        failed, added = await call(ana, "add_memory", {"text": "Ana keeps bees on her roof."})
+        check(not failed and added["created"] is True, "add", added)
+        failed, again = await call(ana, "add_memory", {"text": "Ana keeps bees on her roof."})
+        check(not failed and again["created"] is False and again["id"] == added["id"], "duplicate", again)
+
+        failed, found = await call(ana, "search_memories", {"query": "bees on the roof"})
+        texts = [hit["text"] for hit in found["results"]]
+        check(not failed and "Ana keeps bees on her roof." in texts, "search", texts)
+
+        failed, updated = await call(ana, "update_memory",
+                                     {"id": added["id"], "text": "Ana keeps two hives of bees on her roof."})
+        check(not failed and updated["updated"], "update", updated)
+        failed, rows = await call(ana, "list_memories", {})
+        live = [m["text"] for m in rows["memories"]]
+        check("Ana keeps two hives of bees on her roof." in live
+              and "Ana keeps bees on her roof." not in live, "list", live)
+
+        failed, car = await call(ana, "add_memory", {"text": "Ana's old car was a red Fiat."})
+        failed, deleted = await call(ana, "delete_memory", {"id": car["id"]})
+        failed_list, rows = await call(ana, "list_memories", {"include_invalid": True})
+        check(not failed and deleted["deleted"]
+              and all(m["id"] != car["id"] for m in rows["memories"]), "delete", rows)
+
+        failed, turns = await call(ana, "search_conversations", {"query": "Lisbon"})
+        said = [hit["text"] for hit in turns["results"]]
+        check(not failed and any("Lisbon" in text for text in said), "search-conversations", said)
+
+        # Bad arguments are a tool error the model can read; an unknown tool a protocol error.
+        failed, refusal = await call(ana, "update_memory", {"id": "seven", "text": "x"})
+        check(failed and "bad arguments" in refusal["error"], "bad-arguments", refusal)
+        failed, refusal = await call(ana, "update_memory", {"id": 999999, "text": "Ana likes tea."})
+        check(failed and "not found" in refusal["error"], "unknown-id", refusal)
+        failed, refusal = await call(ana, "search_memories", {"query": "   "})
+        check(failed, "empty-query", refusal)
+        try:
+            await ana.call_tool("drop_all_tables", {})
+            check(False, "unknown-tool", "no error")
+        except MCPError as error:
+            check("drop_all_tables" in str(error), "unknown-tool", error)
+
+    # Another user of the same key sees none of Ana's memories.
+    async with session("bob") as bob:
+        failed, found = await call(bob, "search_memories", {"query": "bees on the roof"})
+        check(not failed and found["results"] == [], "isolation", found)
+        failed, rows = await call(bob, "list_memories", {})
+        check(rows["memories"] == [], "isolation-list", rows)
+
+    # No user: every call says how to name one.
+    async with session(None) as nobody:
+        failed, refusal = await call(nobody, "list_memories", {})
+        check(failed and "x-memproxy-user" in refusal["error"], "no-user", refusal)
+
+    # A wrong key never gets a session (the SDK raises on the 401; its exception type varies).
+    connected = False
+    try:
+        async with session("ana", key="wrong-key") as intruder:
+            await intruder.list_tools()
+            connected = True
+    except Exception:  # noqa: BLE001
+        pass
+    check(not connected, "wrong-key", "connected with a wrong key")
+
+
+asyncio.run(main())
