@@ -1,5 +1,5 @@
 //! The command line: `serve`, `check-config`, `mock-upstream`, `memories`, `agents`, `blocks`,
-//! `reindex`, `jobs`, `bench`, `eval`.
+//! `mcp`, `reindex`, `jobs`, `bench`, `eval`.
 //!
 //! Parsing and dispatch only; each command's work lives in its own module.
 
@@ -52,6 +52,13 @@ enum Command {
         config: ConfigArgs,
         #[command(subcommand)]
         command: crate::cli::agents::AgentsCommand,
+    },
+    /// Serve one user's memory over MCP on stdin/stdout (for clients that launch a process).
+    Mcp {
+        #[command(flatten)]
+        config: ConfigArgs,
+        #[command(flatten)]
+        who: crate::cli::memories::Who,
     },
     /// Shared core-memory blocks of a user's agents: list, set, delete, attach, detach.
     Blocks {
@@ -172,6 +179,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let config = load(&config, &Overrides::default())?;
             runtime()?.block_on(crate::cli::agents::agents(&config, command))
         }
+        Command::Mcp { config, who } => {
+            let config = load(&config, &Overrides::default())?;
+            init_logging_to_stderr(&config);
+            let scope = crate::store::UserScope::new(&who.tenant, &who.user);
+            runtime()?.block_on(crate::mcp::serve_stdio(&config, scope))
+        }
         Command::Blocks { config, command } => {
             let config = load(&config, &Overrides::default())?;
             runtime()?.block_on(crate::cli::blocks::blocks(&config, command))
@@ -203,11 +216,25 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Logging for `memproxy mcp`, whose stdout is the protocol.
+fn init_logging_to_stderr(config: &Config) {
+    install_logging(config, std::io::stderr);
+}
+
 fn init_logging(config: &Config) {
+    install_logging(config, std::io::stdout);
+}
+
+fn install_logging<W>(config: &Config, writer: W)
+where
+    W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
+{
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .or_else(|_| tracing_subscriber::EnvFilter::try_new(&config.log.level))
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(writer);
     let installed = match config.log.format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),

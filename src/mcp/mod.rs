@@ -153,3 +153,22 @@ impl ServerHandler for MemoryServer {
         }
     }
 }
+
+/// `memproxy mcp`: serves one user's memory over stdio until the client closes it (stdout carries
+/// the protocol; logs go to stderr). Works on the data directory directly, beside a running proxy
+/// (SQLite arbitrates, as for the other commands).
+pub async fn serve_stdio(config: &crate::config::Config, scope: UserScope) -> anyhow::Result<()> {
+    use rmcp::ServiceExt;
+    let memory = crate::server::open_memory(config).await?;
+    let server = MemoryServer::new(Arc::clone(&memory), Caller::Fixed(scope));
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|error| anyhow::anyhow!("MCP over stdio did not start: {error}"))?;
+    running
+        .waiting()
+        .await
+        .map_err(|error| anyhow::anyhow!("MCP over stdio stopped: {error}"))?;
+    memory.flush().await?;
+    Ok(())
+}

@@ -49,7 +49,7 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     assert!(setup.success(), "scripts/setup-sdk-venv failed");
     let venv = std::env::var("MEMPROXY_SDK_VENV").unwrap_or_else(|_| "target/sdk-venv".into());
     let python = root.join(venv).join("bin/python");
-    let h = harness_with(|c| c.auth.api_keys = vec![Secret::new(KEY)]).await;
+    let h = harness_with(|c| c.auth.api_keys = vec![Secret::new(&format!("acme:{KEY}"))]).await;
 
     // A turn learned through the proxy.
     h.mock.push(Reply::Text("Lisbon is lovely.".into()));
@@ -140,6 +140,54 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     assert!(
         last.contains("Ana keeps two hives of bees on her roof."),
         "{last}"
+    );
+
+    // `memproxy mcp` over stdio, launched by the SDK, works on the same data directory.
+    let config = h.data.path().join("mcp.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data_dir = {data:?}\n[embedding]\nprovider = \"openai\"\nurl = {url:?}\nmodel = \"mock-embed\"\ndimensions = 64\n",
+            data = h.data.path().display().to_string(),
+            url = h.mock.base_url(),
+        ),
+    )
+    .expect("write config");
+    let (script, binary) = (
+        root.join("tests/sdk/mcp_stdio.py"),
+        env!("CARGO_BIN_EXE_memproxy"),
+    );
+    let python = root
+        .join(std::env::var("MEMPROXY_SDK_VENV").unwrap_or_else(|_| "target/sdk-venv".into()))
+        .join("bin/python");
+    let output = tokio::task::spawn_blocking(move || {
+        Command::new(python)
+            .arg(script)
+            .arg(binary)
+            .arg(config)
+            .output()
+    })
+    .await
+    .expect("join")
+    .expect("run the stdio script");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "MCP stdio test failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    for check in ["stdio-tools", "stdio-same-memory", "stdio-add"] {
+        assert!(
+            stdout.contains(&format!("ok {check}\n")),
+            "missing {check}:\n{stdout}"
+        );
+    }
+    let memories = management(&h, "/memproxy/v1/users/ana/memories").await;
+    assert!(
+        memories
+            .to_string()
+            .contains("Ana plays the viola in a quartet."),
+        "{memories}"
     );
 
     // Without a valid key the endpoint answers 401 before any MCP message is read.

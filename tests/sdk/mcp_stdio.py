@@ -1,0 +1,42 @@
+"""The official MCP Python SDK (`mcp`) launching `memproxy mcp` over stdio.
+
+Usage: python mcp_stdio.py MEMPROXY_BINARY CONFIG_TOML. The Rust test has already saved Ana's bees
+over HTTP in the same data directory, for tenant `acme` (the
+proxy key's). Prints "ok <check>" per passed check; any failure raises.
+"""
+
+import asyncio
+import json
+import sys
+
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+BINARY, CONFIG = sys.argv[1], sys.argv[2]
+
+
+def check(condition, name, detail=""):
+    if not condition:
+        raise AssertionError(f"check {name} failed: {detail}")
+    print(f"ok {name}", flush=True)
+
+
+async def call(client, name, arguments):
+    result = await client.call_tool(name, arguments)
+    return result.is_error, json.loads(result.content[0].text)
+
+
+async def main():
+    params = StdioServerParameters(command=BINARY, args=["mcp", "--config", CONFIG, "--tenant", "acme", "--user", "ana"])
+    async with stdio_client(params) as (read, write):
+        async with ClientSession(read, write) as client:
+            await client.initialize()
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            check("search_memories" in names and "add_memory" in names, "stdio-tools", names)
+            failed, found = await call(client, "search_memories", {"query": "bees on the roof"})
+            texts = [hit["text"] for hit in found["results"]]
+            check(not failed and any("bees" in t for t in texts), "stdio-same-memory", texts)
+            failed, added = await call(client, "add_memory", {"text": "Ana plays the viola in a quartet."})
+            check(not failed and added["created"], "stdio-add", added)
+
+
+asyncio.run(main())
