@@ -49,7 +49,7 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     assert!(setup.success(), "scripts/setup-sdk-venv failed");
     let venv = std::env::var("MEMPROXY_SDK_VENV").unwrap_or_else(|_| "target/sdk-venv".into());
     let python = root.join(venv).join("bin/python");
-    let h = harness_with(|c| c.auth.api_keys = vec![Secret::new(&format!("acme:{KEY}"))]).await;
+    let h = harness_with(|c| c.auth.api_keys = vec![Secret::new(format!("acme:{KEY}"))]).await;
 
     // A turn learned through the proxy.
     h.mock.push(Reply::Text("Lisbon is lovely.".into()));
