@@ -304,6 +304,12 @@ impl Evidence {
         if new.trim().chars().count() * 2 < old.trim().chars().count() {
             return Err(Rejection::LosesSubject);
         }
+        // A number the old memory held (an age, a date, a count) may change, not vanish: "turning
+        // 30 next month and into climbing" rewritten as "into climbing" loses a fact.
+        let has_number = |text: &str| text.chars().any(|c| c.is_ascii_digit());
+        if has_number(old) && !has_number(new) {
+            return Err(Rejection::LosesSubject);
+        }
         let (old_words, new_words) = (content_words(old), content_words(new));
         if share(&old_words, |w| new_words.contains(w)) < KEPT_SUBJECT_SHARE {
             return Err(Rejection::LosesSubject);

@@ -212,6 +212,24 @@ fn an_update_keeps_its_subject() {
         e.check_update(old, "The user bought red paint."),
         Err(Rejection::LosesSubject)
     );
+    // An update that drops the old memory's number drops a fact; one that changes it is news.
+    let brother = Evidence::new([("user", "Tomas is really into climbing.")]);
+    let old = "The user's brother Tomas is turning 30 next month and is really into climbing.";
+    assert_eq!(
+        brother.check_update(
+            old,
+            "The user's brother Tomas is really into climbing a lot."
+        ),
+        Err(Rejection::LosesSubject)
+    );
+    let older = Evidence::new([("user", "Tomas turned 31 and still climbs.")]);
+    assert_eq!(
+        older.check_update(
+            old,
+            "The user's brother Tomas turned 31 and is really into climbing."
+        ),
+        Ok(())
+    );
 }
 
 #[test]
