@@ -197,7 +197,8 @@ fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Resul
     }
     if label == "human" {
         let said: Vec<&str> = said.iter().map(String::as_str).collect();
-        if let Some(who) = gates::someone_else(content, &said) {
+        let known: Vec<&str> = value.lines().collect();
+        if let Some(who) = gates::someone_else(content, &said, &known) {
             let pronoun = matches!(who.as_str(), "he" | "she" | "they" | "it");
             let (about, example) = if pronoun {
                 ("someone else".to_owned(), "The user's friend".to_owned())

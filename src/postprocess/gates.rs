@@ -199,6 +199,7 @@ impl Evidence {
     /// [`Self::check`], with the user's stored memories that the fact relates to (their words
     /// count as the user's).
     pub fn check_knowing(&self, fact: &str, kind: &str, known: &[&str]) -> Result<(), Rejection> {
+        let known_texts = known;
         let known: HashSet<String> = known.iter().flat_map(|k| content_words(k)).collect();
         check_form(fact)?;
         let words = fact_words(fact);
@@ -243,7 +244,7 @@ impl Evidence {
             return Err(Rejection::Transient);
         }
         let texts: Vec<&str> = self.user_texts.iter().map(String::as_str).collect();
-        if !commitment && someone_else(fact, &texts).is_some() {
+        if !commitment && someone_else(fact, &texts, known_texts).is_some() {
             return Err(Rejection::NotTheUser);
         }
         // A claim about health or diet must be the user's own word, not the model's reading of

@@ -59,8 +59,37 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Names the user gave to someone else ("my dog Pixel", "my brother Tomas", "a cat named Mochi",
+/// "The user's sister Ana"), lowercased: a clause that opens with one is about them.
+fn names_of_others(texts: &[&str]) -> Vec<String> {
+    let mut names = Vec::new();
+    for text in texts {
+        let raw: Vec<&str> = text
+            .split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .filter(|w| !w.is_empty())
+            .collect();
+        for (index, word) in raw.iter().enumerate() {
+            let capitalized = word.chars().next().is_some_and(char::is_uppercase);
+            if !capitalized || *word == "I" || index == 0 {
+                continue;
+            }
+            let before = raw[index - 1].to_lowercase();
+            let owner = index >= 2
+                && matches!(
+                    raw[index - 2].to_lowercase().as_str(),
+                    "my" | "our" | "user's" | "users"
+                );
+            let noun = before.chars().next().is_some_and(char::is_lowercase);
+            if (owner && noun) || matches!(before.as_str(), "named" | "called") {
+                names.push(word.to_lowercase());
+            }
+        }
+    }
+    names
+}
+
 /// The clause's subject, from its first words.
-fn subject_of(clause: &[String]) -> Subject {
+fn subject_of(clause: &[String], names: &[String]) -> Subject {
     let start: Vec<&str> = clause
         .iter()
         .map(String::as_str)
@@ -81,14 +110,14 @@ fn subject_of(clause: &[String]) -> Subject {
             None => Subject::Unknown,
         };
     }
-    if OTHERS.contains(&first) {
+    if OTHERS.contains(&first) || names.iter().any(|n| n == first) {
         return Subject::Other(first.to_owned());
     }
     Subject::Unknown
 }
 
 /// The user's clauses with their subjects; a clause that names none has the one before it.
-fn clauses(text: &str) -> Vec<(Subject, Vec<String>)> {
+fn clauses(text: &str, names: &[String]) -> Vec<(Subject, Vec<String>)> {
     let mut out: Vec<(Subject, Vec<String>)> = Vec::new();
     for sentence in text.split(['.', '!', '?', ';', ',', '\n']) {
         let mut current: Vec<String> = Vec::new();
@@ -102,7 +131,7 @@ fn clauses(text: &str) -> Vec<(Subject, Vec<String>)> {
         pieces.push(current);
         let mut previous = Subject::Unknown;
         for piece in pieces.into_iter().filter(|p| !p.is_empty()) {
-            let subject = match subject_of(&piece) {
+            let subject = match subject_of(&piece, names) {
                 Subject::Unknown => previous.clone(),
                 found => found,
             };
@@ -117,7 +146,9 @@ fn clauses(text: &str) -> Vec<(Subject, Vec<String>)> {
 /// say it of someone else: the best-matching clause about another covers at least half of the
 /// fact's content words, more than any clause about the user, and the fact does not name that
 /// other. `None`: the fact may be the user's.
-pub fn someone_else(fact: &str, user_texts: &[&str]) -> Option<String> {
+/// `known`: what is already known about the user (stored memories, the agent's block), where a
+/// name given earlier ("a dog named Pixel") may be.
+pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<String> {
     let lower = fact.trim().to_lowercase();
     let about_user = (lower.starts_with("the user ") || lower.starts_with("user "))
         && !lower.starts_with("the user's")
@@ -130,9 +161,10 @@ pub fn someone_else(fact: &str, user_texts: &[&str]) -> Option<String> {
         return None;
     }
     let named = words(fact);
+    let names = names_of_others(&[user_texts, known].concat());
     let (mut best_user, mut best_other): (f64, Option<(f64, String)>) = (0.0, None);
     for text in user_texts {
-        for (subject, clause) in clauses(text) {
+        for (subject, clause) in clauses(text, &names) {
             let clause_words = content_words(&clause.join(" "));
             let share =
                 fact_words.intersection(&clause_words).count() as f64 / fact_words.len() as f64;
@@ -165,24 +197,30 @@ mod tests {
     fn a_fact_said_of_a_pet_or_a_relative_is_not_the_users() {
         let said = ["My cat Mochi ate grass this morning, and I laughed."];
         assert_eq!(
-            someone_else("The user ate grass this morning.", &said),
+            someone_else("The user ate grass this morning.", &said, &[]),
             Some("cat".to_owned())
         );
-        assert_eq!(someone_else("The user's cat ate grass.", &said), None);
-        assert_eq!(someone_else("The user has a cat named Mochi.", &said), None);
+        assert_eq!(someone_else("The user's cat ate grass.", &said, &[]), None);
+        assert_eq!(
+            someone_else("The user has a cat named Mochi.", &said, &[]),
+            None
+        );
         let moved = ["We moved last month. My dog loves the new flat."];
         assert_eq!(
-            someone_else("The user loves the new flat.", &moved),
+            someone_else("The user loves the new flat.", &moved, &[]),
             Some("dog".to_owned())
         );
-        assert_eq!(someone_else("The user moved last month.", &moved), None);
+        assert_eq!(
+            someone_else("The user moved last month.", &moved, &[]),
+            None
+        );
         let brother = ["My brother moved to Berlin for work and is really into climbing."];
         assert_eq!(
-            someone_else("The user moved to Berlin for work.", &brother),
+            someone_else("The user moved to Berlin for work.", &brother, &[]),
             Some("brother".to_owned())
         );
         assert_eq!(
-            someone_else("The user is really into climbing.", &brother),
+            someone_else("The user is really into climbing.", &brother, &[]),
             Some("brother".to_owned())
         );
         // Said of the user too: the user's.
@@ -190,12 +228,43 @@ mod tests {
             "My wife and I love hiking.",
             "He plays chess. I play chess too.",
         ];
-        assert_eq!(someone_else("The user loves hiking.", &both), None);
-        assert_eq!(someone_else("The user plays chess.", &both), None);
+        assert_eq!(someone_else("The user loves hiking.", &both, &[]), None);
+        assert_eq!(someone_else("The user plays chess.", &both, &[]), None);
         let pronoun = ["She works at the hospital."];
         assert_eq!(
-            someone_else("The user works at the hospital.", &pronoun),
+            someone_else("The user works at the hospital.", &pronoun, &[]),
             Some("she".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_name_given_to_someone_else_earlier_is_theirs() {
+        let known = ["The user lives in Lisbon with a dog named Pixel."];
+        let said = [
+            "Big news: I moved to Porto last week.",
+            "Pixel loves the new flat.",
+        ];
+        assert_eq!(
+            someone_else("The user loves the new flat.", &said, &known),
+            Some("pixel".to_owned())
+        );
+        assert_eq!(
+            someone_else("Pixel loves the new flat.", &said, &known),
+            None
+        );
+        let earlier = [
+            "My brother Tomas is turning 30.",
+            "Tomas just moved to Berlin for work.",
+        ];
+        assert_eq!(
+            someone_else("The user just moved to Berlin for work.", &earlier, &[]),
+            Some("tomas".to_owned())
+        );
+        // A capitalized word that opens a sentence is no name.
+        let plain = ["Yesterday I moved to Berlin for work."];
+        assert_eq!(
+            someone_else("The user moved to Berlin for work.", &plain, &[]),
+            None
         );
     }
 
