@@ -43,12 +43,7 @@ async fn management(h: &Harness, path: &str) -> Value {
 #[tokio::test]
 async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let setup = Command::new(root.join("scripts/setup-sdk-venv"))
-        .status()
-        .expect("run scripts/setup-sdk-venv");
-    assert!(setup.success(), "scripts/setup-sdk-venv failed");
-    let venv = std::env::var("MEMPROXY_SDK_VENV").unwrap_or_else(|_| "target/sdk-venv".into());
-    let python = root.join(venv).join("bin/python");
+    let python = crate::sdk::sdk_python();
     let h = harness_with(|c| c.auth.api_keys = vec![Secret::new(format!("acme:{KEY}"))]).await;
 
     // A turn learned through the proxy.
@@ -157,9 +152,7 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         root.join("tests/sdk/mcp_stdio.py"),
         env!("CARGO_BIN_EXE_memproxy"),
     );
-    let python = root
-        .join(std::env::var("MEMPROXY_SDK_VENV").unwrap_or_else(|_| "target/sdk-venv".into()))
-        .join("bin/python");
+    let python = crate::sdk::sdk_python();
     let output = tokio::task::spawn_blocking(move || {
         Command::new(python)
             .arg(script)

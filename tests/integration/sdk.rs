@@ -13,6 +13,17 @@ use crate::common::harness_with;
 
 /// Runs `tests/sdk/<script>` against a memproxy with one proxy key, and checks that it printed
 /// `ok <check>` for each of `checks`.
+/// The venv's Python with the official SDKs (installed by `scripts/setup-sdk-venv` if needed).
+pub fn sdk_python() -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let setup = Command::new(root.join("scripts/setup-sdk-venv"))
+        .status()
+        .expect("run scripts/setup-sdk-venv");
+    assert!(setup.success(), "scripts/setup-sdk-venv failed");
+    let venv = std::env::var("MEMPROXY_SDK_VENV").unwrap_or_else(|_| "target/sdk-venv".into());
+    root.join(venv).join("bin/python")
+}
+
 async fn run_script(script: &str, base_path: &str, checks: &[&str]) {
     run_script_on(script, base_path, checks, false).await;
 }
@@ -32,12 +43,7 @@ async fn run_prepared(
     prepare: impl FnOnce(&crate::common::Harness),
 ) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let setup = Command::new(root.join("scripts/setup-sdk-venv"))
-        .status()
-        .expect("run scripts/setup-sdk-venv");
-    assert!(setup.success(), "scripts/setup-sdk-venv failed");
-    let venv = std::env::var("MEMPROXY_SDK_VENV").unwrap_or_else(|_| "target/sdk-venv".into());
-    let python = root.join(venv).join("bin/python");
+    let python = sdk_python();
 
     let h = harness_with(|c| {
         c.auth.api_keys = vec![Secret::new("mp-sdk-key")];

@@ -30,6 +30,12 @@ async fn delete(h: &Harness, path: &str) -> (u16, Value) {
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
+async fn import(h: &Harness, user: &str, jsonl: String) -> u16 {
+    let path = format!("/memproxy/v1/users/{user}/import");
+    let response = h.client.post(h.url(&path)).body(jsonl).send().await;
+    response.expect("answer").status().as_u16()
+}
+
 async fn share(h: &Harness, user: &str, name: &str, body: Value, agents: &[&str]) {
     let (status, saved) = put(h, &format!("/memproxy/v1/users/{user}/blocks/{name}"), body).await;
     assert_eq!(status, 200, "{saved}");
@@ -263,14 +269,7 @@ async fn a_shared_block_takes_an_own_blocks_place_until_detached_and_stays_with_
         exported.contains(r#""type":"shared_block","name":"about-ana""#),
         "{exported}"
     );
-    let imported = h
-        .client
-        .post(h.url("/memproxy/v1/users/ana2/import"))
-        .body(exported)
-        .send()
-        .await
-        .expect("answer");
-    assert_eq!(imported.status(), 200);
+    assert_eq!(import(&h, "ana2", exported).await, 200);
     let copied = blocks_of(&h, "ana2", "bob").await;
     assert!(
         copied
@@ -286,14 +285,7 @@ async fn a_shared_block_takes_an_own_blocks_place_until_detached_and_stays_with_
         r#"{"type":"shared_block","name":"b","label":"human","value":"B","char_limit":100,"read_only":false,"agents":["bob"]}"#,
     ]
     .join("\n");
-    let refused = h
-        .client
-        .post(h.url("/memproxy/v1/users/mallory/import"))
-        .body(conflicting)
-        .send()
-        .await
-        .expect("answer");
-    assert_eq!(refused.status(), 400);
+    assert_eq!(import(&h, "mallory", conflicting).await, 400);
     assert_eq!(
         get_json(&h, "/memproxy/v1/users/mallory/blocks").await["data"],
         json!([])

@@ -51,12 +51,30 @@ pub fn put_block(
     if let Some(id) = super::shared::attached_id(tx, uid, agent, &block.label)? {
         return super::shared::write_value(tx, uid, id, block);
     }
+    insert_own(
+        tx,
+        uid,
+        agent,
+        block,
+        "DO UPDATE SET value = excluded.value, char_limit = excluded.char_limit,
+             read_only = excluded.read_only, updated_at = excluded.updated_at",
+    )
+}
+
+/// Writes one of the agent's own blocks; `on_conflict` says what an existing one of its label
+/// becomes. The compiled system message is dropped.
+fn insert_own(
+    tx: &Transaction,
+    uid: i64,
+    agent: &str,
+    block: &CoreBlock,
+    on_conflict: &str,
+) -> StoreResult<()> {
     tx.execute(
-        "INSERT INTO core_blocks (uid, agent, label, value, char_limit, read_only, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT (uid, agent, label) DO UPDATE SET value = excluded.value,
-             char_limit = excluded.char_limit, read_only = excluded.read_only,
-             updated_at = excluded.updated_at",
+        &format!(
+            "INSERT INTO core_blocks (uid, agent, label, value, char_limit, read_only, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (uid, agent, label) {on_conflict}"
+        ),
         params![
             uid,
             agent,
@@ -67,8 +85,7 @@ pub fn put_block(
             now_ms()
         ],
     )?;
-    super::agent_log::invalidate_system(tx, uid, agent)?;
-    Ok(())
+    super::agent_log::invalidate_system(tx, uid, agent)
 }
 
 /// Gives a new agent a starting block, unless it already has its own with that label (written
@@ -81,20 +98,7 @@ pub fn put_starting_block(
 ) -> StoreResult<()> {
     blocks::check_block(block)?;
     let uid = ensure_uid(tx, scope)?;
-    tx.execute(
-        "INSERT INTO core_blocks (uid, agent, label, value, char_limit, read_only, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (uid, agent, label) DO NOTHING",
-        params![
-            uid,
-            agent,
-            block.label,
-            block.value,
-            block.char_limit,
-            block.read_only,
-            now_ms()
-        ],
-    )?;
-    super::agent_log::invalidate_system(tx, uid, agent)
+    insert_own(tx, uid, agent, block, "DO NOTHING")
 }
 
 /// Deletes one of the agent's own blocks. A shared block is detached, not deleted through one
