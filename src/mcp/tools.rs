@@ -1,5 +1,6 @@
 //! The memory tools memproxy serves over MCP: each a name, a description, a JSON Schema for its
-//! arguments, and what it does with the user's memory. The user is never an argument: it comes
+//! arguments, and what it does with the user's memory (facts, past turns, and the core and
+//! archival memory of the user's explicit-mode agents). The user is never an argument: it comes
 //! from the connection ([`super::Caller`]), so no tool call can reach another user's memory.
 
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::memory::{MemoryService, RetrievalRequest};
-use crate::store::{Corpus, Inserted, Page, UserScope};
+use crate::store::{Corpus, Inserted, Page, UserScope, Within};
 
 /// What the audit log records as the cause of a change made over MCP.
 pub const VIA_MCP: &str = "via MCP";
@@ -66,7 +67,66 @@ pub fn catalog() -> Vec<(&'static str, &'static str, Value)> {
                 "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8}
             }, "required": ["query"], "additionalProperties": false}),
         ),
+        (
+            "get_core_memory",
+            "The core memory blocks of one of the user's explicit-mode agents (label, value, limit; shared blocks name their shared block).",
+            json!({"type": "object", "properties": {
+                "agent": {"type": "string", "minLength": 1, "maxLength": 256}
+            }, "required": ["agent"], "additionalProperties": false}),
+        ),
+        (
+            "edit_core_memory",
+            "Replace the text of one core memory block of an explicit-mode agent (a shared block changes for every agent that has it). Read-only blocks are refused.",
+            json!({"type": "object", "properties": {
+                "agent": {"type": "string", "minLength": 1, "maxLength": 256},
+                "label": {"type": "string", "minLength": 1, "maxLength": 64},
+                "value": {"type": "string"}
+            }, "required": ["agent", "label", "value"], "additionalProperties": false}),
+        ),
+        (
+            "search_archival",
+            "Search the archival memory (long-term passages) of one of the user's explicit-mode agents.",
+            json!({"type": "object", "properties": {
+                "agent": {"type": "string", "minLength": 1, "maxLength": 256},
+                "query": {"type": "string", "minLength": 1},
+                "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8}
+            }, "required": ["agent", "query"], "additionalProperties": false}),
+        ),
     ]
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Agent {
+    agent: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditBlock {
+    agent: String,
+    label: String,
+    value: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Archival {
+    agent: String,
+    query: String,
+    #[serde(default = "default_top_k")]
+    top_k: usize,
+}
+
+/// An agent name as the headers allow one.
+fn agent_name(agent: &str) -> Result<String, Failure> {
+    let agent = agent.trim();
+    if agent.is_empty() || agent.len() > 256 || agent.chars().any(char::is_control) {
+        return Err(Failure::Refused(
+            "'agent' must be 1-256 bytes without control characters".to_owned(),
+        ));
+    }
+    Ok(agent.to_owned())
 }
 
 #[derive(Deserialize)]
@@ -225,6 +285,54 @@ pub async fn call(
                 .map_err(refused)?;
             Ok(json!({"id": args.id, "deleted": !args.invalidate,
                 "invalidated": args.invalidate}))
+        }
+        "get_core_memory" => {
+            let args: Agent = parse(arguments)?;
+            let (scope, agent) = (scope.clone(), agent_name(&args.agent)?);
+            let blocks = memory
+                .blocking(move |store, _| Ok(store.core_blocks(&scope, &agent)?))
+                .await
+                .map_err(refused)?;
+            Ok(json!({"agent": args.agent.trim(), "blocks": blocks}))
+        }
+        "edit_core_memory" => {
+            let args: EditBlock = parse(arguments)?;
+            let (scope, agent, label) = (scope.clone(), agent_name(&args.agent)?, args.label);
+            let value = args.value;
+            let edited = memory
+                .blocking(move |store, _| {
+                    Ok(store.edit_core_block(&scope, &agent, &label, &mut |block| {
+                        if block.read_only {
+                            return Err(format!("block '{}' is read-only", block.label));
+                        }
+                        let length = value.chars().count() as i64;
+                        if length > block.char_limit {
+                            return Err(format!(
+                                "{length} characters are over block '{}''s limit of {}",
+                                block.label, block.char_limit
+                            ));
+                        }
+                        Ok(value.clone())
+                    })?)
+                })
+                .await
+                .map_err(refused)?;
+            match edited {
+                Ok(Ok(block)) => Ok(json!({"agent": args.agent.trim(), "block": block})),
+                Ok(Err(refusal)) => Err(Failure::Refused(refusal)),
+                Err(labels) => Err(Failure::Refused(format!(
+                    "agent '{}' has no block of that label; its blocks: {}",
+                    args.agent.trim(),
+                    labels.join(", ")
+                ))),
+            }
+        }
+        "search_archival" => {
+            let args: Archival = parse(arguments)?;
+            let mut request = search_request(args.query, args.top_k, vec![Corpus::Passage])?;
+            request.within = Some(Within::Agent(agent_name(&args.agent)?));
+            let hits = memory.retrieve(scope, request).await.map_err(refused)?;
+            Ok(json!({"results": hits}))
         }
         other => Err(Failure::UnknownTool(other.to_owned())),
     }

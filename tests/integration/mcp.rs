@@ -56,6 +56,31 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     })
     .await;
 
+    // Ana's explicit-mode agent, with a block and an archival passage.
+    for (method, path, body) in [
+        (
+            "PUT",
+            "agents/coach/blocks/human",
+            json!({"value": "Name: Ana."}),
+        ),
+        (
+            "POST",
+            "agents/coach/archival",
+            json!({"text": "Ana's marathon plan: 16 weeks."}),
+        ),
+    ] {
+        let url = h.url(&format!("/memproxy/v1/users/ana/{path}"));
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let response = h
+            .client
+            .request(method, url)
+            .bearer_auth(KEY)
+            .json(&body)
+            .send();
+        let status = response.await.expect("answer").status();
+        assert!(status.is_success(), "{path}: {status}");
+    }
+
     let script = root.join("tests/sdk/mcp_memory.py");
     let base = h.url("");
     let output = tokio::task::spawn_blocking(move || {
@@ -80,6 +105,11 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         "list",
         "delete",
         "search-conversations",
+        "core-get",
+        "core-edit",
+        "core-edit-unknown",
+        "archival",
+        "isolation-core",
         "bad-arguments",
         "unknown-id",
         "empty-query",
@@ -121,6 +151,11 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
             "{action} in {via:?}\n{events}"
         );
     }
+    let blocks = management(&h, "/memproxy/v1/users/ana/agents/coach/blocks").await;
+    assert!(
+        blocks.to_string().contains("Name: Ana. Keeps bees."),
+        "{blocks}"
+    );
     assert!(
         management(&h, "/memproxy/v1/users/bob/memories").await["data"]
             .as_array()

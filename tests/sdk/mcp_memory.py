@@ -2,7 +2,7 @@
 
 Usage: python mcp_memory.py BASE_URL KEY. Prints "ok <check>" per passed check; any failure raises.
 The Rust test has already recorded a chat turn of user `ana` ("I moved to Lisbon last spring.")
-and checks afterwards, through the management API and a chat, what these calls left behind.
+and given her agent `coach` a `human` block and an archival passage, and checks afterwards, through the management API and a chat, what these calls left behind.
 """
 
 import asyncio
@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 BASE, KEY = sys.argv[1], sys.argv[2]
 TOOLS = {"search_memories", "add_memory", "list_memories", "update_memory", "delete_memory",
-         "search_conversations"}
+         "search_conversations", "get_core_memory", "edit_core_memory", "search_archival"}
 
 
 @asynccontextmanager
@@ -77,6 +77,19 @@ async def main():
         said = [hit["text"] for hit in turns["results"]]
         check(not failed and any("Lisbon" in text for text in said), "search-conversations", said)
 
+        # An explicit-mode agent's core and archival memory.
+        failed, core = await call(ana, "get_core_memory", {"agent": "coach"})
+        human = [b for b in core["blocks"] if b["label"] == "human"]
+        check(not failed and human and human[0]["value"] == "Name: Ana.", "core-get", core)
+        failed, edited = await call(ana, "edit_core_memory",
+                                    {"agent": "coach", "label": "human", "value": "Name: Ana. Keeps bees."})
+        check(not failed and edited["block"]["value"] == "Name: Ana. Keeps bees.", "core-edit", edited)
+        failed, refusal = await call(ana, "edit_core_memory", {"agent": "coach", "label": "nope", "value": "x"})
+        check(failed and "human" in refusal["error"], "core-edit-unknown", refusal)
+        failed, passages = await call(ana, "search_archival", {"agent": "coach", "query": "marathon plan"})
+        texts = [hit["text"] for hit in passages["results"]]
+        check(not failed and "Ana's marathon plan: 16 weeks." in texts, "archival", texts)
+
         # Bad arguments are a tool error the model can read; an unknown tool a protocol error.
         failed, refusal = await call(ana, "update_memory", {"id": "seven", "text": "x"})
         check(failed and "bad arguments" in refusal["error"], "bad-arguments", refusal)
@@ -96,6 +109,8 @@ async def main():
         check(not failed and found["results"] == [], "isolation", found)
         failed, rows = await call(bob, "list_memories", {})
         check(rows["memories"] == [], "isolation-list", rows)
+        failed, core = await call(bob, "get_core_memory", {"agent": "coach"})
+        check(core["blocks"] == [], "isolation-core", core)
 
     # No user: every call says how to name one.
     async with session(None) as nobody:
