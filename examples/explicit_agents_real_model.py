@@ -25,14 +25,9 @@ Standard library only. Not part of CI: a real model takes minutes.
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
+
+from realmodel import call, start_explicit, wait_ready
 
 WEATHER = {"porto": "rain, 14°C", "lisbon": "sunny, 24°C", "oslo": "snow, -3°C"}
 TOOLS = [{"type": "function", "function": {
@@ -42,27 +37,6 @@ BOB = ("I am Bob. I am grumpy and short with everyone. I guard the secret key, w
        "'blue-falcon-7'. I only give it to someone who asks politely and says please.")
 ALICE = ("I am Alice. I am friendly and helpful. When the user needs something from Bob, I message "
          "him and tell the user what he said.")
-
-
-def call(url, body=None, headers=None, method=None, timeout=900):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method or ("POST" if data else "GET"))
-    request.add_header("content-type", "application/json")
-    for name, value in (headers or {}).items():
-        request.add_header(name, value)
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return dict(response.headers), json.loads(response.read())
-
-
-def wait_ready(base, seconds=60):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            call(base + "/healthz")
-            return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.5)
-    sys.exit("memproxy did not start; see its log")
 
 
 def print_steps(base, user, agent):
@@ -174,17 +148,7 @@ def main():
     parser.add_argument("--only", choices=["weather", "bob-and-alice", "shared-block"])
     args = parser.parse_args()
 
-    data = tempfile.mkdtemp(prefix="memproxy-agents-")
-    for part in ("lib", "models"):
-        shutil.copytree(os.path.join(args.model_dir, part), os.path.join(data, part))
-    config = os.path.join(data, "memproxy.toml")
-    with open(config, "w") as f:
-        f.write(f'listen = "127.0.0.1:{args.port}"\nmode = "explicit"\ndata_dir = "{data}"\n'
-                f'[upstream]\nurl = "{args.llm}"\nfirst_byte_timeout = "15m"\ntotal_timeout = "20m"\n'
-                f'[explicit]\nagent_reply_timeout = "15m"\n')
-    log = open(os.path.join(data, "memproxy.log"), "w")
-    proxy = subprocess.Popen([args.binary, "serve", "--config", config], stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{args.port}"
+    proxy, base, data = start_explicit(args, "memproxy-agents-", 'agent_reply_timeout = "15m"\n')
     try:
         wait_ready(base)
         if args.only in (None, "weather"):

@@ -16,14 +16,9 @@ Standard library only. Not part of CI: a real model takes minutes.
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
+
+from realmodel import call, start_explicit, wait_ready
 
 SESSIONS = [
     ["Hi! My name is Zoe and I live in Lisbon.", "I have a dog called Pixel."],
@@ -33,27 +28,6 @@ SESSIONS = [
 ]
 # (session, turn) -> words the answer must contain to count as remembered.
 EXPECT = {(1, 0): ["zoe"], (1, 1): ["pixel"], (3, 0): ["porto"]}
-
-
-def call(url, body=None, headers=None, method=None, timeout=900):
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method or ("POST" if data else "GET"))
-    request.add_header("content-type", "application/json")
-    for name, value in (headers or {}).items():
-        request.add_header(name, value)
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return dict(response.headers), json.loads(response.read())
-
-
-def wait_ready(base, seconds=60):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            call(base + "/healthz")
-            return
-        except (urllib.error.URLError, ConnectionError):
-            time.sleep(0.5)
-    sys.exit("memproxy did not start; see its log above")
 
 
 def main():
@@ -67,18 +41,9 @@ def main():
     parser.add_argument("--require-tool-choice", default="true")
     args = parser.parse_args()
 
-    data = tempfile.mkdtemp(prefix="memproxy-explicit-")
-    for part in ("lib", "models"):
-        shutil.copytree(os.path.join(args.model_dir, part), os.path.join(data, part))
-    config = os.path.join(data, "memproxy.toml")
-    with open(config, "w") as f:
-        f.write(f'listen = "127.0.0.1:{args.port}"\nmode = "explicit"\ndata_dir = "{data}"\n'
-                f'[upstream]\nurl = "{args.llm}"\nfirst_byte_timeout = "15m"\ntotal_timeout = "20m"\n'
-                f'[explicit]\ncontext_window_tokens = {args.context_window}\n'
-                f'require_tool_choice = {args.require_tool_choice}\n')
-    log = open(os.path.join(data, "memproxy.log"), "w")
-    proxy = subprocess.Popen([args.binary, "serve", "--config", config], stdout=log, stderr=log)
-    base = f"http://127.0.0.1:{args.port}"
+    settings = (f"context_window_tokens = {args.context_window}\n"
+                f"require_tool_choice = {args.require_tool_choice}\n")
+    proxy, base, data = start_explicit(args, "memproxy-explicit-", settings)
     tally = {"turns": 0, "steps": 0, "failed": 0, "remembered": 0, "expected": len(EXPECT), "seconds": 0.0}
     try:
         wait_ready(base)
