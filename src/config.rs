@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::mode::Mode;
 pub use crate::secret::Secret;
@@ -95,7 +94,8 @@ pub struct ServerConfig {
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuthConfig {
-    /// Proxy keys, each `key` or `tenant:key`. Empty: auth off.
+    /// Proxy keys, each `key`, `tenant:key` or `tenant/user:key` (restricted to that user; see
+    /// `keys.rs`). Empty: auth off.
     pub api_keys: Vec<Secret>,
     /// Key for the management API (`/memproxy/v1`), acting for any tenant.
     pub admin_key: Option<Secret>,
@@ -376,39 +376,12 @@ impl Config {
         ))
     }
 
-    /// The proxy keys as a map from the SHA-256 of the key to its tenant.
-    ///
-    /// Keyed by digest so that lookups do not compare secrets byte by byte, and so the raw key
-    /// never needs to be kept next to the tenant name.
-    pub fn tenant_keys(&self) -> Result<HashMap<[u8; 32], String>, ConfigError> {
-        let mut keys = HashMap::new();
-        for entry in &self.auth.api_keys {
-            let (tenant, key) = match entry.expose().split_once(':') {
-                Some((tenant, key)) => (tenant.to_owned(), key),
-                None => (anonymous_tenant(entry.expose()), entry.expose()),
-            };
-            if key.is_empty() || key.chars().any(char::is_whitespace) {
-                return Err(invalid(
-                    "auth.api_keys",
-                    "a key is empty or contains whitespace",
-                ));
-            }
-            let tenant_ok = !tenant.is_empty()
-                && tenant.len() <= 64
-                && tenant
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
-            if !tenant_ok {
-                return Err(invalid(
-                    "auth.api_keys",
-                    format!("tenant '{tenant}' must be 1-64 characters of A-Z a-z 0-9 - _ ."),
-                ));
-            }
-            if keys.insert(key_digest(key), tenant).is_some() {
-                return Err(invalid("auth.api_keys", "the same key is listed twice"));
-            }
-        }
-        Ok(keys)
+    /// The proxy keys as a map from the SHA-256 of the key to what it grants (see
+    /// [`crate::keys`]): keyed by digest so that lookups do not compare secrets byte by byte, and
+    /// so the raw key never needs to be kept next to its tenant.
+    pub fn tenant_keys(&self) -> Result<HashMap<[u8; 32], crate::keys::KeyGrant>, ConfigError> {
+        crate::keys::grants(self.auth.api_keys.iter().map(Secret::expose))
+            .map_err(|message| invalid("auth.api_keys", message))
     }
 }
 
@@ -429,18 +402,10 @@ fn parse_listen(key: &str, text: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
-pub fn key_digest(key: &str) -> [u8; 32] {
-    Sha256::digest(key.as_bytes()).into()
-}
-
-/// Tenant name for a key listed without one: stable, and reveals nothing usable about the key.
-fn anonymous_tenant(key: &str) -> String {
-    format!("key-{}", &hex::encode(key_digest(key))[..12])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::key_digest;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = pairs
@@ -565,8 +530,8 @@ mod tests {
         let config = Config::load(None, &env, &Overrides::default()).expect("loads");
         let keys = config.tenant_keys().expect("valid");
         assert_eq!(keys.len(), 2);
-        assert_eq!(keys[&key_digest("sk-a")], "acme");
-        assert!(keys[&key_digest("sk-b")].starts_with("key-"));
+        assert_eq!(keys[&key_digest("sk-a")].tenant, "acme");
+        assert!(keys[&key_digest("sk-b")].tenant.starts_with("key-"));
         let shown = format!("{config:?}{}", toml::to_string(&config).expect("toml"));
         assert!(
             !shown.contains("sk-a") && !shown.contains("sk-b"),

@@ -23,6 +23,10 @@ pub enum ProxyError {
     PayloadTooLarge { limit: usize },
     #[error("Missing or incorrect API key. Send a memproxy key as 'Authorization: Bearer <key>' (or as 'x-api-key: <key>').")]
     Unauthorized,
+    /// A valid key asking for something it does not grant (another user, for a key restricted to
+    /// one).
+    #[error("{0}")]
+    Forbidden(String),
     #[error("Unknown route: {method} {path}")]
     NotFound { method: String, path: String },
     #[error("{0}")]
@@ -68,6 +72,7 @@ impl ProxyError {
                 "authentication_error",
                 "invalid_api_key",
             ),
+            Forbidden(_) => (StatusCode::FORBIDDEN, "permission_error", "forbidden"),
             NotFound { .. } => (
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",

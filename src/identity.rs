@@ -11,6 +11,7 @@ use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 
 use crate::error::ProxyError;
+use crate::keys::KeyGrant;
 use crate::mode::Mode;
 use crate::openai::ChatRequest;
 
@@ -49,20 +50,23 @@ impl Scope {
 }
 
 impl Scope {
+    /// The scope of a request admitted with `grant`: a key restricted to one user acts as that
+    /// user (a header naming another is refused; the body's `user` is not read).
     pub fn identify(
-        tenant: &str,
+        grant: &KeyGrant,
         headers: &HeaderMap,
         request: &ChatRequest,
     ) -> Result<Scope, ProxyError> {
-        let user = match header_id(headers, USER_HEADER)?
-            .or(header_id(headers, OPEN_WEBUI_USER_HEADER)?)
-        {
+        let named =
+            header_id(headers, USER_HEADER)?.or(header_id(headers, OPEN_WEBUI_USER_HEADER)?);
+        let user = match grant.user_for(named).map_err(ProxyError::Forbidden)? {
             Some(user) => user,
             None => match request.user.as_deref().filter(|u| !u.is_empty()) {
                 Some(user) => checked_id(user, "user")?.to_owned(),
                 None => DEFAULT_ID.to_owned(),
             },
         };
+        let tenant = grant.tenant.as_str();
         let agent = header_id(headers, AGENT_HEADER)?.unwrap_or_else(|| DEFAULT_ID.to_owned());
         let conversation = match header_id(headers, CONVERSATION_HEADER)? {
             Some(conversation)
@@ -189,20 +193,23 @@ mod tests {
     fn header_beats_body_and_defaults_apply() {
         let body = r#"{"user":"body-user","messages":[{"role":"user","content":"hi"}]}"#;
         let mut headers = HeaderMap::new();
-        let scope = Scope::identify("t", &headers, &request(body)).expect("scope");
+        let scope =
+            Scope::identify(&KeyGrant::tenant("t"), &headers, &request(body)).expect("scope");
         assert_eq!(
             (scope.user.as_str(), scope.agent.as_str()),
             ("body-user", "default")
         );
         headers.insert(USER_HEADER, HeaderValue::from_static("alice"));
         headers.insert(AGENT_HEADER, HeaderValue::from_static("helper"));
-        let scope = Scope::identify("t", &headers, &request(body)).expect("scope");
+        let scope =
+            Scope::identify(&KeyGrant::tenant("t"), &headers, &request(body)).expect("scope");
         assert_eq!(
             (scope.user.as_str(), scope.agent.as_str()),
             ("alice", "helper")
         );
         let anonymous = request(r#"{"messages":[{"role":"user","content":"hi"}]}"#);
-        let scope = Scope::identify("t", &HeaderMap::new(), &anonymous).expect("scope");
+        let scope =
+            Scope::identify(&KeyGrant::tenant("t"), &HeaderMap::new(), &anonymous).expect("scope");
         assert_eq!(scope.user, "default");
     }
 
@@ -218,7 +225,7 @@ mod tests {
             r#"{"messages":[{"role":"system","content":"be kind"},{"role":"user","content":"hey"}]}"#,
         );
         let id = |r: &ChatRequest| {
-            Scope::identify("t", &HeaderMap::new(), r)
+            Scope::identify(&KeyGrant::tenant("t"), &HeaderMap::new(), r)
                 .expect("scope")
                 .conversation
         };

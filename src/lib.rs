@@ -15,6 +15,7 @@ pub mod error;
 pub mod eval;
 pub mod hooks;
 pub mod identity;
+pub mod keys;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;

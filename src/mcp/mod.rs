@@ -4,7 +4,8 @@
 //! [`MemoryServer`] is an rmcp server handler with the tools of [`tools`]. Over Streamable HTTP it
 //! is mounted at `/mcp` on the proxy's listener behind the management API's authorization (a
 //! proxy key serves its own tenant, the admin key any tenant chosen with `X-Memproxy-Tenant`), and
-//! the user is the request's `X-Memproxy-User` header; over stdio (`memproxy mcp --user …`) the
+//! the user is the request's `X-Memproxy-User` header (or the one user of a key restricted to
+//! one, see [`crate::keys`]); over stdio (`memproxy mcp --user …`) the
 //! user is fixed by the command line. Never by a tool argument: a call cannot reach another
 //! user's memory. Changes are audited with the cause "via MCP".
 
@@ -56,11 +57,19 @@ impl MemoryServer {
                     .extensions
                     .get::<crate::server::AdminTenant>()
                     .ok_or("the request was not authorized")?;
-                let user = crate::identity::header_id(&parts.headers, USER_HEADER)
-                    .map_err(|error| error.to_string())?
-                    .ok_or_else(|| {
-                        format!("no user: send the '{USER_HEADER}' header with every request")
-                    })?;
+                let named = crate::identity::header_id(&parts.headers, USER_HEADER)
+                    .map_err(|error| error.to_string())?;
+                // A key restricted to one user acts as that user, and only as them.
+                let grant = crate::keys::KeyGrant {
+                    tenant: tenant.0.clone(),
+                    user: parts
+                        .extensions
+                        .get::<crate::server::KeyUser>()
+                        .map(|own| own.0.clone()),
+                };
+                let user = grant.user_for(named)?.ok_or_else(|| {
+                    format!("no user: send the '{USER_HEADER}' header with every request")
+                })?;
                 Ok(UserScope::new(&tenant.0, &user))
             }
         }

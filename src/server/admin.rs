@@ -4,7 +4,7 @@
 //! Who may call it: the admin key (any tenant, chosen with `X-Memproxy-Tenant`), or a proxy key
 //! (its own tenant only). With neither kind of key configured the API is open, for local use.
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{header, HeaderMap};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -12,9 +12,9 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::config::key_digest;
 use crate::error::ProxyError;
 use crate::identity::DEFAULT_ID;
+use crate::keys::{key_digest, KeyGrant};
 use crate::memory::RetrievalRequest;
 use crate::store::{CoreBlock, Page, UserScope};
 
@@ -26,6 +26,10 @@ pub const TENANT_HEADER: &str = "x-memproxy-tenant";
 /// The tenant an admin request acts for.
 #[derive(Clone, Debug)]
 pub struct AdminTenant(pub String);
+
+/// The one user a key restricted to one user acts as (absent for other keys).
+#[derive(Clone, Debug)]
+pub struct KeyUser(pub String);
 
 pub async fn authorize(
     State(state): State<SharedState>,
@@ -49,19 +53,51 @@ pub async fn authorize(
         (Some(admin), Some(key)) => key_digest(admin.expose()) == key_digest(key),
         _ => false,
     };
-    let tenant = if is_admin || (admin_key.is_none() && state.tenant_keys.is_empty()) {
-        asked.unwrap_or_else(|| DEFAULT_ID.to_owned())
+    let grant = if is_admin || (admin_key.is_none() && state.tenant_keys.is_empty()) {
+        KeyGrant::tenant(asked.as_deref().unwrap_or(DEFAULT_ID))
     } else {
         let own = key
             .and_then(|key| state.tenant_keys.get(&key_digest(key)))
             .ok_or(ProxyError::Unauthorized)?;
-        if asked.as_ref().is_some_and(|asked| asked != own) {
+        if asked.as_ref().is_some_and(|asked| asked != &own.tenant) {
             return Err(ProxyError::Unauthorized);
         }
         own.clone()
     };
-    request.extensions_mut().insert(AdminTenant(tenant));
+    if let Some(user) = &grant.user {
+        let (mut parts, body) = request.into_parts();
+        only_own_user(&mut parts, user).await?;
+        request = Request::from_parts(parts, body);
+        request.extensions_mut().insert(KeyUser(user.clone()));
+    }
+    request.extensions_mut().insert(AdminTenant(grant.tenant));
     Ok(next.run(request).await)
+}
+
+/// What a key restricted to one user may call: that user's own routes (`/users/{user}/…`), the
+/// user list (which shows only them) and MCP (where the key fixes the user); not the tenant-wide
+/// routes (jobs, simulate, steps of all users) nor another user's.
+async fn only_own_user(parts: &mut http::request::Parts, user: &str) -> Result<(), ProxyError> {
+    let path = parts.uri.path();
+    if path == "/memproxy/v1/users" || path == "/mcp" {
+        return Ok(());
+    }
+    let params = axum::extract::RawPathParams::from_request_parts(parts, &()).await;
+    let named = params.ok().and_then(|params| {
+        params
+            .iter()
+            .find(|(name, _)| *name == "user")
+            .map(|(_, value)| value.to_owned())
+    });
+    match named {
+        Some(named) if named == user => Ok(()),
+        Some(named) => Err(ProxyError::Forbidden(format!(
+            "this key acts only for user '{user}', not '{named}'"
+        ))),
+        None => Err(ProxyError::Forbidden(format!(
+            "this key acts only for user '{user}': use /memproxy/v1/users/{{user}}/… routes"
+        ))),
+    }
 }
 
 pub(super) fn scope(tenant: &AdminTenant, user: &str) -> UserScope {
@@ -98,11 +134,15 @@ impl Listing {
 pub async fn list_users(
     State(state): State<SharedState>,
     Extension(tenant): Extension<AdminTenant>,
+    only: Option<Extension<KeyUser>>,
 ) -> Result<Json<Value>, ProxyError> {
-    let users = state
+    let mut users = state
         .memory
         .blocking(move |store, _| Ok(store.list_users(&tenant.0)?))
         .await?;
+    if let Some(Extension(KeyUser(own))) = only {
+        users.retain(|user| user == &own);
+    }
     Ok(list(users))
 }
 

@@ -11,16 +11,18 @@ use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::config::key_digest;
 use crate::error::ProxyError;
 use crate::identity::DEFAULT_ID;
+use crate::keys::key_digest;
+use crate::keys::KeyGrant;
 
 use super::SharedState;
 
 /// What authentication learned about a request, for the handlers.
 #[derive(Clone, Debug)]
 pub struct RequestContext {
-    pub tenant: String,
+    /// The tenant, and the one user when the key is restricted to one.
+    pub grant: KeyGrant,
     /// The client's `Authorization` header, kept only to forward it when auth is off.
     pub client_authorization: Option<HeaderValue>,
 }
@@ -33,7 +35,7 @@ pub async fn authenticate(
     let client_authorization = request.headers().get(header::AUTHORIZATION).cloned();
     let context = if state.tenant_keys.is_empty() {
         RequestContext {
-            tenant: DEFAULT_ID.to_owned(),
+            grant: KeyGrant::tenant(DEFAULT_ID),
             client_authorization,
         }
     } else {
@@ -45,18 +47,18 @@ pub async fn authenticate(
             .headers()
             .get(API_KEY)
             .and_then(|value| value.to_str().ok());
-        let tenant = bearer
+        let grant = bearer
             .or(api_key)
             .map(str::trim)
             .and_then(|key| state.tenant_keys.get(&key_digest(key)));
-        let Some(tenant) = tenant else {
+        let Some(grant) = grant else {
             return Err(refusal(request.uri().path()));
         };
-        let tenant = tenant.clone();
+        let grant = grant.clone();
         // The memproxy key was for memproxy.
         request.headers_mut().remove(API_KEY);
         RequestContext {
-            tenant,
+            grant,
             client_authorization: None,
         }
     };

@@ -70,7 +70,7 @@ pub async fn handle(
     let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
     let request = ChatRequest::parse(&body)?;
     let mode = resolve_mode(&headers, route_mode, state.config.mode)?;
-    let scope = Scope::identify(&context.tenant, &headers, &request)?;
+    let scope = Scope::identify(&context.grant, &headers, &request)?;
     if mode == Mode::Explicit {
         return super::explicit::handle(state, context, headers, request, scope, started, route)
             .await;

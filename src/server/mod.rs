@@ -5,7 +5,7 @@
 //! background tasks that post-process finished exchanges.
 
 mod admin;
-pub use admin::AdminTenant;
+pub use admin::{AdminTenant, KeyUser};
 mod agents_api;
 mod auth;
 mod blocks_api;
@@ -71,7 +71,7 @@ pub struct AppState {
     /// `previous_response_id`).
     pub pending_responses: response_log::Pending,
     /// SHA-256 of each proxy key → tenant. Empty: auth off.
-    pub tenant_keys: HashMap<[u8; 32], String>,
+    pub tenant_keys: HashMap<[u8; 32], crate::keys::KeyGrant>,
     /// Set when serving a non-loopback address without proxy keys (the operator opted in):
     /// logged at start-up and shown on `/readyz`.
     pub exposure_warning: std::sync::OnceLock<String>,

@@ -67,7 +67,7 @@ pub async fn handle(
 ) -> Result<Response, ProxyError> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
-    let scope = Scope::identify(&context.tenant, &headers, &native.neutral)?;
+    let scope = Scope::identify(&context.grant, &headers, &native.neutral)?;
     let wants_stream = native.wire.get("stream") == Some(&Value::Bool(true));
     let rewrite = crate::strategy::prepare(
         &state.memory,

@@ -63,7 +63,7 @@ fn user_scope(
     let probe: ChatRequest = serde_json::from_value(json!({"messages": [], "user": user}))
         .map_err(|e| ProxyError::Internal(e.to_string()))?;
     Ok(UserScope::from(&Scope::identify(
-        &context.tenant,
+        &context.grant,
         headers,
         &probe,
     )?))

@@ -38,3 +38,4 @@ mod responses;
 mod sdk;
 mod shared_blocks;
 mod streaming;
+mod user_keys;

@@ -1,6 +1,6 @@
 //! Memory over MCP, with the official `mcp` Python SDK as the client over Streamable HTTP: every
-//! tool called, bad arguments and unknown tools refused as MCP errors, users isolated, a wrong
-//! key refused; and the round trip with the proxy: a turn learned through a chat is found over
+//! tool called, bad arguments and unknown tools refused as MCP errors, users isolated, a key
+//! restricted to one user serving only them, a wrong key refused; and the round trip with the proxy: a turn learned through a chat is found over
 //! MCP, and a fact saved over MCP is injected into the user's next implicit-mode chat, audited
 //! as written via MCP.
 
@@ -14,6 +14,8 @@ use serde_json::{json, Value};
 use crate::common::{eventually, harness_with, Harness};
 
 const KEY: &str = "mp-mcp-key";
+/// Restricted to user `ana`.
+const ANA_KEY: &str = "mp-mcp-ana";
 
 async fn chat(h: &Harness, user: &str, text: &str) {
     let response = h
@@ -44,7 +46,13 @@ async fn management(h: &Harness, path: &str) -> Value {
 async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let python = crate::sdk::sdk_python();
-    let h = harness_with(|c| c.auth.api_keys = vec![Secret::new(format!("acme:{KEY}"))]).await;
+    let h = harness_with(|c| {
+        c.auth.api_keys = vec![
+            Secret::new(format!("acme:{KEY}")),
+            Secret::new(format!("acme/ana:{ANA_KEY}")),
+        ]
+    })
+    .await;
 
     // A turn learned through the proxy.
     h.mock.push(Reply::Text("Lisbon is lovely.".into()));
@@ -84,7 +92,12 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     let script = root.join("tests/sdk/mcp_memory.py");
     let base = h.url("");
     let output = tokio::task::spawn_blocking(move || {
-        Command::new(python).arg(script).arg(base).arg(KEY).output()
+        Command::new(python)
+            .arg(script)
+            .arg(base)
+            .arg(KEY)
+            .arg(ANA_KEY)
+            .output()
     })
     .await
     .expect("join")
@@ -117,6 +130,8 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         "isolation",
         "isolation-list",
         "no-user",
+        "user-key",
+        "user-key-other",
         "wrong-key",
     ] {
         assert!(

@@ -1,6 +1,6 @@
 """The official MCP Python SDK (`mcp`) against memproxy's `/mcp` (Streamable HTTP).
 
-Usage: python mcp_memory.py BASE_URL KEY. Prints "ok <check>" per passed check; any failure raises.
+Usage: python mcp_memory.py BASE_URL KEY ANA_KEY (ANA_KEY: a key restricted to user `ana`). Prints "ok <check>" per passed check; any failure raises.
 The Rust test has already recorded a chat turn of user `ana` ("I moved to Lisbon last spring.")
 and given her agent `coach` a `human` block and an archival passage, and checks afterwards, through the management API and a chat, what these calls left behind.
 """
@@ -14,7 +14,7 @@ import httpx2
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-BASE, KEY = sys.argv[1], sys.argv[2]
+BASE, KEY, ANA_KEY = sys.argv[1], sys.argv[2], sys.argv[3]
 TOOLS = {"search_memories", "add_memory", "list_memories", "update_memory", "delete_memory",
          "search_conversations", "get_core_memory", "edit_core_memory", "search_archival"}
 
@@ -116,6 +116,15 @@ async def main():
     async with session(None) as nobody:
         failed, refusal = await call(nobody, "list_memories", {})
         check(failed and "x-memproxy-user" in refusal["error"], "no-user", refusal)
+
+    # A key restricted to Ana serves Ana without a header, and never Bob.
+    async with session(None, key=ANA_KEY) as own:
+        failed, rows = await call(own, "list_memories", {})
+        live = [m["text"] for m in rows["memories"]]
+        check(not failed and "Ana keeps two hives of bees on her roof." in live, "user-key", live)
+    async with session("bob", key=ANA_KEY) as other:
+        failed, refusal = await call(other, "list_memories", {})
+        check(failed and "only for user 'ana'" in refusal["error"], "user-key-other", refusal)
 
     # A wrong key never gets a session (the SDK raises on the 401; its exception type varies).
     connected = False
