@@ -22,6 +22,7 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 
 use crate::identity::USER_HEADER;
 use crate::memory::MemoryService;
+use crate::postprocess::PostProcessor;
 use crate::store::UserScope;
 
 /// Whose memory a connection serves.
@@ -36,12 +37,22 @@ pub enum Caller {
 #[derive(Clone)]
 pub struct MemoryServer {
     memory: Arc<MemoryService>,
+    /// Reconciles what `add_memory` saves with what is stored.
+    post: Arc<PostProcessor>,
     caller: Caller,
 }
 
 impl MemoryServer {
-    pub fn new(memory: Arc<MemoryService>, caller: Caller) -> MemoryServer {
-        MemoryServer { memory, caller }
+    pub fn new(
+        memory: Arc<MemoryService>,
+        post: Arc<PostProcessor>,
+        caller: Caller,
+    ) -> MemoryServer {
+        MemoryServer {
+            memory,
+            post,
+            caller,
+        }
     }
 
     /// The user of this call, or why there is none (shown to the client as the tool's error).
@@ -81,6 +92,7 @@ impl MemoryServer {
 /// cannot reach it through DNS rebinding); elsewhere keys are required and guard it.
 pub fn http_service(
     memory: Arc<MemoryService>,
+    post: Arc<PostProcessor>,
     loopback: bool,
 ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
     MemoryServer,
@@ -93,7 +105,7 @@ pub fn http_service(
     if !loopback {
         config = config.disable_allowed_hosts();
     }
-    let server = MemoryServer::new(memory, Caller::FromRequest);
+    let server = MemoryServer::new(memory, post, Caller::FromRequest);
     rmcp::transport::streamable_http_server::StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::default(),
@@ -151,7 +163,11 @@ impl ServerHandler for MemoryServer {
             }
         };
         let arguments = serde_json::Value::Object(request.arguments.unwrap_or_default());
-        match tools::call(&self.memory, &scope, &request.name, arguments).await {
+        let memory = tools::Memory {
+            memory: &self.memory,
+            post: &self.post,
+        };
+        match tools::call(&memory, &scope, &request.name, arguments).await {
             Ok(value) => Ok(text_result(&value, false).into()),
             Err(tools::Failure::Refused(message)) => {
                 Ok(text_result(&serde_json::json!({"error": message}), true).into())
@@ -169,7 +185,15 @@ impl ServerHandler for MemoryServer {
 pub async fn serve_stdio(config: &crate::config::Config, scope: UserScope) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
     let memory = crate::server::open_memory(config).await?;
-    let server = MemoryServer::new(Arc::clone(&memory), Caller::Fixed(scope));
+    let services = crate::postprocess::MemoryServices::build(config)?;
+    let metrics = Arc::new(crate::metrics::Metrics::new()?);
+    let post = Arc::new(PostProcessor::new(
+        Arc::clone(&memory),
+        config,
+        metrics,
+        &services,
+    ));
+    let server = MemoryServer::new(Arc::clone(&memory), post, Caller::Fixed(scope));
     let running = server
         .serve(rmcp::transport::stdio())
         .await

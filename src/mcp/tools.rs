@@ -8,8 +8,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::memory::{MemoryService, RetrievalRequest};
-use crate::store::{Corpus, Inserted, Page, UserScope, Within};
+use crate::memory::{MemoryService, RetrievalRequest, MAX_MEMORY_CHARS};
+use crate::postprocess::{PostProcessor, Remembered};
+use crate::store::{Corpus, Page, UserScope, Within};
 
 /// What the audit log records as the cause of a change made over MCP.
 pub const VIA_MCP: &str = "via MCP";
@@ -28,9 +29,9 @@ pub fn catalog() -> Vec<(&'static str, &'static str, Value)> {
         ),
         (
             "add_memory",
-            "Remember a fact about the user, in the third person (\"The user is vegetarian.\"). A fact already known is not stored twice.",
+            "Remember a fact about the user, in the third person (\"The user is vegetarian.\"). It is reconciled with what is stored: a fact already known is not stored twice, and a changed fact (a new job, a new city) updates or retires the old memory instead of piling up beside it. The answer's event says which.",
             json!({"type": "object", "properties": {
-                "text": {"type": "string", "minLength": 1, "maxLength": 2000}
+                "text": {"type": "string", "minLength": 1, "maxLength": MAX_MEMORY_CHARS}
             }, "required": ["text"], "additionalProperties": false}),
         ),
         (
@@ -48,7 +49,7 @@ pub fn catalog() -> Vec<(&'static str, &'static str, Value)> {
             "Rewrite one memory (by id, from list_memories or search_memories); the old text stays in the audit log.",
             json!({"type": "object", "properties": {
                 "id": {"type": "integer"},
-                "text": {"type": "string", "minLength": 1, "maxLength": 2000}
+                "text": {"type": "string", "minLength": 1, "maxLength": MAX_MEMORY_CHARS}
             }, "required": ["id", "text"], "additionalProperties": false}),
         ),
         (
@@ -187,6 +188,37 @@ fn default_limit() -> usize {
     100
 }
 
+/// `add_memory`'s answer: what happened (`added`, `updated`, `invalidated`, `unchanged`,
+/// `duplicate`), the memory that holds the fact now, and the one it replaced.
+fn remembered_json(remembered: &Remembered) -> Value {
+    let outcome = &remembered.outcome;
+    let note = match outcome.event.as_str() {
+        "duplicate" => Some("a memory already says this".to_owned()),
+        "unchanged" => Some("the stored memories already cover this".to_owned()),
+        "updated" => Some("an existing memory was rewritten to include this".to_owned()),
+        "invalidated" => Some("an older memory it contradicts was retired".to_owned()),
+        _ => None,
+    };
+    let mut answer = json!({
+        "event": outcome.event,
+        "id": outcome.memory,
+        "created": outcome.event == "added" || outcome.event == "invalidated",
+    });
+    if let Some(replaced) = outcome.replaced {
+        answer["replaced"] = json!(replaced);
+    }
+    if let Some(note) = note {
+        answer["note"] = json!(note);
+    }
+    if let Some(reason) = &remembered.unreconciled {
+        answer["reconciled"] = json!(false);
+        answer["note"] = json!(format!(
+            "stored without comparing it with the other memories (the memory LLM failed: {reason})"
+        ));
+    }
+    answer
+}
+
 /// Why a call failed: the caller's arguments (shown to the model, which can retry), or no such
 /// tool.
 #[derive(Debug)]
@@ -221,13 +253,21 @@ fn search_request(
     })
 }
 
+/// What the tools work on.
+pub struct Memory<'a> {
+    pub memory: &'a Arc<MemoryService>,
+    /// Reconciles `add_memory`'s fact with the stored ones.
+    pub post: &'a PostProcessor,
+}
+
 /// Runs one tool for `scope`; the result is the JSON the client gets as the tool's output.
 pub async fn call(
-    memory: &Arc<MemoryService>,
+    on: &Memory<'_>,
     scope: &UserScope,
     name: &str,
     arguments: Value,
 ) -> Result<Value, Failure> {
+    let memory = on.memory;
     match name {
         "search_memories" => {
             let args: Search = parse(arguments)?;
@@ -247,15 +287,12 @@ pub async fn call(
         }
         "add_memory" => {
             let args: Text = parse(arguments)?;
-            let inserted = memory
-                .add_memory(scope, args.text.trim(), "fact", VIA_MCP)
+            let remembered = on
+                .post
+                .remember(scope, &args.text, VIA_MCP)
                 .await
                 .map_err(refused)?;
-            Ok(match inserted {
-                Inserted::New { id, .. } => json!({"id": id, "created": true}),
-                Inserted::Duplicate { id } => json!({"id": id, "created": false,
-                    "note": "a memory already says this"}),
-            })
+            Ok(remembered_json(&remembered))
         }
         "list_memories" => {
             let args: Listing = parse(arguments)?;

@@ -448,7 +448,8 @@ impl MemoryService {
     }
 }
 
-fn check_text(text: &str) -> MemoryResult<()> {
+/// Whether `text` can be a memory: not blank, at most [`MAX_MEMORY_CHARS`] characters.
+pub fn check_text(text: &str) -> MemoryResult<()> {
     let length = text.chars().count();
     if text.trim().is_empty() {
         return Err(MemoryError::Invalid("a memory needs text".to_owned()));

@@ -10,6 +10,7 @@ pub mod gates;
 mod jobs;
 pub mod llm;
 pub mod prompts;
+mod reconcile;
 pub mod turn_facts;
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ use crate::strategy::MemoryConfig;
 
 use llm::MemoryLlm;
 use prompts::Prompts;
+pub use reconcile::FactOutcome;
 
 pub const EXTRACT: &str = "extract";
 pub const SUMMARIZE: &str = "summarize";
@@ -78,6 +80,9 @@ pub struct PostProcessor {
     wake: Notify,
     /// Delivers messages between agents (set once the agents exist).
     mail: std::sync::OnceLock<Arc<crate::agent::mail::AgentMail>>,
+    /// The model of the latest chat seen, for memory LLM calls that come with none (a fact
+    /// saved over MCP) when `memory.llm.model` is not set.
+    last_model: std::sync::Mutex<String>,
 }
 
 impl PostProcessor {
@@ -100,6 +105,7 @@ impl PostProcessor {
             metrics,
             wake: Notify::new(),
             mail: std::sync::OnceLock::new(),
+            last_model: std::sync::Mutex::new(String::new()),
         }
     }
 
@@ -238,6 +244,86 @@ impl PostProcessor {
     }
 }
 
+impl PostProcessor {
+    /// Keeps a fact the user stated (`add_memory` over MCP) the way extracted facts are kept: an
+    /// exact duplicate is not stored again, and the memory LLM reconciles it with the memories it
+    /// resembles, so a changed fact updates or retires the old one instead of piling up beside
+    /// it. The memory LLM's model is `memory.llm.model`, else the latest chat's. When the memory
+    /// LLM cannot be reached the fact is still stored, as a new memory, and
+    /// the answer says so (`reconciled: false`); the next consolidation can merge it.
+    pub async fn remember(
+        &self,
+        scope: &UserScope,
+        text: &str,
+        cause: &str,
+    ) -> Result<Remembered, crate::memory::MemoryError> {
+        let fact = || jobs::Fact {
+            text: text.trim().to_owned(),
+            kind: "fact".to_owned(),
+        };
+        crate::memory::check_text(&fact().text)?;
+        let model = self
+            .last_model
+            .lock()
+            .map(|last| last.clone())
+            .unwrap_or_default();
+        let origin = reconcile::Origin {
+            job: None,
+            model: &model,
+            cause: cause.to_owned(),
+            stated: true,
+        };
+        let evidence = gates::Evidence::new([("user", text)]);
+        let now = now_ms();
+        let reconciled = reconcile::reconcile(
+            self,
+            &origin,
+            scope,
+            vec![fact()],
+            &evidence,
+            Vec::new(),
+            now,
+        )
+        .await;
+        match reconciled.map(|r| r.outcomes.into_iter().next()) {
+            Ok(Some(outcome)) => Ok(Remembered {
+                outcome,
+                unreconciled: None,
+            }),
+            Ok(None) => Err(crate::memory::MemoryError::Task(
+                "reconciliation gave no outcome".to_owned(),
+            )),
+            Err(reason) => {
+                tracing::warn!(%reason, "could not reconcile a stated fact; storing it as new");
+                let inserted = self
+                    .memory
+                    .add_memory(scope, &fact().text, "fact", cause)
+                    .await?;
+                let (event, id) = match inserted {
+                    crate::store::Inserted::New { id, .. } => ("added", id),
+                    crate::store::Inserted::Duplicate { id } => ("duplicate", id),
+                };
+                Ok(Remembered {
+                    outcome: FactOutcome {
+                        event: event.to_owned(),
+                        memory: Some(id),
+                        replaced: None,
+                    },
+                    unreconciled: Some(reason),
+                })
+            }
+        }
+    }
+}
+
+/// What [`PostProcessor::remember`] did.
+#[derive(Clone, Debug)]
+pub struct Remembered {
+    pub outcome: FactOutcome,
+    /// Why the fact was stored without reconciliation (the memory LLM failed).
+    pub unreconciled: Option<String>,
+}
+
 /// Tries to write a job's outcome before leaving it to its lease (0.2 s, 0.4 s, … 3.2 s apart).
 const RECORD_ATTEMPTS: u32 = 5;
 
@@ -289,6 +375,9 @@ impl ExchangeHook for PostProcessor {
             }
         };
         let model = exchange.request.model.clone().unwrap_or_default();
+        if let Ok(mut last) = self.last_model.lock() {
+            last.clone_from(&model);
+        }
         let payload = json!({"conversation": conversation, "model": model});
         if exchange.mode == Mode::Implicit {
             self.enqueue(

@@ -59,6 +59,8 @@ pub struct AppState {
     /// Post-processing hooks, each handed every finished exchange.
     pub hooks: Vec<SharedHook>,
     pub memory: Arc<MemoryService>,
+    /// The post-processor (also one of the hooks): MCP's `add_memory` reconciles through it.
+    pub post: Arc<PostProcessor>,
     /// Explicit-mode agents (they share the memory layer).
     pub agents: Arc<crate::agent::Agents>,
     /// Background work (post-processing workers, maintenance, agent turns); drained on shutdown.
@@ -86,6 +88,7 @@ impl AppState {
         memory: Arc<MemoryService>,
         metrics: Arc<Metrics>,
         services: &crate::postprocess::MemoryServices,
+        post: Arc<PostProcessor>,
     ) -> anyhow::Result<SharedState> {
         let native = |api: &Option<crate::upstream::ApiUpstream>, usual| {
             api.as_ref()
@@ -108,6 +111,7 @@ impl AppState {
                 services,
             )),
             memory,
+            post,
             tasks: TaskTracker::new(),
             after_exchange: TaskTracker::new(),
             pending_responses: response_log::Pending::default(),
@@ -178,7 +182,7 @@ pub async fn start_on(
         &services,
     ));
     let hooks: Vec<SharedHook> = vec![post.clone(), hook];
-    let state = AppState::new(config, hooks, memory, metrics, &services)?;
+    let state = AppState::new(config, hooks, memory, metrics, &services, Arc::clone(&post))?;
     post.set_mail(crate::agent::mail::AgentMail {
         agents: Arc::clone(&state.agents),
         upstream: Arc::clone(&state.upstream),

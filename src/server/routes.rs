@@ -124,7 +124,11 @@ pub fn router(state: SharedState) -> Router {
     let mcp = Router::new()
         .route_service(
             "/mcp",
-            crate::mcp::http_service(std::sync::Arc::clone(&state.memory), loopback),
+            crate::mcp::http_service(
+                std::sync::Arc::clone(&state.memory),
+                std::sync::Arc::clone(&state.post),
+                loopback,
+            ),
         )
         .route_layer(from_fn_with_state(state.clone(), admin::authorize))
         .layer(DefaultBodyLimit::max(body_limit));

@@ -89,6 +89,30 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         assert!(status.is_success(), "{path}: {status}");
     }
 
+    // Ana's turn has been learned (so no extraction of hers asks the memory LLM later), then the
+    // memory LLM's answers to the two reconciliations of Cyd's facts: an update, and a failure.
+    eventually("the turn is learned", || async {
+        management(&h, "/memproxy/v1/users/ana/memories").await["data"]
+            .as_array()
+            .is_some_and(|rows| !rows.is_empty())
+    })
+    .await;
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(
+            json!({"decisions": [{"fact": 0, "action": "UPDATE", "memory": 0,
+                "text": "Cyd works as a teacher in Leeds."}]})
+            .to_string(),
+        ),
+    );
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Error {
+            status: 500,
+            message: "the memory model crashed".into(),
+            headers: Vec::new(),
+        },
+    );
     let script = root.join("tests/sdk/mcp_memory.py");
     let base = h.url("");
     let output = tokio::task::spawn_blocking(move || {
@@ -109,6 +133,11 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         "MCP SDK test failed:\n{stdout}\n{stderr}"
     );
     for check in [
+        "reconcile-add",
+        "reconcile-update",
+        "reconcile-list",
+        "reconcile-llm-down",
+        "reconcile-too-long",
         "list-tools",
         "schemas",
         "add",
@@ -139,6 +168,20 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
             "missing {check}:\n{stdout}"
         );
     }
+
+    // Cyd's second fact was put to the memory LLM beside the memory it changes, with the model
+    // of the latest chat (no `memory.llm.model` here).
+    let reconciles = h.mock.chat_requests(Some("MEMPROXY-RECONCILE"));
+    let asked = reconciles
+        .iter()
+        .find(|r| r.to_string().contains("Cyd now works as a teacher"))
+        .expect("Cyd's fact was reconciled");
+    let material = asked["messages"][1]["content"].as_str().unwrap_or_default();
+    assert!(
+        material.contains("M0") && material.contains("Cyd works as a nurse in Leeds."),
+        "{material}"
+    );
+    assert_eq!(asked["model"], "mock-model");
 
     // The management API sees the MCP writes, audited as such.
     let memories = management(&h, "/memproxy/v1/users/ana/memories").await;

@@ -44,6 +44,23 @@ def check(condition, name, detail=""):
 
 
 async def main():
+    # add_memory is reconciled: the Rust test scripted the memory LLM's two reconcile answers,
+    # an UPDATE of M0 and then a failure.
+    async with session("cyd") as cyd:
+        failed, nurse = await call(cyd, "add_memory", {"text": "Cyd works as a nurse in Leeds."})
+        check(not failed and nurse["event"] == "added" and nurse["created"], "reconcile-add", nurse)
+        failed, teacher = await call(cyd, "add_memory", {"text": "Cyd now works as a teacher in Leeds."})
+        check(not failed and teacher["event"] == "updated" and teacher["id"] == nurse["id"]
+              and not teacher["created"], "reconcile-update", teacher)
+        failed, rows = await call(cyd, "list_memories", {})
+        live = [m["text"] for m in rows["memories"]]
+        check(live == ["Cyd works as a teacher in Leeds."], "reconcile-list", live)
+        failed, stored = await call(cyd, "add_memory", {"text": "Cyd works as a teacher in Leeds on Mondays."})
+        check(not failed and stored["event"] == "added" and stored["reconciled"] is False
+              and "memory LLM failed" in stored["note"], "reconcile-llm-down", stored)
+        failed, refusal = await call(cyd, "add_memory", {"text": "x" * 4001})
+        check(failed and "at most 4000" in refusal["error"], "reconcile-too-long", refusal)
+
     async with session("ana") as ana:
         listed = await ana.list_tools()
         names = {tool.name for tool in listed.tools}

@@ -1,0 +1,365 @@
+//! Reconciliation: new facts against the stored memories they resemble. Exact duplicates and
+//! whatever the gates refuse go first; the memory LLM then decides per fact (ADD, UPDATE of a
+//! stored memory, INVALIDATE one it contradicts, NOOP), and the decisions are applied so that one
+//! stale or malformed decision never loses the other facts. Used by the extraction job and by
+//! `add_memory` over MCP ([`super::PostProcessor::remember`]).
+
+use std::collections::HashMap;
+
+use serde_json::{json, Value};
+
+use super::gates::{self, Evidence, Rejection};
+use super::jobs::{Fact, MAX_FACT_CHARS};
+use super::llm::{json_object, Answer};
+use super::PostProcessor;
+use crate::memory::{MemoryError, RetrievalRequest};
+use crate::store::{content_hash, Corpus, Inserted, Source, StoreError, UserScope};
+
+/// Stored memories compared with each new fact.
+const CANDIDATES_PER_FACT: usize = 5;
+
+/// Where the facts come from.
+pub(super) struct Origin<'a> {
+    /// The job, for the logs (none for a fact saved over MCP).
+    pub job: Option<i64>,
+    /// The chat's model (the memory LLM's when `memory.llm.model` is not set).
+    pub model: &'a str,
+    /// The audit log's cause of every change.
+    pub cause: String,
+    /// Facts the user stated as facts to keep (over MCP): only the duplicate check and the
+    /// reconciliation apply, not the gates for facts a model drew from a chat.
+    pub stated: bool,
+}
+
+/// What became of one fact: `added`, `updated`, `invalidated` (an older memory retired, the fact
+/// added), `unchanged`, `duplicate` or `rejected (reason)`, and the memory that now holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FactOutcome {
+    pub event: String,
+    pub memory: Option<i64>,
+    /// The memory an invalidation retired (an update keeps its memory's id).
+    pub replaced: Option<i64>,
+}
+
+pub(super) struct Reconciled {
+    /// "2 added, 1 rejected (question)", sorted.
+    pub report: String,
+    /// One per fact, in order.
+    pub outcomes: Vec<FactOutcome>,
+}
+
+enum Decision {
+    Add,
+    Update(i64, String),
+    Invalidate(i64),
+    Noop(Option<i64>),
+}
+
+pub(super) async fn reconcile(
+    pp: &PostProcessor,
+    origin: &Origin<'_>,
+    scope: &UserScope,
+    facts: Vec<Fact>,
+    evidence: &Evidence,
+    sources: Vec<Source>,
+    said_at_ms: i64,
+) -> Result<Reconciled, String> {
+    let mut counts: HashMap<String, usize> = HashMap::new();
+    let mut outcomes: Vec<Option<FactOutcome>> = facts.iter().map(|_| None).collect();
+    let outcome = |event: &str, memory: Option<i64>, replaced: Option<i64>| FactOutcome {
+        event: event.to_owned(),
+        memory,
+        replaced,
+    };
+    let reject = |counts: &mut HashMap<String, usize>, text: &str, reason: Rejection| {
+        tracing::info!(
+            job = origin.job,
+            cause = %origin.cause,
+            reason = reason.as_str(),
+            text,
+            "memory fact rejected"
+        );
+        pp.metrics.count_rejection(reason.as_str());
+        let label = format!("rejected ({})", reason.as_str());
+        *counts.entry(label.clone()).or_default() += 1;
+        label
+    };
+    // Exact duplicates (of each other and of stored facts) go before any LLM call, and so does
+    // whatever the gates refuse.
+    let mut seen = std::collections::HashSet::new();
+    let mut fresh: Vec<(usize, Fact)> = Vec::new();
+    let mut candidates: Vec<(i64, String, i64)> = Vec::new();
+    for (index, fact) in facts.into_iter().enumerate() {
+        if !origin.stated {
+            if let Err(reason) = gates::check_form(&fact.text) {
+                let label = reject(&mut counts, &fact.text, reason);
+                outcomes[index] = Some(outcome(&label, None, None));
+                continue;
+            }
+        }
+        // (A repeat of an earlier fact of the same batch: that one's outcome says where it went.)
+        if !seen.insert(content_hash(&fact.text)) {
+            *counts.entry("duplicate".to_owned()).or_default() += 1;
+            outcomes[index] = Some(outcome("duplicate", None, None));
+            continue;
+        }
+        let request = RetrievalRequest {
+            query: fact.text.clone(),
+            corpora: vec![Corpus::Memory],
+            top_k: CANDIDATES_PER_FACT,
+            min_similarity: 0.5,
+            ..RetrievalRequest::default()
+        };
+        let hits = pp
+            .memory
+            .retrieve(scope, request)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let Some(same) = hits
+            .iter()
+            .find(|h| content_hash(&h.text) == content_hash(&fact.text))
+        {
+            *counts.entry("duplicate".to_owned()).or_default() += 1;
+            outcomes[index] = Some(outcome("duplicate", Some(same.id), None));
+            continue;
+        }
+        let known: Vec<&str> = hits.iter().map(|h| h.text.as_str()).collect();
+        if !origin.stated {
+            if let Err(reason) = evidence.check_knowing(&fact.text, &fact.kind, &known) {
+                let label = reject(&mut counts, &fact.text, reason);
+                outcomes[index] = Some(outcome(&label, None, None));
+                continue;
+            }
+        }
+        for hit in hits {
+            if !candidates.iter().any(|(id, _, _)| *id == hit.id) {
+                candidates.push((hit.id, hit.text, hit.created_at_ms));
+            }
+        }
+        fresh.push((index, fact));
+    }
+    let finish =
+        |counts: HashMap<String, usize>, outcomes: Vec<Option<FactOutcome>>, empty| Reconciled {
+            report: report_of(counts, empty),
+            outcomes: outcomes.into_iter().flatten().collect(),
+        };
+    if fresh.is_empty() {
+        return Ok(finish(counts, outcomes, "no new facts"));
+    }
+    let decisions = if pp.config.add_only || candidates.is_empty() {
+        fresh.iter().map(|_| Decision::Add).collect()
+    } else {
+        let facts: Vec<&Fact> = fresh.iter().map(|(_, fact)| fact).collect();
+        decide(pp, origin, &facts, &candidates).await?
+    };
+    // Memories this job already changed: a second decision about one of them saw text that is
+    // no longer there, so its fact is added instead.
+    let mut touched = std::collections::HashSet::new();
+    for ((index, fact), decision) in fresh.into_iter().zip(decisions) {
+        let decision = match decision {
+            Decision::Update(id, _) | Decision::Invalidate(id) if !touched.insert(id) => {
+                tracing::info!(job = origin.job, memory = id, fact = %fact.text, "a second decision about one memory in one job: the fact is added instead");
+                Decision::Add
+            }
+            // An update must keep the subject of the memory it rewrites (a small model's "..."
+            // or an unrelated sentence would destroy a correct fact): else the fact is added.
+            Decision::Update(id, text) => {
+                let old = candidates.iter().find(|(c, _, _)| *c == id);
+                match old.map(|(_, old, _)| evidence.check_update(old, &text)) {
+                    Some(Err(reason)) => {
+                        reject(&mut counts, &text, reason);
+                        Decision::Add
+                    }
+                    _ => Decision::Update(id, text),
+                }
+            }
+            decision => decision,
+        };
+        let applied = apply(
+            pp,
+            scope,
+            &fact,
+            decision,
+            &sources,
+            &origin.cause,
+            said_at_ms,
+        )
+        .await?;
+        *counts.entry(applied.event.clone()).or_default() += 1;
+        outcomes[index] = Some(applied);
+    }
+    Ok(finish(counts, outcomes, "no changes"))
+}
+
+/// A job's report: "2 added, 1 rejected (question)", sorted.
+fn report_of(counts: HashMap<String, usize>, empty: &str) -> String {
+    let mut report: Vec<String> = counts
+        .into_iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
+    report.sort();
+    if report.is_empty() {
+        empty.to_owned()
+    } else {
+        report.join(", ")
+    }
+}
+
+/// Applies one reconcile decision. A decision naming a memory that is no longer live (retired by
+/// an edit or an earlier decision) is applied as an ADD of its fact: one stale decision never
+/// fails the job and loses the other facts.
+async fn apply(
+    pp: &PostProcessor,
+    scope: &UserScope,
+    fact: &Fact,
+    decision: Decision,
+    sources: &[Source],
+    cause: &str,
+    said_at_ms: i64,
+) -> Result<FactOutcome, String> {
+    let done = |event: &str, memory: Option<i64>, replaced: Option<i64>| FactOutcome {
+        event: event.to_owned(),
+        memory,
+        replaced,
+    };
+    let add = || async {
+        let item = vec![(fact.text.clone(), fact.kind.clone(), sources.to_vec())];
+        let inserted = pp
+            .memory
+            .add_memories_at(scope, item, cause, said_at_ms)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(match inserted.first() {
+            Some(Inserted::New { id, .. } | Inserted::Duplicate { id }) => Some(*id),
+            None => None,
+        })
+    };
+    let gone = |id: i64| {
+        tracing::info!(memory = id, fact = %fact.text, "a reconcile decision names a memory that is no longer live: the fact is added instead");
+    };
+    match decision {
+        Decision::Add => Ok(done("added", add().await?, None)),
+        Decision::Noop(memory) => Ok(done("unchanged", memory, None)),
+        Decision::Update(id, text) => {
+            match pp
+                .memory
+                .update_memory(scope, id, &text, sources, cause)
+                .await
+            {
+                Ok(()) => Ok(done("updated", Some(id), None)),
+                // Another memory already says it (often one added by this very job): the old one is
+                // superseded, not rewritten into a duplicate.
+                Err(MemoryError::Store(StoreError::DuplicateText)) => {
+                    match pp.memory.retire_memory(scope, id, false, cause).await {
+                        Ok(()) | Err(MemoryError::Store(StoreError::NotFound(_))) => {
+                            Ok(done("invalidated", None, Some(id)))
+                        }
+                        Err(error) => Err(error.to_string()),
+                    }
+                }
+                Err(MemoryError::Store(StoreError::NotFound(_))) => {
+                    gone(id);
+                    Ok(done("added", add().await?, None))
+                }
+                Err(error) => Err(error.to_string()),
+            }
+        }
+        Decision::Invalidate(id) => {
+            match pp.memory.retire_memory(scope, id, false, cause).await {
+                Ok(()) => {}
+                Err(MemoryError::Store(StoreError::NotFound(_))) => gone(id),
+                Err(error) => return Err(error.to_string()),
+            }
+            Ok(done("invalidated", add().await?, Some(id)))
+        }
+    }
+}
+
+/// One reconcile call for all new facts. Stored memories are shown as M0, M1, ... (small numbers:
+/// models copy them reliably, unlike database ids).
+async fn decide(
+    pp: &PostProcessor,
+    origin: &Origin<'_>,
+    facts: &[&Fact],
+    candidates: &[(i64, String, i64)],
+) -> Result<Vec<Decision>, String> {
+    let stored: Vec<String> = candidates
+        .iter()
+        .enumerate()
+        .map(|(i, (_, text, at))| format!("M{i} [{}] {text}", crate::dates::ymd(*at)))
+        .collect();
+    let new: Vec<String> = facts
+        .iter()
+        .enumerate()
+        .map(|(i, f)| format!("F{i} {}", f.text))
+        .collect();
+    let material = format!(
+        "Stored memories:\n{}\n\nNew facts:\n{}\n",
+        stored.join("\n"),
+        new.join("\n")
+    );
+    let answer = pp
+        .llm
+        .complete(
+            origin.model,
+            &pp.prompts.reconcile,
+            &material,
+            Answer::Json("decisions", &decisions_schema(facts.len())),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let object = json_object(&answer).map_err(|e| e.to_string())?;
+    let Some(items) = object["decisions"].as_array() else {
+        return Err(format!(
+            "the reconcile answer has no \"decisions\" list: {object}"
+        ));
+    };
+    let index = |value: &Value| -> Option<usize> {
+        match value {
+            Value::Number(n) => n.as_u64().map(|n| n as usize),
+            Value::String(s) => s.trim_start_matches(['M', 'F', 'm', 'f']).parse().ok(),
+            _ => None,
+        }
+    };
+    // A fact the model skipped, or a decision naming no real memory, is simply added.
+    let mut decisions: Vec<Decision> = facts.iter().map(|_| Decision::Add).collect();
+    for item in items {
+        let Some(fact) = index(&item["fact"]).filter(|f| *f < facts.len()) else {
+            continue;
+        };
+        let memory = index(&item["memory"])
+            .and_then(|m| candidates.get(m))
+            .map(|(id, _, _)| *id);
+        let action = item["action"]
+            .as_str()
+            .unwrap_or("ADD")
+            .to_ascii_uppercase();
+        decisions[fact] = match (action.as_str(), memory) {
+            ("UPDATE", Some(id)) => {
+                let text = item["text"]
+                    .as_str()
+                    .map(str::trim)
+                    .filter(|t| !t.is_empty())
+                    .unwrap_or(&facts[fact].text);
+                Decision::Update(id, text.to_owned())
+            }
+            ("INVALIDATE" | "DELETE", Some(id)) => Decision::Invalidate(id),
+            ("NOOP" | "NONE", memory) => Decision::Noop(memory),
+            _ => Decision::Add,
+        };
+    }
+    Ok(decisions)
+}
+
+fn decisions_schema(facts: usize) -> Value {
+    json!({"type": "object", "additionalProperties": false, "required": ["decisions"],
+    "properties": {"decisions": {"type": "array", "maxItems": facts, "items": {
+        "type": "object", "additionalProperties": false,
+        "required": ["fact", "action", "memory", "text"],
+        "properties": {
+            "fact": {"type": "integer", "minimum": 0},
+            "action": {"type": "string", "enum": ["ADD", "UPDATE", "INVALIDATE", "NOOP"]},
+            "memory": {"type": ["integer", "null"], "minimum": 0},
+            "text": {"type": ["string", "null"], "maxLength": MAX_FACT_CHARS + 100}
+        }}}}})
+}
