@@ -9,13 +9,15 @@
 //! user is fixed by the command line. Never by a tool argument: a call cannot reach another
 //! user's memory. Changes are audited with the cause "via MCP".
 
+pub mod resources;
 pub mod tools;
 
 use std::sync::Arc;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -124,13 +126,18 @@ fn text_result(value: &serde_json::Value, error: bool) -> CallToolResult {
 
 impl ServerHandler for MemoryServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(Implementation::new("memproxy", env!("CARGO_PKG_VERSION")))
-            .with_instructions(
-                "Long-term memory of the user, shared with the chats that go through memproxy: \
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(Implementation::new("memproxy", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Long-term memory of the user, shared with the chats that go through memproxy: \
                  search it before answering from what you think you know, and add what the \
                  user tells you about themselves.",
-            )
+        )
     }
 
     async fn list_tools(
@@ -149,6 +156,49 @@ impl ServerHandler for MemoryServer {
             })
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let scope = self
+            .scope(&context)
+            .map_err(|message| McpError::invalid_request(message, None))?;
+        let listed = resources::list(&self.memory, &scope)
+            .await
+            .map_err(|message| McpError::internal_error(message, None))?;
+        Ok(ListResourcesResult::with_all_items(listed))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        Ok(ListResourceTemplatesResult::with_all_items(
+            resources::templates(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let scope = self
+            .scope(&context)
+            .map_err(|message| McpError::invalid_request(message, None))?;
+        match resources::read(&self.memory, &scope, &request.uri).await {
+            Ok(result) => Ok(result.into()),
+            Err(resources::ReadError::NotFound(message)) => {
+                Err(McpError::resource_not_found(message, None))
+            }
+            Err(resources::ReadError::Failed(message)) => {
+                Err(McpError::internal_error(message, None))
+            }
+        }
     }
 
     async fn call_tool(

@@ -64,8 +64,10 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     })
     .await;
 
-    // Ana's explicit-mode agent, with a block and an archival passage.
+    // Ana's explicit-mode agent (set up before its first turn), with a block and an archival
+    // passage.
     for (method, path, body) in [
+        ("PUT", "agents/coach/tags", json!({"tags": ["fitness"]})),
         (
             "PUT",
             "agents/coach/blocks/human",
@@ -151,7 +153,15 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         "core-edit",
         "core-edit-unknown",
         "archival",
+        "resources-list",
+        "resources-recent",
+        "resources-core",
+        "resources-templates",
+        "resources-unknown",
         "isolation-core",
+        "isolation-resources",
+        "isolation-recent",
+        "isolation-resource-core",
         "bad-arguments",
         "unknown-id",
         "empty-query",
@@ -235,7 +245,7 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     std::fs::write(
         &config,
         format!(
-            "data_dir = {data:?}\n[embedding]\nprovider = \"openai\"\nurl = {url:?}\nmodel = \"mock-embed\"\ndimensions = 64\n",
+            "data_dir = {data:?}\n[upstream]\nurl = {url:?}\n[embedding]\nprovider = \"openai\"\nurl = {url:?}\nmodel = \"mock-embed\"\ndimensions = 64\n[memory.llm]\nmodel = \"mock-memory\"\n",
             data = h.data.path().display().to_string(),
             url = h.mock.base_url(),
         ),
@@ -262,7 +272,12 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         "MCP stdio test failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    for check in ["stdio-tools", "stdio-same-memory", "stdio-add"] {
+    for check in [
+        "stdio-tools",
+        "stdio-same-memory",
+        "stdio-add",
+        "stdio-resources",
+    ] {
         assert!(
             stdout.contains(&format!("ok {check}\n")),
             "missing {check}:\n{stdout}"

@@ -107,6 +107,27 @@ async def main():
         texts = [hit["text"] for hit in passages["results"]]
         check(not failed and "Ana's marathon plan: 16 weeks." in texts, "archival", texts)
 
+        # Resources: recent memories and the agent's core memory, as Markdown.
+        listed = await ana.list_resources()
+        uris = {str(r.uri) for r in listed.resources}
+        check({"memproxy://memories/recent", "memproxy://agents/coach/core-memory"} <= uris,
+              "resources-list", uris)
+        recent = await ana.read_resource("memproxy://memories/recent")
+        text = recent.contents[0].text
+        check(text.index("Ana keeps two hives of bees on her roof.") < text.index("I moved to Lisbon")
+              and "red Fiat" not in text, "resources-recent", text)
+        core = await ana.read_resource("memproxy://agents/coach/core-memory")
+        text = core.contents[0].text
+        check("## human" in text and "Name: Ana. Keeps bees." in text, "resources-core", text)
+        templates = await ana.list_resource_templates()
+        check([str(t.uri_template) for t in templates.resource_templates]
+              == ["memproxy://agents/{agent}/core-memory"], "resources-templates", templates)
+        try:
+            await ana.read_resource("memproxy://agents/nobody/core-memory")
+            check(False, "resources-unknown", "no error")
+        except MCPError as error:
+            check("nobody" in str(error), "resources-unknown", error)
+
         # Bad arguments are a tool error the model can read; an unknown tool a protocol error.
         failed, refusal = await call(ana, "update_memory", {"id": "seven", "text": "x"})
         check(failed and "bad arguments" in refusal["error"], "bad-arguments", refusal)
@@ -128,6 +149,16 @@ async def main():
         check(rows["memories"] == [], "isolation-list", rows)
         failed, core = await call(bob, "get_core_memory", {"agent": "coach"})
         check(core["blocks"] == [], "isolation-core", core)
+        listed = await bob.list_resources()
+        uris = [str(r.uri) for r in listed.resources]
+        check(uris == ["memproxy://memories/recent"], "isolation-resources", uris)
+        recent = await bob.read_resource("memproxy://memories/recent")
+        check("bees" not in recent.contents[0].text, "isolation-recent", recent)
+        try:
+            await bob.read_resource("memproxy://agents/coach/core-memory")
+            check(False, "isolation-resource-core", "Bob read Ana's agent")
+        except MCPError as error:
+            check("coach" in str(error), "isolation-resource-core", error)
 
     # No user: every call says how to name one.
     async with session(None) as nobody:

@@ -36,7 +36,9 @@ async def main():
             texts = [hit["text"] for hit in found["results"]]
             check(not failed and any("bees" in t for t in texts), "stdio-same-memory", texts)
             failed, added = await call(client, "add_memory", {"text": "Ana plays the viola in a quartet."})
-            check(not failed and added["created"], "stdio-add", added)
+            check(not failed and added["created"] and "reconciled" not in added, "stdio-add", added)
+            recent = await client.read_resource("memproxy://memories/recent")
+            check("Ana plays the viola in a quartet." in recent.contents[0].text, "stdio-resources", recent)
 
 
 asyncio.run(main())
