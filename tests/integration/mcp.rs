@@ -16,6 +16,8 @@ use crate::common::{eventually, harness_with, Harness};
 const KEY: &str = "mp-mcp-key";
 /// Restricted to user `ana`.
 const ANA_KEY: &str = "mp-mcp-ana";
+/// Another tenant's key.
+const GLOBEX_KEY: &str = "mp-mcp-globex";
 
 async fn chat(h: &Harness, user: &str, text: &str) {
     let response = h
@@ -50,6 +52,7 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         c.auth.api_keys = vec![
             Secret::new(format!("acme:{KEY}")),
             Secret::new(format!("acme/ana:{ANA_KEY}")),
+            Secret::new(format!("globex:{GLOBEX_KEY}")),
         ]
     })
     .await;
@@ -123,6 +126,7 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
             .arg(base)
             .arg(KEY)
             .arg(ANA_KEY)
+            .arg(GLOBEX_KEY)
             .output()
     })
     .await
@@ -171,6 +175,7 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         "no-user",
         "user-key",
         "user-key-other",
+        "isolation-tenant",
         "wrong-key",
     ] {
         assert!(

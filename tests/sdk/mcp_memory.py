@@ -1,6 +1,7 @@
 """The official MCP Python SDK (`mcp`) against memproxy's `/mcp` (Streamable HTTP).
 
-Usage: python mcp_memory.py BASE_URL KEY ANA_KEY (ANA_KEY: a key restricted to user `ana`). Prints "ok <check>" per passed check; any failure raises.
+Usage: python mcp_memory.py BASE_URL KEY ANA_KEY GLOBEX_KEY (ANA_KEY: a key restricted to user
+`ana`; GLOBEX_KEY: another tenant's). Prints "ok <check>" per passed check; any failure raises.
 The Rust test has already recorded a chat turn of user `ana` ("I moved to Lisbon last spring.")
 and given her agent `coach` a `human` block and an archival passage, and checks afterwards, through the management API and a chat, what these calls left behind.
 """
@@ -14,7 +15,7 @@ import httpx2
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-BASE, KEY, ANA_KEY = sys.argv[1], sys.argv[2], sys.argv[3]
+BASE, KEY, ANA_KEY, GLOBEX_KEY = sys.argv[1:5]
 TOOLS = {"search_memories", "add_memory", "list_memories", "update_memory", "delete_memory",
          "search_conversations", "get_core_memory", "edit_core_memory", "search_archival"}
 
@@ -173,6 +174,12 @@ async def main():
     async with session("bob", key=ANA_KEY) as other:
         failed, refusal = await call(other, "list_memories", {})
         check(failed and "only for user 'ana'" in refusal["error"], "user-key-other", refusal)
+
+    # Another tenant's user `ana` is someone else.
+    async with session("ana", key=GLOBEX_KEY) as stranger:
+        failed, rows = await call(stranger, "list_memories", {})
+        failed_search, found = await call(stranger, "search_memories", {"query": "bees on the roof"})
+        check(not failed and rows["memories"] == [] and found["results"] == [], "isolation-tenant", rows)
 
     # A wrong key never gets a session (the SDK raises on the 401; its exception type varies).
     connected = False
