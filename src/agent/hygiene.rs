@@ -110,31 +110,6 @@ pub fn append(label: &str, value: &str, content: &str, said: &[String]) -> Resul
     Ok(format!("{value}\n{content}"))
 }
 
-/// Facts of which a user has one at a time: where they live, where they work, their job.
-const RELATIONS: [(&str, &[&str]); 3] = [
-    (
-        "home",
-        &[
-            "lives in",
-            "moved to",
-            "relocated to",
-            "is based in",
-            "lives near",
-        ],
-    ),
-    (
-        "workplace",
-        &[
-            "works at",
-            "works for",
-            "is employed at",
-            "is employed by",
-            "started working at",
-            "got a job at",
-        ],
-    ),
-    ("job", &["works as", "is employed as", "job is"]),
-];
 const ADVERBS: [&str; 6] = [
     "now ",
     "recently ",
@@ -152,7 +127,7 @@ fn relation(line: &str) -> Option<&'static str> {
     while let Some(adverb) = ADVERBS.iter().find(|a| rest.starts_with(**a)) {
         rest = &rest[adverb.len()..];
     }
-    RELATIONS
+    gates::RELATIONS
         .iter()
         .find(|(_, phrases)| phrases.iter().any(|p| rest.starts_with(p)))
         .map(|(kind, _)| *kind)

@@ -84,6 +84,10 @@ pub(super) async fn reconcile(
         *counts.entry(label.clone()).or_default() += 1;
         label
     };
+    let overruled = |counts: &mut HashMap<String, usize>, action: &str, text: &str| {
+        tracing::info!(job = origin.job, cause = %origin.cause, action, text, "memory LLM decision overruled: the fact is added");
+        *counts.entry(format!("overruled ({action})")).or_default() += 1;
+    };
     // Exact duplicates (of each other and of stored facts) go before any LLM call, and so does
     // whatever the gates refuse.
     let mut seen = std::collections::HashSet::new();
@@ -163,6 +167,8 @@ pub(super) async fn reconcile(
             }
             // An update must keep the subject of the memory it rewrites (a small model's "..."
             // or an unrelated sentence would destroy a correct fact): else the fact is added.
+            // And it must carry the new fact: an update that keeps the old text (or rewrites it
+            // into something else) would drop the fact.
             Decision::Update(id, text) => {
                 let old = candidates.iter().find(|(c, _, _)| *c == id);
                 match old.map(|(_, old, _)| evidence.check_update(old, &text)) {
@@ -170,7 +176,35 @@ pub(super) async fn reconcile(
                         reject(&mut counts, &text, reason);
                         Decision::Add
                     }
+                    _ if !gates::carries(&text, &fact.text) => {
+                        overruled(&mut counts, "update", &fact.text);
+                        Decision::Add
+                    }
                     _ => Decision::Update(id, text),
+                }
+            }
+            // A NOOP only when a stored memory already says it, an INVALIDATE only of a memory
+            // about the same thing: else the fact is added (nothing is lost).
+            Decision::Noop(memory) => {
+                let named: Vec<&str> = candidates
+                    .iter()
+                    .filter(|(id, _, _)| memory.is_none_or(|m| m == *id))
+                    .map(|(_, text, _)| text.as_str())
+                    .collect();
+                if named.iter().any(|old| gates::covers(old, &fact.text)) {
+                    Decision::Noop(memory)
+                } else {
+                    overruled(&mut counts, "noop", &fact.text);
+                    Decision::Add
+                }
+            }
+            Decision::Invalidate(id) => {
+                let old = candidates.iter().find(|(c, _, _)| *c == id);
+                if old.is_some_and(|(_, old, _)| gates::same_topic(&fact.text, old)) {
+                    Decision::Invalidate(id)
+                } else {
+                    overruled(&mut counts, "invalidate", &fact.text);
+                    Decision::Add
                 }
             }
             decision => decision,

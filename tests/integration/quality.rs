@@ -1,7 +1,8 @@
 //! Memory quality gates end to end: a scripted memory LLM answering the way small models do
 //! (placeholders copied from the prompt, the assistant's lines, the user's questions, list
 //! fragments, general knowledge, the prompt's own example) gets none of it stored, an update
-//! into "..." corrupts nothing, and structured output is asked for, with a remembered fallback.
+//! into "..." corrupts nothing, a NOOP, INVALIDATE or UPDATE that would lose a fact is overruled,
+//! and structured output is asked for, with a remembered fallback.
 
 use std::time::Duration;
 
@@ -158,4 +159,107 @@ async fn structured_output_is_asked_for_and_a_refusal_is_remembered() {
     let first = &h.mock.chat_requests(Some("MEMPROXY-EXTRACT"))[0];
     let schema = &first["response_format"]["json_schema"]["schema"];
     assert_eq!(schema["properties"]["facts"]["maxItems"], 12, "{schema}");
+}
+
+#[tokio::test]
+async fn a_small_models_noop_or_invalidation_of_something_else_loses_nothing() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&["The user works as a nurse in Leeds."]),
+    );
+    chat(&h, "I work as a nurse in Leeds.").await;
+    eventually("the job is stored", || async {
+        memories(&h, "rio").await == ["The user works as a nurse in Leeds."]
+    })
+    .await;
+
+    // The memory LLM calls a new fact known (NOOP) and lets another retire the job memory.
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user has a dog named Biscuit.",
+            "The user is allergic to penicillin.",
+        ]),
+    );
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(
+            json!({"decisions": [
+                {"fact": 0, "action": "NOOP", "memory": 0, "text": null},
+                {"fact": 1, "action": "INVALIDATE", "memory": 0, "text": null}
+            ]})
+            .to_string(),
+        ),
+    );
+    chat(
+        &h,
+        "In Leeds I have a dog named Biscuit, and I am allergic to penicillin.",
+    )
+    .await;
+    eventually("the second job is done", || async {
+        done_reports(&h).await.len() == 2
+    })
+    .await;
+    assert_eq!(
+        h.mock.chat_requests(Some("MEMPROXY-RECONCILE")).len(),
+        1,
+        "the decisions were asked for"
+    );
+    let mut stored = memories(&h, "rio").await;
+    stored.sort();
+    assert_eq!(
+        stored,
+        [
+            "The user has a dog named Biscuit.",
+            "The user is allergic to penicillin.",
+            "The user works as a nurse in Leeds.",
+        ]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(
+        report.contains("1 overruled (noop)") && report.contains("1 overruled (invalidate)"),
+        "{report}"
+    );
+}
+
+#[tokio::test]
+async fn an_update_that_keeps_the_old_text_does_not_drop_the_new_fact() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&["The user works as a nurse in Leeds."]),
+    );
+    chat(&h, "I work as a nurse in Leeds.").await;
+    eventually("the job is stored", || async {
+        memories(&h, "rio").await == ["The user works as a nurse in Leeds."]
+    })
+    .await;
+    // The memory LLM "updates" the memory into its own text again.
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&["The user moved from Leeds to York in March."]),
+    );
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(
+            json!({"decisions": [{"fact": 0, "action": "UPDATE", "memory": 0,
+                "text": "The user works as a nurse in Leeds."}]})
+            .to_string(),
+        ),
+    );
+    chat(&h, "In March I moved from Leeds to York.").await;
+    eventually("the second job is done", || async {
+        done_reports(&h).await.len() == 2
+    })
+    .await;
+    assert_eq!(h.mock.chat_requests(Some("MEMPROXY-RECONCILE")).len(), 1);
+    let stored = memories(&h, "rio").await;
+    assert!(
+        stored.contains(&"The user moved from Leeds to York in March.".to_owned())
+            && stored.contains(&"The user works as a nurse in Leeds.".to_owned()),
+        "{stored:?}"
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 overruled (update)"), "{report}");
 }

@@ -262,3 +262,46 @@ fn another_subject_a_bare_pronoun_a_restated_question_and_tonight_are_refused() 
         Err(Rejection::Transient)
     );
 }
+
+#[test]
+fn a_noop_needs_a_memory_that_says_it_and_an_invalidation_the_same_topic() {
+    let job = "The user works as a nurse in Leeds.";
+    assert!(covers(job, "The user works as a nurse in Leeds now."));
+    assert!(covers(
+        "Sam works as a nurse in Leeds.",
+        "Sam is a nurse in Leeds."
+    ));
+    assert!(!covers(job, "The user has a dog named Biscuit."));
+    assert!(!covers(
+        "The user has a dog named Biscuit.",
+        "The user's dog Biscuit is a beagle."
+    ));
+    assert!(same_topic(
+        "The user no longer works as a nurse; they teach chemistry in Leeds.",
+        job
+    ));
+    assert!(same_topic(
+        "The user lives in Berlin.",
+        "The user lives in Paris."
+    ));
+    assert!(same_topic("Dana moved to Berlin.", "Dana lives in Paris."));
+    assert!(!same_topic(
+        "The user is allergic to penicillin.",
+        "The user teaches chemistry at a school in Leeds."
+    ));
+    assert!(!same_topic(
+        "The user eats meat again.",
+        "The user is vegetarian."
+    ));
+    // An update's text must carry the new fact.
+    assert!(carries("Ana lives in Porto.", "Ana moved to Porto."));
+    assert!(carries(
+        "The user teaches chemistry in Leeds, no longer as a nurse.",
+        "The user now teaches chemistry in Leeds."
+    ));
+    assert!(!carries(
+        "The user has a dog named Biscuit.",
+        "The user moved from Leeds to York in March."
+    ));
+    assert!(!carries("Ana lives in Lisbon.", "Ana moved to Porto."));
+}
