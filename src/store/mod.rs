@@ -1,12 +1,17 @@
 //! The memory store: the source of truth for everything memproxy remembers.
 //!
-//! A small synchronous trait ([`Store`]) with one implementation today, SQLite ([`sqlite`]);
-//! a PostgreSQL backend for several replicas would be a second file behind the same trait.
+//! Small synchronous traits, one per area ([`areas`]: users, recall log, facts, agents, search,
+//! transfer, jobs; [`responses::ResponseLog`], [`blocks::SharedBlocks`]), together [`Store`],
+//! and an error type that names no driver. One implementation today, SQLite ([`sqlite`]); a
+//! PostgreSQL backend for several replicas is a second one behind the same traits. Rules that are
+//! not storage (history alignment, block checks) are pure functions both call ([`history`],
+//! [`blocks`]).
 //! Every method that touches memory takes a [`UserScope`]: there is no way to read or write
 //! memory without naming whose it is. Callers on the async runtime go through
 //! [`crate::memory::MemoryService`], which runs these calls on the blocking pool.
 
 pub mod agent;
+pub mod areas;
 pub mod blocks;
 pub mod history;
 pub mod responses;
@@ -16,7 +21,17 @@ pub use agent::{
     agent_conversation, AgentCounts, AgentMessage, AgentRecord, StepRecord, Within,
     AGENT_CONVERSATION_PREFIX,
 };
+pub use areas::{Agents, Facts, Jobs, RecallLog, Search, Transfer, Users};
 pub use blocks::{CoreBlock, SharedBlock, SharedBlocks, CLIENT_BLOCK};
+pub use responses::ResponseLog;
+
+/// Every area trait, for code that calls a concrete backend (`SqliteStore`) rather than a
+/// `dyn Store`: `use crate::store::prelude::*;`.
+pub mod prelude {
+    pub use super::{
+        Agents, Facts, Jobs, RecallLog, ResponseLog, Search, SharedBlocks, Store, Transfer, Users,
+    };
+}
 
 use serde::{Deserialize, Serialize};
 
@@ -51,8 +66,9 @@ pub enum StoreError {
     /// An edit would give a memory the text of another live memory.
     #[error("another live memory already has this text")]
     DuplicateText,
+    /// The backend failed (its driver's message; the type names no driver).
     #[error("database error: {0}")]
-    Database(#[from] rusqlite::Error),
+    Database(String),
     #[error("storage I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -345,271 +361,37 @@ impl Default for Page {
     }
 }
 
-pub trait Store: responses::ResponseLog + blocks::SharedBlocks + Send + Sync + 'static {
-    // Users.
-    fn ensure_user(&self, scope: &UserScope) -> StoreResult<i64>;
-    /// `None` when the user has never been seen.
-    fn find_user(&self, scope: &UserScope) -> StoreResult<Option<i64>>;
-    fn list_users(&self, tenant: &str) -> StoreResult<Vec<String>>;
-    /// Removes the user and everything they own; returns whether they existed.
-    fn delete_user(&self, scope: &UserScope) -> StoreResult<bool>;
+/// Everything a backend stores: each area, the response log and the shared blocks.
+pub trait Store:
+    Users
+    + RecallLog
+    + Facts
+    + Agents
+    + Search
+    + Transfer
+    + Jobs
+    + responses::ResponseLog
+    + blocks::SharedBlocks
+    + Send
+    + Sync
+    + 'static
+{
+}
 
-    // Recall log (imports keep their positions through `import_user`).
-    /// Stores a chat app's view of a conversation, aligned with the log by content (positions are
-    /// assigned here; a history that leaves the log continues in a branch, see [`history`]).
-    fn sync_messages(
-        &self,
-        scope: &UserScope,
-        conversation: &str,
-        agent: &str,
-        turns: &[NewMessage],
-    ) -> StoreResult<Synced> {
-        self.sync_messages_embedded(scope, conversation, agent, turns, &[])
-    }
-    /// As `sync_messages`, giving the new turns whose text is in `known` that embedding in the
-    /// same transaction.
-    fn sync_messages_embedded(
-        &self,
-        scope: &UserScope,
-        conversation: &str,
-        agent: &str,
-        turns: &[NewMessage],
-        known: &[(String, Embedding)],
-    ) -> StoreResult<Synced>;
-    fn list_conversations(&self, scope: &UserScope) -> StoreResult<Vec<Conversation>>;
-    /// Newest log position the fact extractor has read (-1: none).
-    fn extraction_progress(&self, scope: &UserScope, conversation: &str) -> StoreResult<i64>;
-    fn set_extraction_progress(
-        &self,
-        scope: &UserScope,
-        conversation: &str,
-        position: i64,
-    ) -> StoreResult<()>;
-    fn list_messages(
-        &self,
-        scope: &UserScope,
-        conversation: &str,
-        page: Page,
-    ) -> StoreResult<Vec<StoredMessage>>;
-
-    // Memories.
-    fn insert_memory(
-        &self,
-        scope: &UserScope,
-        memory: &NewMemory,
-        cause: &str,
-    ) -> StoreResult<Inserted>;
-    fn update_memory(
-        &self,
-        scope: &UserScope,
-        id: i64,
-        text: &str,
-        embedding: Option<&Embedding>,
-        new_sources: &[Source],
-        cause: &str,
-    ) -> StoreResult<u64>;
-    /// Marks a memory as no longer true (kept, with `valid_until`); returns the new generation.
-    fn invalidate_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64>;
-    fn delete_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64>;
-    /// Makes a retired memory live again (undoes an invalidation); returns the new generation.
-    /// `DuplicateText` when a live memory already says the same.
-    fn restore_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64>;
-    fn list_memories(
-        &self,
-        scope: &UserScope,
-        include_invalid: bool,
-        page: Page,
-    ) -> StoreResult<Vec<Memory>>;
-    fn memory_events(&self, scope: &UserScope) -> StoreResult<Vec<MemoryEvent>>;
-
-    // Agents (explicit mode).
-    fn core_blocks(&self, scope: &UserScope, agent: &str) -> StoreResult<Vec<CoreBlock>>;
-    fn put_core_block(&self, scope: &UserScope, agent: &str, block: &CoreBlock) -> StoreResult<()>;
-    /// Reads one block and writes the value `edit` makes of it in one transaction, so a concurrent
-    /// writer's change is never lost in between. `edit` may refuse (`Err`, passed back as is).
-    /// `Ok(Err(labels))`: no block `label`; the agent's labels.
-    fn edit_core_block(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-        label: &str,
-        edit: &mut dyn FnMut(&CoreBlock) -> Result<String, String>,
-    ) -> StoreResult<Result<Result<CoreBlock, String>, Vec<String>>>;
-    fn insert_passage(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-        text: &str,
-        created_at_ms: i64,
-        embedding: Option<&Embedding>,
-    ) -> StoreResult<(i64, u64)>;
-    /// Archival passages of one agent (all agents: `None`), oldest first.
-    fn list_passages(
-        &self,
-        scope: &UserScope,
-        agent: Option<&str>,
-        page: Page,
-    ) -> StoreResult<Vec<Passage>>;
-    /// Deletes one of an agent's passages; returns the new vector generation.
-    fn delete_passage(&self, scope: &UserScope, agent: &str, id: i64) -> StoreResult<u64>;
-    fn delete_core_block(&self, scope: &UserScope, agent: &str, label: &str) -> StoreResult<bool>;
-    /// The agent, created with `blocks` (and its log) on first use.
-    fn ensure_agent(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-        blocks: &[CoreBlock],
-    ) -> StoreResult<AgentRecord>;
-    fn list_agents(&self, scope: &UserScope) -> StoreResult<Vec<AgentRecord>>;
-    /// The agent's [`AgentRecord::memory_epoch`] (0 for an agent not yet created). Read it before
-    /// the blocks a system message is compiled from.
-    fn agent_memory_epoch(&self, scope: &UserScope, agent: &str) -> StoreResult<i64>;
-    /// Stores the agent's compiled system message and alert state. `system`: the message and the
-    /// memory epoch it was compiled at ([`AgentRecord::memory_epoch`]); it is stored only if
-    /// memory has not changed since (else the agent compiles it again on its next turn).
-    fn set_agent_state(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-        system: Option<(&str, i64)>,
-        pressure_alerted: bool,
-    ) -> StoreResult<()>;
-    /// Forgets an agent: blocks, passages, log, summary, steps. Returns whether it existed.
-    fn reset_agent(&self, scope: &UserScope, agent: &str) -> StoreResult<bool>;
-    /// The state of the agent's turn paused on client tool calls, if one is.
-    fn paused_turn(&self, scope: &UserScope, agent: &str) -> StoreResult<Option<String>>;
-    /// Pauses (`Some((turn id, state))`) or ends the pause of (`None`) the agent's turn.
-    /// Appending the agent's messages ends its pause too, in the same transaction.
-    fn set_paused_turn(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-        paused: Option<(&str, &str)>,
-    ) -> StoreResult<()>;
-    /// Deletes one message of an agent's log with the results of its tool calls; returns the
-    /// deleted `(id, position)`s and the new message-vector generation.
-    fn delete_agent_message(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-        position: i64,
-    ) -> StoreResult<(Vec<(i64, i64)>, u64)>;
-    /// Appends to the agent's log (one transaction), each message with its optional embedding;
-    /// `end_pause`: a finished turn's messages, which end the agent's pause in that transaction.
-    /// Returns the stored messages and `(uid, generation)` when vectors were written.
-    #[allow(clippy::type_complexity)]
-    fn append_agent_messages(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-        messages: &[(AgentMessage, Option<Embedding>)],
-        end_pause: bool,
-    ) -> StoreResult<(Vec<StoredMessage>, Option<(i64, u64)>)>;
-    /// Replaces an agent's tags; `false` when the agent does not exist.
-    fn set_agent_tags(&self, scope: &UserScope, agent: &str, tags: &[String]) -> StoreResult<bool>;
-    /// The summary of evicted messages and the messages still in context, oldest first.
-    fn agent_context(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-    ) -> StoreResult<(Option<Summary>, Vec<StoredMessage>)>;
-    fn agent_counts(&self, scope: &UserScope, agent: &str) -> StoreResult<AgentCounts>;
-    /// Searchable messages of a conversation created in `[from_ms, to_ms)`, oldest first, with
-    /// the total count.
-    fn messages_between(
-        &self,
-        scope: &UserScope,
-        conversation: &str,
-        from_ms: i64,
-        to_ms: i64,
-        page: Page,
-    ) -> StoreResult<(usize, Vec<StoredMessage>)>;
-    /// Appends a turn's steps and keeps only the newest `keep_turns` turns of the agent.
-    fn record_steps(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-        steps: &[StepRecord],
-        keep_turns: usize,
-    ) -> StoreResult<()>;
-    /// Steps of the newest `turns` turns, oldest first.
-    fn agent_steps(
-        &self,
-        scope: &UserScope,
-        agent: &str,
-        turns: usize,
-    ) -> StoreResult<Vec<StepRecord>>;
-    fn summary(&self, scope: &UserScope, conversation: &str) -> StoreResult<Option<Summary>>;
-    fn put_summary(&self, scope: &UserScope, summary: &Summary) -> StoreResult<()>;
-
-    // Retrieval support.
-    /// BM25 keyword search over live rows: `(id, score)` with higher scores better.
-    fn keyword_search(
-        &self,
-        scope: &UserScope,
-        corpus: Corpus,
-        query: &str,
-        limit: usize,
-        within: Option<&Within>,
-    ) -> StoreResult<Vec<(i64, f64)>>;
-    /// Ids of the searchable rows inside `within` (for filtering vector search).
-    fn ids_within(
-        &self,
-        scope: &UserScope,
-        corpus: Corpus,
-        within: &Within,
-    ) -> StoreResult<Vec<i64>>;
-    /// Live rows by id, with their embeddings; ids of other users or deleted rows are skipped.
-    fn documents(
-        &self,
-        scope: &UserScope,
-        corpus: Corpus,
-        ids: &[i64],
-    ) -> StoreResult<Vec<Document>>;
-    /// Every live embedding of one scope and model, for (re)building its vector index.
-    fn embeddings(
-        &self,
-        uid: i64,
-        corpus: Corpus,
-        model: &str,
-    ) -> StoreResult<Vec<(i64, Vec<f32>)>>;
-    fn vector_generation(&self, uid: i64, corpus: Corpus) -> StoreResult<u64>;
-    /// Users that have vectors (for the start-up index check).
-    fn indexed_users(&self) -> StoreResult<Vec<i64>>;
-    /// Rows without an embedding of `model` (for `memproxy reindex`), any user.
-    fn rows_to_embed(
-        &self,
-        corpus: Corpus,
-        model: &str,
-        limit: usize,
-    ) -> StoreResult<Vec<(i64, i64, String)>>;
-    /// Sets embeddings of rows (one transaction); returns `(id, uid, generation)` per row.
-    fn set_embeddings(
-        &self,
-        corpus: Corpus,
-        rows: &[(i64, Embedding)],
-    ) -> StoreResult<Vec<(i64, i64, u64)>>;
-
-    // Export and import.
-    /// A consistent snapshot of one user's memory; `None` for an unknown user.
-    fn export_user(&self, scope: &UserScope) -> StoreResult<Option<UserBundle>>;
-    /// Adds a bundle to a user in one transaction: all of it or nothing.
-    fn import_user(&self, scope: &UserScope, bundle: &UserBundle) -> StoreResult<ImportCounts>;
-
-    // Durable jobs.
-    fn enqueue_job(&self, job: &NewJob) -> StoreResult<i64>;
-    /// Takes the oldest due job (state → running, attempts + 1), or one `running` for longer than
-    /// `lease_ms` (its worker is gone).
-    fn claim_job(&self, now_ms: i64, lease_ms: i64) -> StoreResult<Option<Job>>;
-    /// Marks a job done with what it did.
-    fn complete_job(&self, id: i64, report: &str) -> StoreResult<()>;
-    /// `retry_at_ms`: queue again then; `None`: give up (state failed).
-    fn fail_job(&self, id: i64, error: &str, retry_at_ms: Option<i64>) -> StoreResult<()>;
-    /// Jobs left running by a crash go back to the queue; returns how many.
-    fn requeue_interrupted_jobs(&self) -> StoreResult<usize>;
-    fn list_jobs(&self, state: Option<&str>, page: Page) -> StoreResult<Vec<Job>>;
-    /// Jobs of `kind` of one user finished (done) since `since_ms` (a per-user budget).
-    fn count_done_jobs(&self, scope: &UserScope, kind: &str, since_ms: i64) -> StoreResult<u64>;
+impl<T> Store for T where
+    T: Users
+        + RecallLog
+        + Facts
+        + Agents
+        + Search
+        + Transfer
+        + Jobs
+        + responses::ResponseLog
+        + blocks::SharedBlocks
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 pub fn now_ms() -> i64 {

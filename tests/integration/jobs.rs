@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use memproxy::mock::Reply;
-use memproxy::store::{NewJob, Store};
+use memproxy::store::prelude::*;
+use memproxy::store::NewJob;
 use serde_json::{json, Value};
 
 use crate::common::{

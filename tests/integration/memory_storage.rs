@@ -5,8 +5,9 @@
 use std::sync::Arc;
 
 use memproxy::memory::{MemoryService, RetrievalRequest};
+use memproxy::store::prelude::*;
 use memproxy::store::sqlite::SqliteStore;
-use memproxy::store::{Corpus, Embedding, NewJob, NewMemory, NewMessage, Page, Store, UserScope};
+use memproxy::store::{Corpus, Embedding, NewJob, NewMemory, NewMessage, Page, UserScope};
 use rusqlite::Connection;
 
 use crate::common::{alice, local_embedder, memory_in, query};
