@@ -14,6 +14,7 @@ pub mod agent;
 pub mod areas;
 pub mod blocks;
 pub mod history;
+pub mod postgres;
 pub mod responses;
 pub mod sqlite;
 

@@ -10,6 +10,7 @@ mod backlog;
 mod branches;
 mod browser;
 mod chat;
+mod conformance;
 mod console;
 mod consolidation;
 mod errors;

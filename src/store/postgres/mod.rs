@@ -1,0 +1,166 @@
+//! The PostgreSQL backend (several memproxy replicas on one database), area by area. Built so
+//! far: the connection pool, versioned migrations, and the `Users` and `Jobs` areas (the job
+//! queue leased across replicas); the other areas, pgvector search and the `[store]`
+//! configuration follow (issue 13), each proven by the same conformance suite as SQLite.
+//!
+//! The store traits are synchronous (callers run them on the blocking pool, see
+//! [`crate::memory::MemoryService`]); this backend drives tokio-postgres (with a deadpool pool)
+//! on a small runtime of its own and waits for each call with [`tokio::runtime::Handle::block_on`],
+//! so it must not be called from an async task, exactly like the SQLite backend.
+
+mod jobs;
+mod schema;
+
+use std::future::Future;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+use super::{StoreError, StoreResult, UserScope};
+
+/// The driver's errors become the store's backend-neutral one.
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(error: tokio_postgres::Error) -> Self {
+        // The server's own message (constraint, syntax) says more than the driver's summary.
+        match error.as_db_error() {
+            Some(db) => StoreError::Database(format!("{}: {}", db.code().code(), db.message())),
+            None => StoreError::Database(error.to_string()),
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(error: deadpool_postgres::PoolError) -> Self {
+        StoreError::Database(format!("connection pool: {error}"))
+    }
+}
+
+pub struct PostgresStore {
+    pool: Pool,
+    /// Drives the connections; `None` only while dropping.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl PostgresStore {
+    /// Connects to `url` (`postgres://user@host:port/db`) with at most `pool_size` connections
+    /// and brings its schema up to date (one replica at a time, under an advisory lock).
+    pub fn connect(url: &str, pool_size: usize) -> StoreResult<PostgresStore> {
+        let config: tokio_postgres::Config = url
+            .parse()
+            .map_err(|error| StoreError::Invalid(format!("database URL: {error}")))?;
+        let manager = Manager::from_config(
+            config,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("memproxy-postgres")
+            .enable_all()
+            .build()?;
+        let pool = Pool::builder(manager)
+            .max_size(pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .build()
+            .map_err(|error| StoreError::Invalid(format!("connection pool: {error}")))?;
+        let store = PostgresStore {
+            pool,
+            runtime: Some(runtime),
+        };
+        store.run(|pool| async move {
+            let mut client = pool.get().await?;
+            schema::migrate(&mut client).await
+        })?;
+        Ok(store)
+    }
+
+    /// Runs `work` on this store's runtime and waits for it.
+    fn run<T, F>(&self, work: impl FnOnce(Pool) -> F) -> StoreResult<T>
+    where
+        F: Future<Output = StoreResult<T>>,
+    {
+        let runtime = self
+            .runtime
+            .as_ref()
+            .ok_or_else(|| StoreError::Database("the store is closed".to_owned()))?;
+        runtime.handle().block_on(work(self.pool.clone()))
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks; a store may be dropped on an async task.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// The user's id, if they have been seen.
+async fn find_uid(
+    client: &impl tokio_postgres::GenericClient,
+    scope: &UserScope,
+) -> StoreResult<Option<i64>> {
+    let row = client
+        .query_opt(
+            "SELECT id FROM users WHERE tenant = $1 AND name = $2",
+            &[&scope.tenant, &scope.user],
+        )
+        .await?;
+    Ok(row.map(|row| row.get(0)))
+}
+
+/// The user's id, created on first use (concurrent replicas agree on one row).
+async fn ensure_uid(
+    client: &impl tokio_postgres::GenericClient,
+    scope: &UserScope,
+) -> StoreResult<i64> {
+    let row = client
+        .query_one(
+            "INSERT INTO users (tenant, name, created_at) VALUES ($1, $2, $3)
+             ON CONFLICT (tenant, name) DO UPDATE SET name = EXCLUDED.name
+             RETURNING id",
+            &[&scope.tenant, &scope.user, &super::now_ms()],
+        )
+        .await?;
+    Ok(row.get(0))
+}
+
+impl super::Users for PostgresStore {
+    fn ensure_user(&self, scope: &UserScope) -> StoreResult<i64> {
+        self.run(|pool| async move { ensure_uid(&**pool.get().await?, scope).await })
+    }
+
+    fn find_user(&self, scope: &UserScope) -> StoreResult<Option<i64>> {
+        self.run(|pool| async move { find_uid(&**pool.get().await?, scope).await })
+    }
+
+    fn list_users(&self, tenant: &str) -> StoreResult<Vec<String>> {
+        self.run(|pool| async move {
+            let client = pool.get().await?;
+            let rows = client
+                .query(
+                    "SELECT name FROM users WHERE tenant = $1 ORDER BY name",
+                    &[&tenant],
+                )
+                .await?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
+    }
+
+    fn delete_user(&self, scope: &UserScope) -> StoreResult<bool> {
+        self.run(|pool| async move {
+            let client = pool.get().await?;
+            // Cascades to every table that holds the user's memory.
+            let deleted = client
+                .execute(
+                    "DELETE FROM users WHERE tenant = $1 AND name = $2",
+                    &[&scope.tenant, &scope.user],
+                )
+                .await?;
+            Ok(deleted > 0)
+        })
+    }
+}
