@@ -161,8 +161,8 @@ async fn structured_output_is_asked_for_and_a_refusal_is_remembered() {
     assert_eq!(schema["properties"]["facts"]["maxItems"], 12, "{schema}");
 }
 
-#[tokio::test]
-async fn a_small_models_noop_or_invalidation_of_something_else_loses_nothing() {
+/// A harness whose user `rio` has one memory: "The user works as a nurse in Leeds."
+async fn with_a_job_memory() -> Harness {
     let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
     h.mock.push_marked(
         "MEMPROXY-EXTRACT",
@@ -173,6 +173,12 @@ async fn a_small_models_noop_or_invalidation_of_something_else_loses_nothing() {
         memories(&h, "rio").await == ["The user works as a nurse in Leeds."]
     })
     .await;
+    h
+}
+
+#[tokio::test]
+async fn a_small_models_noop_or_invalidation_of_something_else_loses_nothing() {
+    let h = with_a_job_memory().await;
 
     // The memory LLM calls a new fact known (NOOP) and lets another retire the job memory.
     h.mock.push_marked(
@@ -225,16 +231,7 @@ async fn a_small_models_noop_or_invalidation_of_something_else_loses_nothing() {
 
 #[tokio::test]
 async fn an_update_that_keeps_the_old_text_does_not_drop_the_new_fact() {
-    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
-    h.mock.push_marked(
-        "MEMPROXY-EXTRACT",
-        facts(&["The user works as a nurse in Leeds."]),
-    );
-    chat(&h, "I work as a nurse in Leeds.").await;
-    eventually("the job is stored", || async {
-        memories(&h, "rio").await == ["The user works as a nurse in Leeds."]
-    })
-    .await;
+    let h = with_a_job_memory().await;
     // The memory LLM "updates" the memory into its own text again.
     h.mock.push_marked(
         "MEMPROXY-EXTRACT",
