@@ -333,8 +333,54 @@ const COVERED_SHARE: f64 = 0.75;
 /// with something new ("The user has a dog named Biscuit." beside a memory about their job)
 /// would lose it.
 pub fn covers(memory: &str, fact: &str) -> bool {
-    let (memory, fact) = (content_words(memory), fact_words(fact));
+    let (memory, fact) = (content_words(memory), without_dates(fact_words(fact)));
     !fact.is_empty() && share(&fact, |w| memory.contains(w)) >= COVERED_SHARE
+}
+
+/// Words that only date a fact ("in October 2026", "on March 2", "last week").
+const DATE_WORDS: [&str; 30] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "today",
+    "yesterday",
+    "tomorrow",
+    "week",
+    "month",
+    "year",
+    "ago",
+    "last",
+    "next",
+    "since",
+    "recently",
+];
+
+/// A fact's words without the ones that only date it: the NOOP and UPDATE checks ask whether
+/// what a fact says is kept, and a memory that keeps it without its date still says it (a
+/// small model's rewrite of "moved to Porto in October 2026" into "lives in Porto" must not be
+/// refused, leaving "lives in Lisbon" live).
+fn without_dates(words: HashSet<String>) -> HashSet<String> {
+    let dates: HashSet<String> = DATE_WORDS.iter().map(|w| stem(w)).collect();
+    words
+        .into_iter()
+        .filter(|w| !dates.contains(w) && !w.chars().all(|c| c.is_ascii_digit()))
+        .collect()
 }
 
 /// Whether the text of an UPDATE carries the new `fact`: it covers it, or states the same
@@ -353,7 +399,7 @@ pub fn carries(text: &str, fact: &str) -> bool {
         .filter(|(k, _)| Some(*k) == kind)
         .flat_map(|(_, phrases)| phrases.iter().flat_map(|p| content_words(p)))
         .collect();
-    let rest: HashSet<String> = fact_words(fact)
+    let rest: HashSet<String> = without_dates(fact_words(fact))
         .difference(&phrase_words)
         .cloned()
         .collect();

@@ -304,4 +304,14 @@ fn a_noop_needs_a_memory_that_says_it_and_an_invalidation_the_same_topic() {
         "The user moved from Leeds to York in March."
     ));
     assert!(!carries("Ana lives in Lisbon.", "Ana moved to Porto."));
+    // Seen with a real 1.5B memory LLM: an update that drops only the date carries the fact, and
+    // a NOOP on a dated repeat of a stored fact holds.
+    assert!(carries(
+        "The user lives in Porto with a dog named Pixel.",
+        "The user moved to Porto in October 2026."
+    ));
+    assert!(covers(
+        "The user is a nurse at the children's hospital in Valencia.",
+        "The user started as a nurse at the children's hospital in Valencia on March 2, 2026."
+    ));
 }
