@@ -1,5 +1,21 @@
 //! Calendar dates without a date crate: the few conversions memproxy needs (UTC).
 
+/// English month names, lower-case, January first.
+pub const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };

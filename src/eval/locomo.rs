@@ -74,21 +74,7 @@ pub(super) fn parse_session_date(text: &str) -> Option<i64> {
     let [day, month, year] = parts[..] else {
         return None;
     };
-    const MONTHS: [&str; 12] = [
-        "january",
-        "february",
-        "march",
-        "april",
-        "may",
-        "june",
-        "july",
-        "august",
-        "september",
-        "october",
-        "november",
-        "december",
-    ];
-    let month = MONTHS
+    let month = crate::dates::MONTHS
         .iter()
         .position(|m| m.starts_with(&month.to_ascii_lowercase()))? as i64
         + 1;
