@@ -336,9 +336,21 @@ pub async fn put_block(
         shared: None,
     };
     let saved = block.clone();
+    // Between the agent's turns (an edit never lands in the middle of one), and on an agent that
+    // exists: one set up by its blocks before its first turn gets its starting memory and is
+    // listed.
+    let (who, name, defaults) = (scope.clone(), agent.clone(), state.agents.default_blocks());
+    let memory = std::sync::Arc::clone(&state.memory);
     state
-        .memory
-        .blocking(move |store, _| Ok(store.put_core_block(&scope, &agent, &block)?))
+        .agents
+        .between_turns(&scope, &agent, async move {
+            memory
+                .blocking(move |store, _| {
+                    store.ensure_agent(&who, &name, &defaults)?;
+                    Ok(store.put_core_block(&who, &name, &block)?)
+                })
+                .await
+        })
         .await?;
     Ok(Json(json!(saved)))
 }

@@ -67,10 +67,9 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     })
     .await;
 
-    // Ana's explicit-mode agent (set up before its first turn), with a block and an archival
-    // passage.
+    // Ana's explicit-mode agent, set up before its first turn by a block (which creates it with
+    // its starting memory) and an archival passage.
     for (method, path, body) in [
-        ("PUT", "agents/coach/tags", json!({"tags": ["fitness"]})),
         (
             "PUT",
             "agents/coach/blocks/human",
@@ -93,6 +92,20 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         let status = response.await.expect("answer").status();
         assert!(status.is_success(), "{path}: {status}");
     }
+
+    let agents = management(&h, "/memproxy/v1/users/ana/agents").await;
+    assert!(agents.to_string().contains("\"coach\""), "{agents}");
+    let blocks = management(&h, "/memproxy/v1/users/ana/agents/coach/blocks").await;
+    let labels: Vec<&str> = blocks["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["label"].as_str())
+        .collect();
+    assert!(
+        labels.contains(&"persona") && labels.contains(&"human"),
+        "{blocks}"
+    );
 
     // Ana's turn has been learned (so no extraction of hers asks the memory LLM later), then the
     // memory LLM's answers to the two reconciliations of Cyd's facts: an update, and a failure.
