@@ -98,43 +98,32 @@ async fn the_console_works_in_a_real_browser() {
     let shots = root.join("target/ui-screenshots");
     let script = root.join("tests/ui/console.mjs");
     let base = h.url("");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new("node")
-            .current_dir(root)
-            .arg(script)
-            .arg(base)
-            .arg("admin-secret")
-            .arg(shots)
-            .output()
-    })
-    .await
-    .expect("join")
-    .expect("run node");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "browser test failed:\n{stdout}\n{stderr}"
-    );
-    for check in [
-        "login",
-        "memory-search",
-        "invalidate",
-        "restore",
-        "xss-inert",
-        "paging",
-        "edit-block",
-        "agent-conversations",
-        "tags",
-        "shared-block",
-        "simulator",
-        "eval-results",
-    ] {
-        assert!(
-            stdout.contains(&format!("ok {check}")),
-            "missing {check}:\n{stdout}"
-        );
-    }
+    let mut command = Command::new("node");
+    command
+        .current_dir(root)
+        .arg(script)
+        .arg(base)
+        .arg("admin-secret")
+        .arg(shots);
+    crate::common::run_checks(
+        command,
+        "browser test",
+        &[
+            "login",
+            "memory-search",
+            "invalidate",
+            "restore",
+            "xss-inert",
+            "paging",
+            "edit-block",
+            "agent-conversations",
+            "tags",
+            "shared-block",
+            "simulator",
+            "eval-results",
+        ],
+    )
+    .await;
     // The block edit reached the store.
     let blocks: serde_json::Value = h
         .client

@@ -327,3 +327,25 @@ pub async fn implicit_chat(h: &Harness, user: &str, messages: Value) -> reqwest:
         .await
         .expect("answer")
 }
+
+/// Runs a check script (an official SDK or a browser driving memproxy) to its end and asserts
+/// that it succeeded and printed `ok <check>` for each of `checks`; returns its output.
+pub async fn run_checks(mut command: std::process::Command, what: &str, checks: &[&str]) -> String {
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("join")
+        .unwrap_or_else(|error| panic!("run the {what}: {error}"));
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "{what} failed:\n{stdout}\n{stderr}"
+    );
+    for check in checks {
+        assert!(
+            stdout.lines().any(|line| line == format!("ok {check}")),
+            "{what}: missing check {check}:\n{stdout}"
+        );
+    }
+    stdout
+}

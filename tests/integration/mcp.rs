@@ -11,7 +11,7 @@ use memproxy::config::Secret;
 use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
-use crate::common::{eventually, harness_with, Harness};
+use crate::common::{eventually, harness_with, run_checks, Harness};
 
 const KEY: &str = "mp-mcp-key";
 /// Restricted to user `ana`.
@@ -133,69 +133,58 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     );
     let script = root.join("tests/sdk/mcp_memory.py");
     let base = h.url("");
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(script)
-            .arg(base)
-            .arg(KEY)
-            .arg(ANA_KEY)
-            .arg(GLOBEX_KEY)
-            .output()
-    })
-    .await
-    .expect("join")
-    .expect("run the MCP script");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        output.status.success(),
-        "MCP SDK test failed:\n{stdout}\n{stderr}"
-    );
-    for check in [
-        "reconcile-add",
-        "reconcile-update",
-        "reconcile-list",
-        "reconcile-llm-down",
-        "reconcile-too-long",
-        "list-tools",
-        "schemas",
-        "add",
-        "duplicate",
-        "search",
-        "update",
-        "list",
-        "delete",
-        "search-conversations",
-        "core-get",
-        "core-edit",
-        "core-edit-unknown",
-        "archival",
-        "resources-list",
-        "resources-recent",
-        "resources-core",
-        "resources-templates",
-        "resources-unknown",
-        "isolation-core",
-        "isolation-resources",
-        "isolation-recent",
-        "isolation-resource-core",
-        "bad-arguments",
-        "unknown-id",
-        "empty-query",
-        "unknown-tool",
-        "isolation",
-        "isolation-list",
-        "no-user",
-        "user-key",
-        "user-key-other",
-        "isolation-tenant",
-        "wrong-key",
-    ] {
-        assert!(
-            stdout.contains(&format!("ok {check}\n")),
-            "missing {check}:\n{stdout}"
-        );
-    }
+    let mut command = Command::new(python);
+    command
+        .arg(script)
+        .arg(base)
+        .arg(KEY)
+        .arg(ANA_KEY)
+        .arg(GLOBEX_KEY);
+    run_checks(
+        command,
+        "MCP SDK test",
+        &[
+            "reconcile-add",
+            "reconcile-update",
+            "reconcile-list",
+            "reconcile-llm-down",
+            "reconcile-too-long",
+            "list-tools",
+            "schemas",
+            "add",
+            "duplicate",
+            "search",
+            "update",
+            "list",
+            "delete",
+            "search-conversations",
+            "core-get",
+            "core-edit",
+            "core-edit-unknown",
+            "archival",
+            "resources-list",
+            "resources-recent",
+            "resources-core",
+            "resources-templates",
+            "resources-unknown",
+            "isolation-core",
+            "isolation-resources",
+            "isolation-recent",
+            "isolation-resource-core",
+            "bad-arguments",
+            "unknown-id",
+            "empty-query",
+            "unknown-tool",
+            "isolation",
+            "isolation-list",
+            "no-user",
+            "user-key",
+            "user-key-other",
+            "isolation-tenant",
+            "wrong-key",
+        ],
+    )
+    .await;
 
     // Cyd's second fact was put to the memory LLM beside the memory it changes, with the model
     // of the latest chat (no `memory.llm.model` here).
@@ -274,33 +263,19 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         env!("CARGO_BIN_EXE_memproxy"),
     );
     let python = crate::sdk::sdk_python();
-    let output = tokio::task::spawn_blocking(move || {
-        Command::new(python)
-            .arg(script)
-            .arg(binary)
-            .arg(config)
-            .output()
-    })
-    .await
-    .expect("join")
-    .expect("run the stdio script");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "MCP stdio test failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    for check in [
-        "stdio-tools",
-        "stdio-same-memory",
-        "stdio-add",
-        "stdio-resources",
-    ] {
-        assert!(
-            stdout.contains(&format!("ok {check}\n")),
-            "missing {check}:\n{stdout}"
-        );
-    }
+    let mut command = Command::new(python);
+    command.arg(script).arg(binary).arg(config);
+    run_checks(
+        command,
+        "MCP stdio test",
+        &[
+            "stdio-tools",
+            "stdio-same-memory",
+            "stdio-add",
+            "stdio-resources",
+        ],
+    )
+    .await;
     let memories = management(&h, "/memproxy/v1/users/ana/memories").await;
     assert!(
         memories
