@@ -9,32 +9,8 @@ use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transact
 use super::{
     bump_generation, corpus_tables, find_uid, from_blob, live_condition, to_blob, within_condition,
 };
+use crate::store::keywords::query_words;
 use crate::store::{Corpus, Document, Embedding, StoreError, StoreResult, UserScope, Within};
-
-/// Words too common to help a keyword search (they would match nearly every row).
-const STOPWORDS: &[&str] = &[
-    "a", "about", "all", "am", "an", "and", "any", "are", "as", "at", "be", "been", "but", "by",
-    "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "him",
-    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my", "no", "not",
-    "of", "on", "or", "our", "she", "so", "some", "than", "that", "the", "their", "them", "then",
-    "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what", "when",
-    "where", "which", "who", "why", "will", "with", "would", "you", "your",
-];
-
-/// The meaningful words of `text`: lower-cased, deduplicated, without stopwords.
-pub fn query_words(text: &str) -> Vec<String> {
-    let mut words: Vec<String> = Vec::new();
-    for word in text
-        .split(|c: char| !c.is_alphanumeric())
-        .map(str::to_lowercase)
-        .filter(|w| w.chars().count() > 1 && !STOPWORDS.contains(&w.as_str()))
-    {
-        if !words.contains(&word) && words.len() < 32 {
-            words.push(word);
-        }
-    }
-    words
-}
 
 /// BM25 costs about a microsecond per matching row, so a keyword search bounds the rows it
 /// scores: words matching more rows than this (across all users) are skipped. Such words carry
@@ -324,18 +300,4 @@ pub fn set_embedding(
         params![embedding.model, to_blob(&embedding.vector), id],
     )?;
     Ok((uid, bump_generation(tx, uid, corpus)?))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::query_words;
-
-    #[test]
-    fn query_words_drop_stopwords_and_syntax() {
-        assert_eq!(
-            query_words("What is my dog's name? \"NEAR\" OR *"),
-            ["dog", "name", "near"]
-        );
-        assert!(query_words("is it?").is_empty());
-    }
 }
