@@ -44,6 +44,7 @@ pub struct Config {
     pub mode: Mode,
     /// Where the database, vector index and models live.
     pub data_dir: PathBuf,
+    pub store: crate::store::StoreConfig,
     pub upstream: UpstreamConfig,
     pub server: ServerConfig,
     pub auth: AuthConfig,
@@ -127,6 +128,7 @@ impl Default for Config {
             data_dir: PathBuf::from("./.memproxy"),
             upstream: UpstreamConfig::default(),
             server: ServerConfig::default(),
+            store: crate::store::StoreConfig::default(),
             auth: AuthConfig::default(),
             embedding: crate::embed::EmbeddingConfig::default(),
             memory: crate::strategy::MemoryConfig::default(),
@@ -247,6 +249,10 @@ impl Config {
         if let Some(dir) = non_empty("MEMPROXY_DATA_DIR") {
             self.data_dir = PathBuf::from(dir);
         }
+        if let Some(url) = non_empty("MEMPROXY_DATABASE_URL") {
+            self.store.url = Some(Secret::new(url));
+            self.store.backend = crate::store::Backend::Postgres;
+        }
         if let Some(dir) = non_empty("MEMPROXY_EMBEDDING_MODEL_DIR") {
             self.embedding.model_dir = Some(PathBuf::from(dir));
         }
@@ -281,6 +287,9 @@ impl Config {
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(problem) = self.store.problem() {
+            return Err(invalid("store", problem));
+        }
         let url = reqwest::Url::parse(&self.upstream.url).map_err(|error| {
             invalid("upstream.url", format!("'{}': {error}", self.upstream.url))
         })?;

@@ -152,6 +152,11 @@ impl From<crate::memory::MemoryError> for ProxyError {
                 ProxyError::invalid(message, None)
             }
             MemoryError::Embed(error) => ProxyError::MemoryUnavailable(error.to_string()),
+            MemoryError::Store(StoreError::Unsupported(message)) => ProxyError::InvalidRequest {
+                message,
+                param: None,
+                code: "unsupported_by_store",
+            },
             other => ProxyError::Internal(other.to_string()),
         }
     }

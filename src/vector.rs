@@ -7,6 +7,9 @@
 //! embeddings stored in SQLite. Search results are also re-read from SQLite, so a vector left behind
 //! by a crash can never surface a deleted memory.
 //!
+//! A store that keeps vectors itself (PostgreSQL with pgvector, [`crate::store::Search::nearest`])
+//! needs no files: [`VectorIndexes::in_store`] passes searches to it and keeps nothing on disk.
+//!
 //! Open indexes stay in memory for speed, at most `open_limit` of them (least recently used closed
 //! first, saved if changed), so memory stays bounded however many users a deployment serves.
 
@@ -21,7 +24,8 @@ use usearch::{Index, IndexOptions, MetricKind, ScalarKind};
 use crate::store::{Corpus, Store, StoreError, StoreResult};
 
 pub struct VectorIndexes {
-    dir: PathBuf,
+    /// `None`: the store searches its own vectors.
+    dir: Option<PathBuf>,
     model: String,
     dimensions: usize,
     store: Arc<dyn Store>,
@@ -67,7 +71,7 @@ impl VectorIndexes {
     ) -> StoreResult<Self> {
         std::fs::create_dir_all(dir)?;
         Ok(VectorIndexes {
-            dir: dir.to_owned(),
+            dir: Some(dir.to_owned()),
             model: model.to_owned(),
             dimensions,
             store,
@@ -75,6 +79,19 @@ impl VectorIndexes {
             open_limit: AtomicUsize::new(DEFAULT_OPEN_LIMIT),
             clock: AtomicU64::new(0),
         })
+    }
+
+    /// Searches passed to a store that keeps vectors itself; nothing is kept here or on disk.
+    pub fn in_store(model: &str, dimensions: usize, store: Arc<dyn Store>) -> Self {
+        VectorIndexes {
+            dir: None,
+            model: model.to_owned(),
+            dimensions,
+            store,
+            open: Mutex::new(HashMap::new()),
+            open_limit: AtomicUsize::new(DEFAULT_OPEN_LIMIT),
+            clock: AtomicU64::new(0),
+        }
     }
 
     /// How many indexes stay open in memory (at least one).
@@ -130,9 +147,10 @@ impl VectorIndexes {
 
     fn paths(&self, uid: i64, corpus: Corpus) -> (PathBuf, PathBuf) {
         let stem = format!("u{uid}-{}", corpus.as_str());
+        let dir = self.dir.as_deref().unwrap_or(Path::new("."));
         (
-            self.dir.join(format!("{stem}.usearch")),
-            self.dir.join(format!("{stem}.json")),
+            dir.join(format!("{stem}.usearch")),
+            dir.join(format!("{stem}.json")),
         )
     }
 
@@ -245,6 +263,12 @@ impl VectorIndexes {
         if query.len() != self.dimensions || k == 0 {
             return Ok(Vec::new());
         }
+        if self.dir.is_none() {
+            let among: Option<Vec<i64>> = allowed.map(|ids| ids.iter().copied().collect());
+            return self
+                .store
+                .nearest(uid, corpus, &self.model, query, k, among.as_deref());
+        }
         let scope = self.get(uid, corpus)?;
         let index = scope
             .index
@@ -279,6 +303,9 @@ impl VectorIndexes {
         let Some(first) = changes.first().map(|(generation, _)| *generation) else {
             return Ok(());
         };
+        if self.dir.is_none() {
+            return Ok(());
+        }
         let cached = self.cached().get(&(uid, corpus)).cloned();
         let scope = match cached {
             Some(scope) => {
@@ -358,6 +385,9 @@ impl VectorIndexes {
 
     /// Saves every index changed since it was last saved.
     pub fn flush(&self) -> StoreResult<usize> {
+        if self.dir.is_none() {
+            return Ok(0);
+        }
         let open: Vec<_> = self
             .cached()
             .iter()
@@ -375,6 +405,9 @@ impl VectorIndexes {
 
     /// Brings one user's indexes in step with the database now (start-up check, tests).
     pub fn verify(&self, uid: i64) -> StoreResult<()> {
+        if self.dir.is_none() {
+            return Ok(());
+        }
         for corpus in Corpus::ALL {
             self.get(uid, corpus)?;
         }
@@ -383,6 +416,9 @@ impl VectorIndexes {
 
     /// Drops a user's indexes from memory and disk (the user was deleted).
     pub fn forget(&self, uid: i64) -> StoreResult<()> {
+        if self.dir.is_none() {
+            return Ok(());
+        }
         for corpus in Corpus::ALL {
             self.cached().remove(&(uid, corpus));
             let (file, sidecar) = self.paths(uid, corpus);
@@ -400,6 +436,9 @@ impl VectorIndexes {
 
     /// Files of one user's indexes (for tests and `delete user` checks).
     pub fn files_of(&self, uid: i64) -> Vec<PathBuf> {
+        if self.dir.is_none() {
+            return Vec::new();
+        }
         Corpus::ALL
             .into_iter()
             .flat_map(|corpus| {

@@ -65,6 +65,15 @@ impl MemoryService {
         Self::with_store(store, data_dir, embedder)
     }
 
+    /// Opens the configured store (see [`crate::store::StoreConfig`]) and its vector search.
+    pub fn open_configured(
+        store: &crate::store::StoreConfig,
+        data_dir: &Path,
+        embedder: SharedEmbedder,
+    ) -> MemoryResult<MemoryService> {
+        Self::with_store(store.open(data_dir)?, data_dir, embedder)
+    }
+
     pub fn with_store(
         store: Arc<dyn Store>,
         data_dir: &Path,
@@ -81,12 +90,20 @@ impl MemoryService {
                 }
             })
             .collect();
-        let vectors = VectorIndexes::new(
-            &data_dir.join("vectors").join(model_dir),
-            embedder.model_id(),
-            embedder.dimensions(),
-            Arc::clone(&store),
-        )?;
+        let vectors = if store.keeps_vectors() {
+            VectorIndexes::in_store(
+                embedder.model_id(),
+                embedder.dimensions(),
+                Arc::clone(&store),
+            )
+        } else {
+            VectorIndexes::new(
+                &data_dir.join("vectors").join(model_dir),
+                embedder.model_id(),
+                embedder.dimensions(),
+                Arc::clone(&store),
+            )?
+        };
         Ok(MemoryService {
             store,
             embedder,

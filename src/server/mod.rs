@@ -130,7 +130,7 @@ pub async fn open_memory(config: &Config) -> anyhow::Result<Arc<MemoryService>> 
             &config.data_dir,
             config.upstream.api_key.as_ref(),
         )?;
-        let service = MemoryService::open(&config.data_dir, embedder)?;
+        let service = MemoryService::open_configured(&config.store, &config.data_dir, embedder)?;
         service
             .vectors()
             .set_open_limit(config.memory.open_vector_indexes);

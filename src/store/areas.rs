@@ -5,7 +5,8 @@
 use super::{
     AgentCounts, AgentMessage, AgentRecord, Conversation, CoreBlock, Corpus, Document, Embedding,
     ImportCounts, Inserted, Job, Memory, MemoryEvent, NewJob, NewMemory, NewMessage, Page, Passage,
-    Source, StepRecord, StoreResult, StoredMessage, Summary, Synced, UserBundle, UserScope, Within,
+    Source, StepRecord, StoreError, StoreResult, StoredMessage, Summary, Synced, UserBundle,
+    UserScope, Within,
 };
 
 /// Users of a tenant: each has an id the other areas (and the vector indexes) key rows by.
@@ -264,6 +265,26 @@ pub trait Search {
         corpus: Corpus,
         rows: &[(i64, Embedding)],
     ) -> StoreResult<Vec<(i64, i64, u64)>>;
+    /// Whether the backend searches vectors itself ([`Self::nearest`]). When it does not
+    /// (SQLite), memproxy keeps index files beside the database ([`crate::vector`]).
+    fn keeps_vectors(&self) -> bool {
+        false
+    }
+    /// The live rows of one user and corpus nearest to `query` among the vectors of `model`
+    /// (only ids in `among`, when given): `(id, cosine similarity)`, best first.
+    fn nearest(
+        &self,
+        _uid: i64,
+        _corpus: Corpus,
+        _model: &str,
+        _query: &[f32],
+        _k: usize,
+        _among: Option<&[i64]>,
+    ) -> StoreResult<Vec<(i64, f32)>> {
+        Err(StoreError::Unsupported(
+            "this store keeps no vectors; search its vector index files".to_owned(),
+        ))
+    }
 }
 
 /// Export and import of one user's whole memory.

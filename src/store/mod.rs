@@ -14,6 +14,8 @@ pub mod agent;
 pub mod areas;
 pub mod blocks;
 pub mod history;
+pub mod keywords;
+pub mod open;
 pub mod postgres;
 pub mod responses;
 pub mod sqlite;
@@ -24,6 +26,7 @@ pub use agent::{
 };
 pub use areas::{Agents, Facts, Jobs, RecallLog, Search, Transfer, Users};
 pub use blocks::{CoreBlock, SharedBlock, SharedBlocks, CLIENT_BLOCK};
+pub use open::{Backend, StoreConfig};
 pub use responses::ResponseLog;
 
 /// Every area trait, for code that calls a concrete backend (`SqliteStore`) rather than a
@@ -70,6 +73,10 @@ pub enum StoreError {
     /// The backend failed (its driver's message; the type names no driver).
     #[error("database error: {0}")]
     Database(String),
+    /// The backend does not have this area yet (PostgreSQL: explicit-mode agents, shared blocks,
+    /// export/import).
+    #[error("{0}")]
+    Unsupported(String),
     #[error("storage I/O error: {0}")]
     Io(#[from] std::io::Error),
 }

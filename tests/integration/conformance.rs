@@ -1,8 +1,8 @@
 //! The store conformance suite: one set of checks per area, run against every backend — SQLite
 //! (a temporary file) and PostgreSQL (a fresh database on the server `scripts/test` starts with
-//! `scripts/setup-postgres`, named by `MEMPROXY_TEST_DATABASE_URL`). The PostgreSQL backend has
-//! the `Users` and `Jobs` areas so far; the other areas join this suite as they are built.
-//! Without that variable the PostgreSQL half is skipped locally, and fails under CI.
+//! `scripts/setup-postgres`, named by `MEMPROXY_TEST_DATABASE_URL`). This file has the `Users`
+//! and `Jobs` areas; `conformance_memory` the recall log, facts and search. Without that
+//! variable the PostgreSQL half is skipped locally, and fails under CI.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -15,14 +15,14 @@ use serde_json::json;
 
 const LEASE: i64 = 60_000;
 
-fn sqlite() -> (tempfile::TempDir, SqliteStore) {
+pub(crate) fn sqlite() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = SqliteStore::open(&dir.path().join("memproxy.db")).expect("open SQLite");
     (dir, store)
 }
 
 /// A URL of a fresh, empty database on the test server (`None`: no server, outside CI).
-fn postgres_url() -> Option<String> {
+pub(crate) fn postgres_url() -> Option<String> {
     let Ok(admin) = std::env::var("MEMPROXY_TEST_DATABASE_URL") else {
         assert!(
             std::env::var_os("CI").is_none(),
@@ -47,7 +47,7 @@ fn postgres_url() -> Option<String> {
     Some(format!("{base}/{name}"))
 }
 
-fn postgres(url: &str) -> PostgresStore {
+pub(crate) fn postgres(url: &str) -> PostgresStore {
     PostgresStore::connect(url, 8).expect("connect PostgreSQL")
 }
 

@@ -1,22 +1,45 @@
-//! The PostgreSQL backend (several memproxy replicas on one database), area by area. Built so
-//! far: the connection pool, versioned migrations, and the `Users` and `Jobs` areas (the job
-//! queue leased across replicas); the other areas, pgvector search and the `[store]`
-//! configuration follow (issue 13), each proven by the same conformance suite as SQLite.
+//! The PostgreSQL backend (several memproxy replicas on one database), area by area: users, the
+//! job queue (leased across replicas), the recall log, facts, search (pgvector HNSW + `tsvector`)
+//! and the response log, each proven by the same conformance suite as SQLite. Vectors live in
+//! the database, so a replica keeps no memory state on local disk. Explicit-mode agents, shared
+//! blocks and export/import are not on this backend yet: they answer
+//! [`StoreError::Unsupported`].
 //!
 //! The store traits are synchronous (callers run them on the blocking pool, see
 //! [`crate::memory::MemoryService`]); this backend drives tokio-postgres (with a deadpool pool)
 //! on a small runtime of its own and waits for each call with [`tokio::runtime::Handle::block_on`],
 //! so it must not be called from an async task, exactly like the SQLite backend.
 
+/// Runs `$body` in one transaction (`$tx`) on the store's runtime, committed if it succeeds.
+macro_rules! in_transaction {
+    ($store:expr, |$tx:ident| $body:expr) => {
+        $store.run(|pool| async move {
+            let mut client = pool.get().await?;
+            let transaction = client.transaction().await?;
+            let value = {
+                let $tx: &tokio_postgres::Transaction = &transaction;
+                $body
+            };
+            transaction.commit().await?;
+            Ok(value)
+        })
+    };
+}
+
+mod facts;
 mod jobs;
+mod recall;
+mod responses;
 mod schema;
+mod search;
+mod unsupported;
 
 use std::future::Future;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::NoTls;
 
-use super::{StoreError, StoreResult, UserScope};
+use super::{Corpus, StoreError, StoreResult, UserScope};
 
 /// The driver's errors become the store's backend-neutral one.
 impl From<tokio_postgres::Error> for StoreError {
@@ -37,6 +60,7 @@ impl From<deadpool_postgres::PoolError> for StoreError {
 
 pub struct PostgresStore {
     pool: Pool,
+    indexes: search::KnownIndexes,
     /// Drives the connections; `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -67,6 +91,7 @@ impl PostgresStore {
             .map_err(|error| StoreError::Invalid(format!("connection pool: {error}")))?;
         let store = PostgresStore {
             pool,
+            indexes: search::KnownIndexes::default(),
             runtime: Some(runtime),
         };
         store.run(|pool| async move {
@@ -163,4 +188,34 @@ impl super::Users for PostgresStore {
             Ok(deleted > 0)
         })
     }
+}
+
+/// The user's id; `NotFound` when they have never been seen.
+async fn require_uid(
+    client: &impl tokio_postgres::GenericClient,
+    scope: &UserScope,
+) -> StoreResult<i64> {
+    find_uid(client, scope).await?.ok_or_else(|| {
+        StoreError::NotFound(format!(
+            "user '{}' of tenant '{}'",
+            scope.user, scope.tenant
+        ))
+    })
+}
+
+/// Bumps and returns the vector generation of one user and corpus (callers' caches compare it).
+async fn bump_generation(
+    client: &impl tokio_postgres::GenericClient,
+    uid: i64,
+    corpus: Corpus,
+) -> StoreResult<u64> {
+    let row = client
+        .query_one(
+            "INSERT INTO vector_generations (uid, corpus, generation) VALUES ($1, $2, 1)
+             ON CONFLICT (uid, corpus) DO UPDATE SET generation = vector_generations.generation + 1
+             RETURNING generation",
+            &[&uid, &corpus.as_str()],
+        )
+        .await?;
+    Ok(row.get::<_, i64>(0) as u64)
 }

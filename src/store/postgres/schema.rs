@@ -4,14 +4,21 @@
 
 use tokio_postgres::Client;
 
-use crate::store::StoreResult;
+use crate::store::{StoreError, StoreResult};
 
 /// Arbitrary, fixed: the advisory lock key of schema migrations.
 const MIGRATION_LOCK: i64 = 0x6d65_6d70_0001;
 
-const MIGRATIONS: [(i32, &str); 1] = [(
-    1,
-    r#"
+const MIGRATIONS: [(i32, &str); 1] = [(1, SCHEMA_V1)];
+
+/// Every table of memory carries `uid`, so every query is scoped by (tenant, user). Vectors are
+/// pgvector columns without a fixed dimension (`embedding_model` names their model: vectors of
+/// different models are never compared); the HNSW index of each model is made when its first
+/// vector is stored (see `search::ensure_vector_index`). Keyword search uses a generated
+/// `tsvector` column with a GIN index.
+const SCHEMA_V1: &str = r#"
+CREATE EXTENSION IF NOT EXISTS vector;
+
 CREATE TABLE users (
     id          BIGSERIAL PRIMARY KEY,
     tenant      TEXT NOT NULL,
@@ -37,8 +44,115 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_ready ON jobs(state, run_after);
 CREATE UNIQUE INDEX jobs_pending_dedupe ON jobs(dedupe_key) WHERE state = 'queued';
 CREATE INDEX jobs_running_by_user ON jobs(uid) WHERE state = 'running';
-"#,
-)];
+
+CREATE TABLE conversations (
+    id                BIGSERIAL PRIMARY KEY,
+    uid               BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    external_id       TEXT NOT NULL,
+    agent             TEXT NOT NULL DEFAULT 'default',
+    created_at        BIGINT NOT NULL,
+    updated_at        BIGINT NOT NULL,
+    extracted_through BIGINT NOT NULL DEFAULT -1,
+    parent            TEXT,
+    fork_position     BIGINT NOT NULL DEFAULT 0,
+    UNIQUE (uid, external_id)
+);
+
+CREATE TABLE messages (
+    id              BIGSERIAL PRIMARY KEY,
+    uid             BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    conversation_id BIGINT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    position        BIGINT NOT NULL,
+    role            TEXT NOT NULL,
+    content         TEXT NOT NULL,
+    name            TEXT,
+    tool_calls      TEXT,
+    tool_call_id    TEXT,
+    created_at      BIGINT NOT NULL,
+    token_count     BIGINT NOT NULL,
+    content_hash    TEXT NOT NULL,
+    search_text     TEXT,
+    superseded      BOOLEAN NOT NULL DEFAULT FALSE,
+    outdated_at     BIGINT,
+    embedding_model TEXT,
+    embedding       vector,
+    tsv             tsvector GENERATED ALWAYS AS
+                        (to_tsvector('english', COALESCE(search_text, content))) STORED,
+    UNIQUE (conversation_id, position, content_hash)
+);
+CREATE INDEX messages_by_user_time ON messages(uid, created_at);
+CREATE INDEX messages_fts ON messages USING GIN (tsv);
+
+CREATE TABLE memories (
+    id              BIGSERIAL PRIMARY KEY,
+    uid             BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    text            TEXT NOT NULL,
+    kind            TEXT NOT NULL DEFAULT 'fact',
+    sources         TEXT NOT NULL DEFAULT '[]',
+    created_at      BIGINT NOT NULL,
+    updated_at      BIGINT NOT NULL,
+    valid_until     BIGINT,
+    content_hash    TEXT NOT NULL,
+    embedding_model TEXT,
+    embedding       vector,
+    tsv             tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED
+);
+CREATE INDEX memories_by_user ON memories(uid, valid_until);
+CREATE UNIQUE INDEX memories_live_unique ON memories(uid, content_hash) WHERE valid_until IS NULL;
+CREATE INDEX memories_fts ON memories USING GIN (tsv);
+
+CREATE TABLE memory_events (
+    id          BIGSERIAL PRIMARY KEY,
+    uid         BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    memory_id   BIGINT NOT NULL,
+    action      TEXT NOT NULL
+                CHECK (action IN ('add', 'update', 'invalidate', 'delete', 'restore')),
+    old_value   TEXT,
+    new_value   TEXT,
+    cause       TEXT NOT NULL,
+    created_at  BIGINT NOT NULL
+);
+CREATE INDEX memory_events_by_memory ON memory_events(uid, memory_id);
+
+CREATE TABLE archival_passages (
+    id              BIGSERIAL PRIMARY KEY,
+    uid             BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent           TEXT NOT NULL,
+    text            TEXT NOT NULL,
+    created_at      BIGINT NOT NULL,
+    embedding_model TEXT,
+    embedding       vector,
+    tsv             tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED
+);
+CREATE INDEX passages_by_agent ON archival_passages(uid, agent);
+CREATE INDEX passages_fts ON archival_passages USING GIN (tsv);
+
+CREATE TABLE summaries (
+    conversation_id  BIGINT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+    uid              BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    text             TEXT NOT NULL,
+    through_position BIGINT NOT NULL,
+    updated_at       BIGINT NOT NULL
+);
+
+CREATE TABLE vector_generations (
+    uid         BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    corpus      TEXT NOT NULL,
+    generation  BIGINT NOT NULL,
+    PRIMARY KEY (uid, corpus)
+);
+
+CREATE TABLE responses (
+    id          BIGSERIAL PRIMARY KEY,
+    uid         BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    response_id TEXT NOT NULL,
+    previous    TEXT,
+    messages    TEXT NOT NULL,
+    body        TEXT NOT NULL,
+    created_at  BIGINT NOT NULL,
+    UNIQUE (uid, response_id)
+);
+"#;
 
 pub async fn migrate(client: &mut Client) -> StoreResult<()> {
     let tx = client.transaction().await?;
@@ -65,6 +179,40 @@ pub async fn migrate(client: &mut Client) -> StoreResult<()> {
         )
         .await?;
     }
+    let version: Option<String> = tx
+        .query_opt(
+            "SELECT extversion FROM pg_extension WHERE extname = 'vector'",
+            &[],
+        )
+        .await?
+        .map(|row| row.get(0));
     tx.commit().await?;
-    Ok(())
+    check_pgvector(version.as_deref())
+}
+
+/// pgvector 0.8 or newer: its iterative index scans keep a search filtered by user complete
+/// (an older HNSW scan stops at `ef_search` candidates, too few when they are other users' rows).
+fn check_pgvector(version: Option<&str>) -> StoreResult<()> {
+    let parsed: Option<(u32, u32)> = version.and_then(|v| {
+        let mut parts = v.split('.').map(|p| p.parse::<u32>().ok());
+        Some((parts.next()??, parts.next()??))
+    });
+    match parsed {
+        Some(found) if found >= (0, 8) => Ok(()),
+        _ => Err(StoreError::Invalid(format!(
+            "the database has pgvector {}; memproxy needs pgvector 0.8 or newer",
+            version.unwrap_or("(none)")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pgvector_before_0_8_is_refused() {
+        assert!(super::check_pgvector(Some("0.8.2")).is_ok());
+        assert!(super::check_pgvector(Some("1.0")).is_ok());
+        assert!(super::check_pgvector(Some("0.7.4")).is_err());
+        assert!(super::check_pgvector(None).is_err());
+    }
 }
