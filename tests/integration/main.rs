@@ -36,6 +36,7 @@ mod native;
 mod quality;
 mod recency;
 mod relay;
+mod replicas;
 mod responses;
 mod sdk;
 mod shared_blocks;
