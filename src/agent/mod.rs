@@ -47,6 +47,13 @@ pub struct AgentView {
     pub queue: Vec<StoredMessage>,
 }
 
+/// An agent's turn lock, in this process and (replicas) in the store; the store's is released
+/// first.
+pub(crate) struct TurnGuard {
+    _shared: Option<crate::store::TurnLock>,
+    _local: tokio::sync::OwnedMutexGuard<()>,
+}
+
 pub struct Agents {
     memory: Arc<MemoryService>,
     config: ExplicitConfig,
@@ -145,16 +152,29 @@ impl Agents {
         agent: &str,
         edit: impl std::future::Future<Output = T>,
     ) -> T {
-        let key = (scope.tenant.clone(), scope.user.clone(), agent.to_owned());
-        let lock = self.lock_of(&key);
-        let _turn_guard = lock.lock().await;
+        let _turn_guard = self.turn_lock(scope, agent).await;
         edit.await
     }
 
-    /// Waits for the agent's turn lock (held by a turn, a background save, a management edit).
-    async fn turn_lock(&self, scope: &UserScope, agent: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    /// Waits for the agent's turn lock (held by a turn, a background save, a management edit):
+    /// this process's, then the store's, which replicas sharing a database hold in turn.
+    async fn turn_lock(&self, scope: &UserScope, agent: &str) -> TurnGuard {
         let key = (scope.tenant.clone(), scope.user.clone(), agent.to_owned());
-        self.lock_of(&key).lock_owned().await
+        let local = self.lock_of(&key).lock_owned().await;
+        let (who, name) = (scope.clone(), agent.to_owned());
+        let shared = self
+            .memory
+            .blocking(move |store, _| Ok(store.hold_turn_lock(&who, &name)?))
+            .await
+            .unwrap_or_else(|error| {
+                // The store is failing: the turn's own reads and writes will report it.
+                tracing::warn!(%error, agent, "cannot take the agent's turn lock in the store");
+                None
+            });
+        TurnGuard {
+            _shared: shared,
+            _local: local,
+        }
     }
 
     fn lock_of(&self, key: &AgentKey) -> Arc<tokio::sync::Mutex<()>> {

@@ -11,6 +11,10 @@ pub fn agent_conversation(agent: &str) -> String {
     format!("{AGENT_CONVERSATION_PREFIX}{agent}")
 }
 
+/// An agent's turn lock held in the store, for processes that share it (replicas on one
+/// PostgreSQL); released when dropped, and by the database if the process dies.
+pub struct TurnLock(pub Box<dyn Send + Sync>);
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AgentRecord {
     pub name: String,

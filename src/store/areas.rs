@@ -5,8 +5,8 @@
 use super::{
     AgentCounts, AgentMessage, AgentRecord, Conversation, CoreBlock, Corpus, Document, Embedding,
     ImportCounts, Inserted, Job, Memory, MemoryEvent, NewJob, NewMemory, NewMessage, Page, Passage,
-    Source, StepRecord, StoreError, StoreResult, StoredMessage, Summary, Synced, UserBundle,
-    UserScope, Within,
+    Source, StepRecord, StoreError, StoreResult, StoredMessage, Summary, Synced, TurnLock,
+    UserBundle, UserScope, Within,
 };
 
 /// Users of a tenant: each has an id the other areas (and the vector indexes) key rows by.
@@ -214,6 +214,11 @@ pub trait Agents {
         agent: &str,
         turns: usize,
     ) -> StoreResult<Vec<StepRecord>>;
+    /// Waits for and holds the agent's turn lock across every process sharing this store, until
+    /// the guard is dropped. `None`: one process has the store (SQLite), whose own lock suffices.
+    fn hold_turn_lock(&self, _scope: &UserScope, _agent: &str) -> StoreResult<Option<TurnLock>> {
+        Ok(None)
+    }
 }
 
 /// What retrieval reads: keyword search, the rows and embeddings behind the vector indexes,

@@ -21,7 +21,7 @@ pub mod responses;
 pub mod sqlite;
 
 pub use agent::{
-    agent_conversation, AgentCounts, AgentMessage, AgentRecord, StepRecord, Within,
+    agent_conversation, AgentCounts, AgentMessage, AgentRecord, StepRecord, TurnLock, Within,
     AGENT_CONVERSATION_PREFIX,
 };
 pub use areas::{Agents, Facts, Jobs, RecallLog, Search, Transfer, Users};

@@ -11,6 +11,7 @@ mod branches;
 mod browser;
 mod chat;
 mod conformance;
+mod conformance_agents;
 mod conformance_memory;
 mod console;
 mod consolidation;

@@ -305,3 +305,90 @@ async fn a_replica_killed_mid_job_loses_nothing() {
         "{log}"
     );
 }
+
+async fn ask_agent(replica: &Replica, text: &str) -> Value {
+    let response = reqwest::Client::new()
+        .post(format!("{}/explicit/v1/chat/completions", replica.url))
+        .header("x-memproxy-user", "ana")
+        .header("x-memproxy-agent", "helper")
+        .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content": text}]}))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), 200);
+    response.json().await.expect("JSON")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_agents_turns_on_two_replicas_never_interleave() {
+    let Some(database) = database().await else {
+        return;
+    };
+    let mock = MockUpstream::start().await.expect("mock");
+    let (a, b) = (
+        start_replica(&mock, &database).await,
+        start_replica(&mock, &database).await,
+    );
+    // Whichever turn reaches the model first is slow to be answered.
+    mock.push(Reply::Stall(
+        Duration::from_millis(1500),
+        Box::new(Reply::Text("First answer.".to_owned())),
+    ));
+    let (first, second) = tokio::join!(
+        ask_agent(&a, "Turn one from A."),
+        ask_agent(&b, "Turn two from B.")
+    );
+    assert!(first.to_string().contains("choices") && second.to_string().contains("choices"));
+    let requests = mock.chat_requests(None);
+    assert_eq!(requests.len(), 2, "one model call per turn");
+    // The later turn ran after the earlier one had finished: it saw its question and answer.
+    let later = requests[1].to_string();
+    assert!(
+        later.contains("Turn one from A.") && later.contains("Turn two from B."),
+        "the second turn did not see the first: {later}"
+    );
+    let log = get(&b, "/memproxy/v1/users/ana/agents/helper/messages").await;
+    let roles: Vec<&str> = log["data"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["role"].as_str())
+        .filter(|role| *role != "system")
+        .collect();
+    assert_eq!(roles.iter().filter(|r| **r == "user").count(), 2, "{log}");
+    assert_ne!(
+        roles.windows(2).find(|w| w == &["user", "user"]),
+        Some(&["user", "user"][..]),
+        "interleaved: {log}"
+    );
+
+    // A block edit through B waits for A's running turn.
+    mock.push(Reply::Stall(
+        Duration::from_millis(1500),
+        Box::new(Reply::Text("Slow answer.".to_owned())),
+    ));
+    let order = std::sync::Mutex::new(Vec::new());
+    let turn = async {
+        ask_agent(&a, "A slow turn.").await;
+        order.lock().expect("order").push("turn");
+    };
+    let edit = async {
+        eventually("A's turn reached the model", || async {
+            mock.chat_requests(None).len() == 3
+        })
+        .await;
+        let response = reqwest::Client::new()
+            .put(format!(
+                "{}/memproxy/v1/users/ana/agents/helper/blocks/human",
+                b.url
+            ))
+            .json(&json!({"value": "Ana lives in Porto."}))
+            .send()
+            .await
+            .expect("edit");
+        assert_eq!(response.status(), 200);
+        order.lock().expect("order").push("edit");
+    };
+    tokio::join!(turn, edit);
+    assert_eq!(*order.lock().expect("order"), ["turn", "edit"]);
+}

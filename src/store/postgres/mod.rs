@@ -1,8 +1,8 @@
 //! The PostgreSQL backend (several memproxy replicas on one database), area by area: users, the
 //! job queue (leased across replicas), the recall log, facts, search (pgvector HNSW + `tsvector`)
 //! and the response log, each proven by the same conformance suite as SQLite. Vectors live in
-//! the database, so a replica keeps no memory state on local disk. Explicit-mode agents, shared
-//! blocks and export/import are not on this backend yet: they answer
+//! the database, so a replica keeps no memory state on local disk. Explicit-mode agents and
+//! shared blocks too. Export/import are not on this backend yet: they answer
 //! [`StoreError::Unsupported`].
 //!
 //! The store traits are synchronous (callers run them on the blocking pool, see
@@ -26,12 +26,16 @@ macro_rules! in_transaction {
     };
 }
 
+mod agent_log;
+mod agents;
 mod facts;
 mod jobs;
 mod recall;
 mod responses;
 mod schema;
 mod search;
+mod shared;
+mod turn_lock;
 mod unsupported;
 
 use std::future::Future;
@@ -60,6 +64,9 @@ impl From<deadpool_postgres::PoolError> for StoreError {
 
 pub struct PostgresStore {
     pool: Pool,
+    /// Connections that hold agents' turn locks (apart, so that turns holding locks never take
+    /// every connection their own queries need).
+    locks: Pool,
     indexes: search::KnownIndexes,
     /// Drives the connections; `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
@@ -72,25 +79,30 @@ impl PostgresStore {
         let config: tokio_postgres::Config = url
             .parse()
             .map_err(|error| StoreError::Invalid(format!("database URL: {error}")))?;
-        let manager = Manager::from_config(
-            config,
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let manager = |config| {
+            Manager::from_config(
+                config,
+                NoTls,
+                ManagerConfig {
+                    recycling_method: RecyclingMethod::Fast,
+                },
+            )
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("memproxy-postgres")
             .enable_all()
             .build()?;
-        let pool = Pool::builder(manager)
-            .max_size(pool_size.max(1))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .build()
-            .map_err(|error| StoreError::Invalid(format!("connection pool: {error}")))?;
+        let pool = |size: usize, config| {
+            Pool::builder(manager(config))
+                .max_size(size)
+                .runtime(deadpool_postgres::Runtime::Tokio1)
+                .build()
+                .map_err(|error| StoreError::Invalid(format!("connection pool: {error}")))
+        };
         let store = PostgresStore {
-            pool,
+            pool: pool(pool_size.max(1), config.clone())?,
+            locks: pool(4 * pool_size.max(2), config)?,
             indexes: search::KnownIndexes::default(),
             runtime: Some(runtime),
         };
@@ -99,6 +111,13 @@ impl PostgresStore {
             schema::migrate(&mut client).await
         })?;
         Ok(store)
+    }
+
+    fn handle(&self) -> StoreResult<tokio::runtime::Handle> {
+        self.runtime
+            .as_ref()
+            .map(|runtime| runtime.handle().clone())
+            .ok_or_else(|| StoreError::Database("the store is closed".to_owned()))
     }
 
     /// Runs `work` on this store's runtime and waits for it.

@@ -205,6 +205,28 @@ async fn conversation_id(
         .map(|row| row.get(0)))
 }
 
+/// The summary of one of the user's conversations, if it has one.
+pub(super) async fn summary_of(
+    client: &impl GenericClient,
+    uid: i64,
+    conversation: &str,
+) -> StoreResult<Option<Summary>> {
+    let row = client
+        .query_opt(
+            "SELECT c.external_id, s.text, s.through_position, s.updated_at
+             FROM summaries s JOIN conversations c ON c.id = s.conversation_id
+             WHERE s.uid = $1 AND c.external_id = $2",
+            &[&uid, &conversation],
+        )
+        .await?;
+    Ok(row.map(|row| Summary {
+        conversation: row.get(0),
+        text: row.get(1),
+        through_position: row.get(2),
+        updated_at_ms: row.get(3),
+    }))
+}
+
 impl RecallLog for PostgresStore {
     fn sync_messages_embedded(
         &self,
@@ -334,23 +356,10 @@ impl RecallLog for PostgresStore {
     fn summary(&self, scope: &UserScope, conversation: &str) -> StoreResult<Option<Summary>> {
         self.run(|pool| async move {
             let client = pool.get().await?;
-            let Some(uid) = find_uid(&**client, scope).await? else {
-                return Ok(None);
-            };
-            let row = client
-                .query_opt(
-                    "SELECT c.external_id, s.text, s.through_position, s.updated_at
-                     FROM summaries s JOIN conversations c ON c.id = s.conversation_id
-                     WHERE s.uid = $1 AND c.external_id = $2",
-                    &[&uid, &conversation],
-                )
-                .await?;
-            Ok(row.map(|row| Summary {
-                conversation: row.get(0),
-                text: row.get(1),
-                through_position: row.get(2),
-                updated_at_ms: row.get(3),
-            }))
+            match find_uid(&**client, scope).await? {
+                Some(uid) => summary_of(&**client, uid, conversation).await,
+                None => Ok(None),
+            }
         })
     }
 

@@ -142,6 +142,80 @@ CREATE TABLE vector_generations (
     PRIMARY KEY (uid, corpus)
 );
 
+CREATE TABLE core_blocks (
+    id          BIGSERIAL PRIMARY KEY,
+    uid         BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent       TEXT NOT NULL,
+    label       TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    char_limit  BIGINT NOT NULL,
+    read_only   BOOLEAN NOT NULL DEFAULT FALSE,
+    updated_at  BIGINT NOT NULL,
+    UNIQUE (uid, agent, label)
+);
+
+CREATE TABLE agents (
+    id               BIGSERIAL PRIMARY KEY,
+    uid              BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name             TEXT NOT NULL,
+    system_message   TEXT,
+    pressure_alerted BOOLEAN NOT NULL DEFAULT FALSE,
+    created_at       BIGINT NOT NULL,
+    updated_at       BIGINT NOT NULL,
+    tags             TEXT NOT NULL DEFAULT '[]',
+    memory_epoch     BIGINT NOT NULL DEFAULT 0,
+    UNIQUE (uid, name)
+);
+
+CREATE TABLE agent_steps (
+    id                BIGSERIAL PRIMARY KEY,
+    uid               BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent             TEXT NOT NULL,
+    turn              TEXT NOT NULL,
+    step              BIGINT NOT NULL,
+    tool              TEXT NOT NULL,
+    arguments         TEXT NOT NULL,
+    status            TEXT NOT NULL,
+    result            TEXT NOT NULL,
+    heartbeat         BOOLEAN NOT NULL,
+    prompt_tokens     BIGINT NOT NULL,
+    completion_tokens BIGINT NOT NULL,
+    latency_ms        DOUBLE PRECISION NOT NULL,
+    created_at        BIGINT NOT NULL,
+    cached_tokens     BIGINT
+);
+CREATE INDEX agent_steps_by_agent ON agent_steps(uid, agent, id);
+
+CREATE TABLE agent_pauses (
+    uid         BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent       TEXT NOT NULL,
+    turn        TEXT NOT NULL,
+    state       TEXT NOT NULL,
+    created_at  BIGINT NOT NULL,
+    PRIMARY KEY (uid, agent)
+);
+
+CREATE TABLE shared_blocks (
+    id          BIGSERIAL PRIMARY KEY,
+    uid         BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    name        TEXT NOT NULL,
+    label       TEXT NOT NULL,
+    value       TEXT NOT NULL,
+    char_limit  BIGINT NOT NULL,
+    read_only   BOOLEAN NOT NULL DEFAULT FALSE,
+    updated_at  BIGINT NOT NULL,
+    UNIQUE (uid, name)
+);
+
+CREATE TABLE block_attachments (
+    id          BIGSERIAL PRIMARY KEY,
+    uid         BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    agent       TEXT NOT NULL,
+    block_id    BIGINT NOT NULL REFERENCES shared_blocks(id) ON DELETE CASCADE,
+    UNIQUE (uid, agent, block_id)
+);
+CREATE INDEX block_attachments_by_block ON block_attachments(block_id);
+
 CREATE TABLE responses (
     id          BIGSERIAL PRIMARY KEY,
     uid         BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
