@@ -1,11 +1,12 @@
 //! The command line: `serve`, `check-config`, `mock-upstream`, `memories`, `agents`, `blocks`,
-//! `mcp`, `reindex`, `jobs`, `bench`, `eval`.
+//! `mcp`, `reindex`, `jobs`, `migrate`, `bench`, `eval`.
 //!
 //! Parsing and dispatch only; each command's work lives in its own module.
 
 pub mod agents;
 pub mod blocks;
 pub mod memories;
+pub mod migrate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -73,6 +74,18 @@ enum Command {
     Jobs {
         #[command(subcommand)]
         command: JobsCommand,
+    },
+    /// Copy every user's memory from a SQLite data directory into PostgreSQL (vectors
+    /// included), and check the copy.
+    Migrate {
+        /// The data directory holding memproxy.db (stop memproxy first).
+        #[arg(long)]
+        from: PathBuf,
+        /// postgres://user:password@host:port/database
+        #[arg(long, env = "MEMPROXY_DATABASE_URL", hide_env_values = true)]
+        to: String,
+        #[arg(long, default_value_t = 4)]
+        pool_size: usize,
     },
     /// Benchmarks that print figures.
     #[command(subcommand)]
@@ -204,6 +217,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let config = load(&args, &Overrides::default())?;
             runtime()?.block_on(crate::cli::memories::reindex(&config))
         }
+        Command::Migrate {
+            from,
+            to,
+            pool_size,
+        } => crate::cli::migrate::run(&from, &to, pool_size),
         Command::Bench(command) => runtime()?.block_on(crate::bench::run(command)),
         Command::Eval(command) => {
             // Warnings (failed memory jobs, upstream errors) matter while a long run goes by;

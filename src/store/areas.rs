@@ -15,6 +15,8 @@ pub trait Users {
     /// `None` when the user has never been seen.
     fn find_user(&self, scope: &UserScope) -> StoreResult<Option<i64>>;
     fn list_users(&self, tenant: &str) -> StoreResult<Vec<String>>;
+    /// Every tenant that has users (`memproxy migrate` copies them all).
+    fn list_tenants(&self) -> StoreResult<Vec<String>>;
     /// Removes the user and everything they own; returns whether they existed.
     fn delete_user(&self, scope: &UserScope) -> StoreResult<bool>;
 }

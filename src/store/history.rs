@@ -7,7 +7,7 @@
 //! conversation of its own whose id derives from the parent and the point of divergence, so both
 //! stay live and searchable, and the same history always finds the same branch again.
 
-use super::content_hash;
+use super::{content_hash, PortableConversation};
 
 /// How incoming turns (by [`turn_hash`]) line up with a log's live turns (position, hash).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -122,6 +122,29 @@ fn sorted(value: &serde_json::Value) -> serde_json::Value {
         }
         other => other.clone(),
     }
+}
+
+/// Conversations ordered so that each branch comes after its parent.
+pub fn parents_first(mut pending: Vec<PortableConversation>) -> Vec<PortableConversation> {
+    let mut ordered: Vec<PortableConversation> = Vec::with_capacity(pending.len());
+    while !pending.is_empty() {
+        let before = pending.len();
+        let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|c| {
+            c.parent
+                .as_ref()
+                .is_none_or(|p| ordered.iter().any(|o| &o.id == p))
+        });
+        ordered.extend(ready);
+        pending = rest;
+        if pending.len() == before {
+            // A parent that is not there (or a cycle): keep them, as roots.
+            for mut orphan in pending.drain(..) {
+                orphan.parent = None;
+                ordered.push(orphan);
+            }
+        }
+    }
+    ordered
 }
 
 #[cfg(test)]

@@ -323,6 +323,10 @@ pub struct PortableConversation {
     pub parent: Option<String>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub fork_position: i64,
+    /// The newest position the fact extractor has read: an import does not learn from those
+    /// turns again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extracted_through: Option<i64>,
 }
 
 fn is_zero(value: &i64) -> bool {

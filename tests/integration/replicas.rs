@@ -14,9 +14,9 @@ use serde_json::{json, Value};
 use crate::common::{eventually, facts, test_config};
 use crate::conformance::postgres_url;
 
-struct Replica {
-    child: Child,
-    url: String,
+pub(crate) struct Replica {
+    pub(crate) child: Child,
+    pub(crate) url: String,
     data: tempfile::TempDir,
 }
 
@@ -51,7 +51,7 @@ impl Drop for Replica {
 }
 
 /// A fresh database on the test server (made off the async runtime).
-async fn database() -> Option<String> {
+pub(crate) async fn database() -> Option<String> {
     tokio::task::spawn_blocking(postgres_url)
         .await
         .expect("made a database")
@@ -78,7 +78,7 @@ fn replica_config(mock: &MockUpstream, data: &std::path::Path) -> Config {
     config
 }
 
-async fn start_replica(mock: &MockUpstream, database: &str) -> Replica {
+pub(crate) async fn start_replica(mock: &MockUpstream, database: &str) -> Replica {
     let data = tempfile::tempdir().expect("data dir");
     let config = replica_config(mock, data.path());
     let file = data.path().join("memproxy.toml");
@@ -119,7 +119,7 @@ async fn chat(replica: &Replica, user: &str, text: &str) -> Value {
     response.json().await.expect("JSON")
 }
 
-async fn get(replica: &Replica, path: &str) -> Value {
+pub(crate) async fn get(replica: &Replica, path: &str) -> Value {
     reqwest::Client::new()
         .get(format!("{}{path}", replica.url))
         .send()

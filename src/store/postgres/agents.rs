@@ -151,7 +151,7 @@ async fn blocks_of(
 }
 
 /// Writes a block: the attached shared block of its label, else the agent's own.
-async fn put_block(
+pub(super) async fn put_block(
     client: &impl GenericClient,
     uid: i64,
     agent: &str,

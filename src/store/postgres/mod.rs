@@ -1,9 +1,8 @@
 //! The PostgreSQL backend (several memproxy replicas on one database), area by area: users, the
 //! job queue (leased across replicas), the recall log, facts, search (pgvector HNSW + `tsvector`)
 //! and the response log, each proven by the same conformance suite as SQLite. Vectors live in
-//! the database, so a replica keeps no memory state on local disk. Explicit-mode agents and
-//! shared blocks too. Export/import are not on this backend yet: they answer
-//! [`StoreError::Unsupported`].
+//! the database, so a replica keeps no memory state on local disk; explicit-mode agents (with
+//! their turns serialised across replicas), shared blocks, export and import too.
 //!
 //! The store traits are synchronous (callers run them on the blocking pool, see
 //! [`crate::memory::MemoryService`]); this backend drives tokio-postgres (with a deadpool pool)
@@ -35,8 +34,8 @@ mod responses;
 mod schema;
 mod search;
 mod shared;
+mod transfer;
 mod turn_lock;
-mod unsupported;
 
 use std::future::Future;
 
@@ -189,6 +188,16 @@ impl super::Users for PostgresStore {
                     "SELECT name FROM users WHERE tenant = $1 ORDER BY name",
                     &[&tenant],
                 )
+                .await?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
+    }
+
+    fn list_tenants(&self) -> StoreResult<Vec<String>> {
+        self.run(|pool| async move {
+            let client = pool.get().await?;
+            let rows = client
+                .query("SELECT DISTINCT tenant FROM users ORDER BY tenant", &[])
                 .await?;
             Ok(rows.iter().map(|row| row.get(0)).collect())
         })

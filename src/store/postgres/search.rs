@@ -36,7 +36,7 @@ pub(super) fn vector_literal(vector: &[f32]) -> String {
     text
 }
 
-fn parse_vector(text: &str) -> Vec<f32> {
+pub(super) fn parse_vector(text: &str) -> Vec<f32> {
     text.trim_matches(|c| c == '[' || c == ']')
         .split(',')
         .filter_map(|x| x.trim().parse().ok())

@@ -129,31 +129,94 @@ pub(super) async fn detach_all(
         .await?)
 }
 
+/// The user's shared blocks, each with the agents it is attached to.
+pub(super) async fn list(client: &impl GenericClient, uid: i64) -> StoreResult<Vec<SharedBlock>> {
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {COLUMNS}, ARRAY(SELECT agent FROM block_attachments
+                                         WHERE block_id = s.id ORDER BY agent)
+                 FROM shared_blocks s WHERE s.uid = $1 ORDER BY s.name"
+            ),
+            &[&uid],
+        )
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|row| {
+            let (_, mut block) = row_block(row);
+            block.agents = row.get(7);
+            block
+        })
+        .collect())
+}
+
+async fn put(client: &impl GenericClient, uid: i64, block: &SharedBlock) -> StoreResult<()> {
+    blocks::check_shared(block)?;
+    match find(client, uid, &block.name).await? {
+        Some((id, old)) => {
+            blocks::check_update(&old, block)?;
+            write_value(client, uid, id, &block.as_core()).await
+        }
+        None => {
+            client
+                .execute(
+                    "INSERT INTO shared_blocks (uid, name, label, value, char_limit, read_only,
+                         updated_at)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    &[
+                        &uid,
+                        &block.name,
+                        &block.label,
+                        &block.value,
+                        &block.char_limit,
+                        &block.read_only,
+                        &now_ms(),
+                    ],
+                )
+                .await?;
+            Ok(())
+        }
+    }
+}
+
+/// Writes an imported block with its time and attaches it to the agents the file names.
+pub(super) async fn import(
+    client: &impl GenericClient,
+    uid: i64,
+    block: &SharedBlock,
+) -> StoreResult<()> {
+    put(client, uid, block).await?;
+    let Some((id, _)) = find(client, uid, &block.name).await? else {
+        return Ok(());
+    };
+    client
+        .execute(
+            "UPDATE shared_blocks SET updated_at = $2 WHERE id = $1",
+            &[&id, &block.updated_at_ms],
+        )
+        .await?;
+    for agent in &block.agents {
+        blocks::check_attach(&attached(client, uid, agent).await?, block)?;
+        client
+            .execute(
+                "INSERT INTO block_attachments (uid, agent, block_id) VALUES ($1, $2, $3)
+                 ON CONFLICT DO NOTHING",
+                &[&uid, &agent, &id],
+            )
+            .await?;
+    }
+    invalidate_attached(client, uid, id).await
+}
+
 impl SharedBlocks for PostgresStore {
     fn shared_blocks(&self, scope: &UserScope) -> StoreResult<Vec<SharedBlock>> {
         self.run(|pool| async move {
             let client = pool.get().await?;
-            let Some(uid) = find_uid(&**client, scope).await? else {
-                return Ok(Vec::new());
-            };
-            let rows = client
-                .query(
-                    &format!(
-                        "SELECT {COLUMNS}, ARRAY(SELECT agent FROM block_attachments
-                                                 WHERE block_id = s.id ORDER BY agent)
-                         FROM shared_blocks s WHERE s.uid = $1 ORDER BY s.name"
-                    ),
-                    &[&uid],
-                )
-                .await?;
-            Ok(rows
-                .iter()
-                .map(|row| {
-                    let (_, mut block) = row_block(row);
-                    block.agents = row.get(7);
-                    block
-                })
-                .collect())
+            match find_uid(&**client, scope).await? {
+                Some(uid) => list(&**client, uid).await,
+                None => Ok(Vec::new()),
+            }
         })
     }
 
@@ -161,29 +224,7 @@ impl SharedBlocks for PostgresStore {
         blocks::check_shared(block)?;
         in_transaction!(self, |tx| {
             let uid = ensure_uid(tx, scope).await?;
-            match find(tx, uid, &block.name).await? {
-                Some((id, old)) => {
-                    blocks::check_update(&old, block)?;
-                    write_value(tx, uid, id, &block.as_core()).await?;
-                }
-                None => {
-                    tx.execute(
-                        "INSERT INTO shared_blocks (uid, name, label, value, char_limit,
-                             read_only, updated_at)
-                         VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                        &[
-                            &uid,
-                            &block.name,
-                            &block.label,
-                            &block.value,
-                            &block.char_limit,
-                            &block.read_only,
-                            &now_ms(),
-                        ],
-                    )
-                    .await?;
-                }
-            }
+            put(tx, uid, block).await?;
         })
     }
 

@@ -33,6 +33,16 @@ impl Users for SqliteStore {
         })
     }
 
+    fn list_tenants(&self) -> StoreResult<Vec<String>> {
+        self.read(|c| {
+            let mut statement = c.prepare("SELECT DISTINCT tenant FROM users ORDER BY tenant")?;
+            let tenants = statement
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<Vec<String>, _>>()?;
+            Ok(tenants)
+        })
+    }
+
     fn delete_user(&self, scope: &UserScope) -> StoreResult<bool> {
         self.write(|tx| {
             let Some(uid) = find_uid(tx, scope)? else {

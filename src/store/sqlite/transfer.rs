@@ -3,16 +3,49 @@
 
 use rusqlite::{params, Connection, Transaction};
 
-use super::{agent, bump_generation, ensure_uid, find_uid, recall, to_blob};
+use std::collections::HashMap;
+
+use super::{agent, bump_generation, ensure_uid, find_uid, from_blob, recall, to_blob};
+use crate::store::history;
 use crate::store::{
-    content_hash, CoreBlock, Corpus, ImportCounts, NewMessage, Page, PortableConversation,
-    PortableMemory, PortableMessage, StoreResult, UserBundle, UserScope,
+    content_hash, CoreBlock, Corpus, Embedding, ImportCounts, NewMessage, Page,
+    PortableConversation, PortableMemory, PortableMessage, StoreResult, UserBundle, UserScope,
 };
 
 const ALL: Page = Page {
     limit: i64::MAX as usize,
     offset: 0,
 };
+
+/// A user's stored vectors by table and row id, exported with the rows (an export to a file
+/// leaves them out; `memproxy migrate` carries them, so nothing is embedded again).
+struct Vectors(HashMap<(&'static str, i64), Embedding>);
+
+impl Vectors {
+    fn read(connection: &Connection, uid: i64) -> StoreResult<Vectors> {
+        let mut vectors = HashMap::new();
+        for table in ["messages", "memories", "archival_passages"] {
+            let mut statement = connection.prepare(&format!(
+                "SELECT id, embedding_model, embedding FROM {table}
+                 WHERE uid = ?1 AND embedding IS NOT NULL"
+            ))?;
+            let rows = statement.query_map([uid], |row| {
+                let blob: Vec<u8> = row.get(2)?;
+                Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?, blob))
+            })?;
+            for row in rows {
+                let (id, model, blob) = row?;
+                let vector = from_blob(&blob);
+                vectors.insert((table, id), Embedding { model, vector });
+            }
+        }
+        Ok(Vectors(vectors))
+    }
+
+    fn of(&self, table: &'static str, id: i64) -> Option<Embedding> {
+        self.0.get(&(table, id)).cloned()
+    }
+}
 
 pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<UserBundle>> {
     let Some(uid) = find_uid(connection, scope)? else {
@@ -28,10 +61,17 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
             agent: c.agent.clone(),
             parent: c.parent.clone(),
             fork_position: c.fork_position,
+            extracted_through: None,
         })
         .collect();
     ordered.sort_by(|a, b| a.id.cmp(&b.id));
-    let ordered = parents_first(ordered);
+    let ordered = history::parents_first(ordered);
+    let mut ordered = ordered;
+    for portable in &mut ordered {
+        let progress = recall::extraction_progress(connection, scope, &portable.id)?;
+        portable.extracted_through = (progress >= 0).then_some(progress);
+    }
+    let vectors = Vectors::read(connection, uid)?;
     for PortableConversation {
         id: conversation, ..
     } in &ordered
@@ -50,7 +90,7 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
                 },
                 superseded: stored.superseded,
                 search_text: stored.search_text,
-                embedding: None,
+                embedding: vectors.of("messages", stored.id),
             });
         }
         if let Some(summary) = agent::summary(connection, scope, conversation)? {
@@ -60,7 +100,7 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
     bundle.conversations = ordered;
 
     let mut statement = connection.prepare(
-        "SELECT text, kind, sources, created_at, updated_at, valid_until FROM memories
+        "SELECT text, kind, sources, created_at, updated_at, valid_until, id FROM memories
          WHERE uid = ?1 ORDER BY created_at, id",
     )?;
     bundle.memories = statement
@@ -75,7 +115,7 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
                     updated_at_ms: row.get(4)?,
                     valid_until_ms: row.get(5)?,
                 },
-                None,
+                vectors.of("memories", row.get(6)?),
             ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
@@ -103,37 +143,20 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
     bundle.shared_blocks = super::shared::list(connection, scope)?;
 
     let mut statement = connection.prepare(
-        "SELECT agent, text, created_at FROM archival_passages WHERE uid = ?1 ORDER BY created_at, id",
+        "SELECT agent, text, created_at, id FROM archival_passages WHERE uid = ?1
+         ORDER BY created_at, id",
     )?;
     bundle.passages = statement
         .query_map([uid], |row| {
-            Ok((row.get(0)?, row.get(1)?, row.get(2)?, None))
+            Ok((
+                row.get(0)?,
+                row.get(1)?,
+                row.get(2)?,
+                vectors.of("archival_passages", row.get(3)?),
+            ))
         })?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Some(bundle))
-}
-
-/// Conversations ordered so that each branch comes after its parent.
-fn parents_first(mut pending: Vec<PortableConversation>) -> Vec<PortableConversation> {
-    let mut ordered: Vec<PortableConversation> = Vec::with_capacity(pending.len());
-    while !pending.is_empty() {
-        let before = pending.len();
-        let (ready, rest): (Vec<_>, Vec<_>) = pending.into_iter().partition(|c| {
-            c.parent
-                .as_ref()
-                .is_none_or(|p| ordered.iter().any(|o| &o.id == p))
-        });
-        ordered.extend(ready);
-        pending = rest;
-        if pending.len() == before {
-            // A parent that is not there (or a cycle): keep them, as roots.
-            for mut orphan in pending.drain(..) {
-                orphan.parent = None;
-                ordered.push(orphan);
-            }
-        }
-    }
-    ordered
 }
 
 pub fn import(
@@ -157,6 +180,9 @@ pub fn import(
                  WHERE uid = ?3 AND external_id = ?4",
                 params![portable.parent, portable.fork_position, uid, conversation],
             )?;
+        }
+        if let Some(position) = portable.extracted_through {
+            recall::set_extraction_progress(tx, scope, conversation, position)?;
         }
         counts.conversations += 1;
         counts.messages += stored.len();
