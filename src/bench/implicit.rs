@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use super::quantile_ms;
-use super::retrieval::{sentence, synthetic_memory, Rng};
+use super::retrieval::{sentence, synthetic_memory, Backend, BenchDatabase, Rng};
 use crate::config::Config;
 use crate::hooks::LogExchanges;
 use crate::mock::MockUpstream;
@@ -44,15 +44,36 @@ pub struct ImplicitBench {
     /// twice in one batch, also asked about "the user" for facts (`memory::perspective`).
     #[arg(long)]
     first_person: bool,
+    /// Also measure on PostgreSQL, after SQLite: a server URL whose user may create databases.
+    #[arg(long, env = "MEMPROXY_BENCH_DATABASE_URL", hide_env_values = true)]
+    postgres: Option<String>,
 }
 
 pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
+    measure(&options, &Backend::Sqlite).await?;
+    if let Some(server) = &options.postgres {
+        println!();
+        measure(&options, &Backend::Postgres(server.clone())).await?;
+    }
+    Ok(())
+}
+
+async fn measure(options: &ImplicitBench, store: &Backend) -> anyhow::Result<()> {
     let mock = MockUpstream::start().await?;
     let data = tempfile::tempdir()?;
     let mut config = Config {
         data_dir: data.path().to_owned(),
         mode: Mode::Implicit,
         ..Config::default()
+    };
+    let database = match store {
+        Backend::Sqlite => None,
+        Backend::Postgres(server) => {
+            let database = BenchDatabase::create(server).await?;
+            config.store.backend = crate::store::Backend::Postgres;
+            config.store.url = Some(crate::secret::Secret::new(database.url.clone()));
+            Some(database)
+        }
     };
     config.upstream.url = mock.base_url();
     config.upstream.api_key = None;
@@ -145,8 +166,10 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
         samples.sort_unstable();
     }
     println!(
-        "memproxy bench implicit: {} memories for the user, {} requests, local all-MiniLM-L6-v2",
-        options.memories, options.requests
+        "memproxy bench implicit ({}): {} memories for the user, {} requests, local all-MiniLM-L6-v2",
+        store.name(),
+        options.memories,
+        options.requests
     );
     println!(
         "pre-processor (store turn, embed, retrieve, inject): p50 {:.2} ms  p99 {:.2} ms",
@@ -179,5 +202,9 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
         .await?;
     }
     server.shutdown().await;
+    drop(memory);
+    if let Some(database) = database {
+        database.drop().await?;
+    }
     Ok(())
 }

@@ -3,6 +3,7 @@
 mod cold;
 mod implicit;
 mod proxy;
+mod replicas;
 mod retrieval;
 
 use clap::Subcommand;
@@ -15,6 +16,8 @@ pub enum BenchCommand {
     Retrieval(retrieval::RetrievalBench),
     /// The implicit pre-processor's added latency for a user with N memories.
     Implicit(implicit::ImplicitBench),
+    /// Implicit-mode requests per second through one replica vs two on one PostgreSQL.
+    Replicas(replicas::ReplicasBench),
 }
 
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
@@ -22,6 +25,7 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Proxy(options) => proxy::run(options).await,
         BenchCommand::Retrieval(options) => retrieval::run(options).await,
         BenchCommand::Implicit(options) => implicit::run(options).await,
+        BenchCommand::Replicas(options) => replicas::run(options).await,
     }
 }
 

@@ -35,6 +35,10 @@ pub struct RetrievalBench {
     /// Where the local model is installed (scripts/fetch-model).
     #[arg(long, default_value = "./.memproxy")]
     model_data_dir: PathBuf,
+    /// Also measure PostgreSQL, beside SQLite: a server URL whose user may create databases
+    /// (each measurement gets a fresh one, dropped after).
+    #[arg(long, env = "MEMPROXY_BENCH_DATABASE_URL", hide_env_values = true)]
+    postgres: Option<String>,
 }
 
 /// A small deterministic PRNG (xorshift64*): reproducible data without a dependency.
@@ -191,8 +195,13 @@ pub async fn run(options: RetrievalBench) -> anyhow::Result<()> {
         started.elapsed().as_secs_f64()
     );
 
+    let mut stores = vec![Backend::Sqlite];
+    if let Some(url) = &options.postgres {
+        stores.push(Backend::Postgres(url.clone()));
+    }
     println!(
-        "{:>8} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "{:>8} {:>8} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "store",
         "memories",
         "users",
         "insert/s",
@@ -206,19 +215,24 @@ pub async fn run(options: RetrievalBench) -> anyhow::Result<()> {
     );
     for &size in &options.sizes {
         for &users in &options.users {
-            let users = users.clamp(1, size.max(1));
-            let row = measure(
-                &embedder,
-                &pool_texts,
-                &pool_vectors,
-                size,
-                users,
-                options.queries,
-                &mut rng,
-            )
-            .await?;
-            println!(
-                "{:>8} {:>6} {:>10.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.1} {:>9.0} {:>7.0}%",
+            for store in &stores {
+                let users = users.clamp(1, size.max(1));
+                // The same memories and queries for every store.
+                let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ size as u64 ^ (users as u64) << 32);
+                let row = measure(
+                    store,
+                    &embedder,
+                    &pool_texts,
+                    &pool_vectors,
+                    size,
+                    users,
+                    options.queries,
+                    &mut rng,
+                )
+                .await?;
+                println!(
+                "{:>8} {:>8} {:>6} {:>10.0} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>9.1} {:>9.0} {:>7.0}%",
+                store.name(),
                 size,
                 users,
                 row.insert_rate,
@@ -230,12 +244,15 @@ pub async fn run(options: RetrievalBench) -> anyhow::Result<()> {
                 row.rss_mib,
                 row.found * 100.0
             );
+            }
         }
     }
     println!(
         "\nvec = vector search only (top 40); hyb = hybrid retrieval incl. query embedding, FTS5,"
     );
-    println!("fusion and re-reading rows from SQLite (top 10); found = queries whose source memory was returned.");
+    println!("fusion and re-reading rows from the store (top 10); found = queries whose source memory was returned.");
+    println!("sqlite: usearch index files + FTS5; postgres: pgvector HNSW + tsvector/GIN on a local server");
+    println!("(its disk is the database's size; its RSS is the server's, not counted here).");
     Ok(())
 }
 
@@ -279,7 +296,99 @@ struct Row {
     found: f64,
 }
 
+/// A store to measure.
+pub(crate) enum Backend {
+    Sqlite,
+    /// A server URL on which fresh databases are made.
+    Postgres(String),
+}
+
+impl Backend {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// A memory layer on a fresh store of this kind (in `dir` for SQLite), and the database
+    /// made for it.
+    pub(crate) async fn open(
+        &self,
+        dir: &std::path::Path,
+        embedder: &Arc<dyn Embedder>,
+    ) -> anyhow::Result<(MemoryService, Option<BenchDatabase>)> {
+        match self {
+            Backend::Sqlite => Ok((MemoryService::open(dir, Arc::clone(embedder))?, None)),
+            Backend::Postgres(server) => {
+                let database = BenchDatabase::create(server).await?;
+                let (url, dir, embedder) =
+                    (database.url.clone(), dir.to_owned(), Arc::clone(embedder));
+                let memory = tokio::task::spawn_blocking(move || -> anyhow::Result<_> {
+                    let store = crate::store::postgres::PostgresStore::connect(&url, 8)?;
+                    Ok(MemoryService::with_store(Arc::new(store), &dir, embedder)?)
+                })
+                .await??;
+                Ok((memory, Some(database)))
+            }
+        }
+    }
+}
+
+/// A database made for one measurement on a PostgreSQL server.
+pub(crate) struct BenchDatabase {
+    server: String,
+    name: String,
+    pub(crate) url: String,
+}
+
+async fn admin(server: &str) -> anyhow::Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(server, tokio_postgres::NoTls).await?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+impl BenchDatabase {
+    pub(crate) async fn create(server: &str) -> anyhow::Result<BenchDatabase> {
+        let name = format!("memproxy_bench_{}", uuid::Uuid::new_v4().simple());
+        admin(server)
+            .await?
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await?;
+        let (base, _) = server
+            .rsplit_once('/')
+            .ok_or_else(|| anyhow::anyhow!("the server URL names no database"))?;
+        Ok(BenchDatabase {
+            server: server.to_owned(),
+            url: format!("{base}/{name}"),
+            name,
+        })
+    }
+
+    pub(crate) async fn size_mib(&self) -> anyhow::Result<f64> {
+        let row = admin(&self.server)
+            .await?
+            .query_one("SELECT pg_database_size($1)", &[&self.name])
+            .await?;
+        Ok(row.get::<_, i64>(0) as f64 / (1024.0 * 1024.0))
+    }
+
+    /// Drops the database (after its store is closed).
+    pub(crate) async fn drop(self) -> anyhow::Result<()> {
+        admin(&self.server)
+            .await?
+            .batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .await?;
+        Ok(())
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn measure(
+    store: &Backend,
     embedder: &Arc<dyn Embedder>,
     pool_texts: &[String],
     pool_vectors: &[Vec<f32>],
@@ -289,7 +398,7 @@ async fn measure(
     rng: &mut Rng,
 ) -> anyhow::Result<Row> {
     let dir = tempfile::tempdir()?;
-    let memory = MemoryService::open(dir.path(), Arc::clone(embedder))?;
+    let (memory, database) = store.open(dir.path(), embedder).await?;
     let model = embedder.model_id().to_owned();
     let scope_of = |u: usize| UserScope::new("bench", format!("user-{u}"));
     let started = Instant::now();
@@ -327,9 +436,10 @@ async fn measure(
         );
         let scope = scope_of(user);
         let vector = embedder.embed(vec![query.clone()]).await?.remove(0);
-        let uid = memory.store().find_user(&scope)?.unwrap_or_default();
+        let (store, who) = (Arc::clone(memory.store()), scope.clone());
         let vectors = Arc::clone(memory.vectors());
         let searched = tokio::task::spawn_blocking(move || {
+            let uid = store.find_user(&who)?.unwrap_or_default();
             let started = Instant::now();
             vectors
                 .search(uid, Corpus::Memory, &vector, 40)
@@ -353,12 +463,21 @@ async fn measure(
             found += 1;
         }
     }
-    Ok(Row {
+    let disk_mib = match &database {
+        Some(database) => database.size_mib().await?,
+        None => dir_size(dir.path()) as f64 / (1024.0 * 1024.0),
+    };
+    let row = Row {
         insert_rate,
         vector: stats(vector_times),
         hybrid: stats(hybrid_times),
-        disk_mib: dir_size(dir.path()) as f64 / (1024.0 * 1024.0),
+        disk_mib,
         rss_mib: rss_mib(),
         found: found as f64 / queries.max(1) as f64,
-    })
+    };
+    drop(memory);
+    if let Some(database) = database {
+        database.drop().await?;
+    }
+    Ok(row)
 }

@@ -4,8 +4,10 @@
 //! shutdown). Every read looks at the pending table first, so a `previous_response_id` sent the
 //! moment the answer arrives finds its response, without the store write on the answer's path.
 //!
-//! The table is this process's: replicas sharing one database (not yet possible) would need the
-//! write before the answer again, or a chain lookup that waits for it.
+//! The table is this process's. With replicas on one PostgreSQL, the next request of a chain may
+//! reach another replica before the write behind the answer is done there: a link missing from
+//! the store is then looked up again for a moment ([`SHARED_STORE_WAIT`]) before the chain is
+//! called unknown.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,6 +23,10 @@ use crate::store::{now_ms, UserScope};
 use super::SharedState;
 
 type Key = (String, String, String);
+
+/// How long a chain lookup on a store shared by replicas waits for a link another replica is
+/// still writing.
+pub const SHARED_STORE_WAIT: Duration = Duration::from_secs(2);
 
 /// Responses answered but not yet in the store.
 #[derive(Default)]
@@ -127,11 +133,19 @@ pub async fn chain(
             None => return Ok(Some(messages_of(&newer)?)),
         }
     }
-    let lookup = scope.clone();
-    let older = state
-        .memory
-        .blocking(move |store, _| Ok(chain_messages(store, &lookup, &at)?))
-        .await?;
+    let shared = state.config.store.backend == crate::store::Backend::Postgres;
+    let waited = std::time::Instant::now();
+    let older = loop {
+        let (lookup, link) = (scope.clone(), at.clone());
+        let older = state
+            .memory
+            .blocking(move |store, _| Ok(chain_messages(store, &lookup, &link)?))
+            .await?;
+        if older.is_some() || !shared || waited.elapsed() >= SHARED_STORE_WAIT {
+            break older;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     let Some(mut messages) = older else {
         return Ok(None);
     };

@@ -277,6 +277,10 @@ pub trait Search {
     fn keeps_vectors(&self) -> bool {
         false
     }
+    /// Makes the backend ready to search vectors of `model` (its indexes), at start-up.
+    fn prepare_vectors(&self, _model: &str, _dimensions: usize) -> StoreResult<()> {
+        Ok(())
+    }
     /// The live rows of one user and corpus nearest to `query` among the vectors of `model`
     /// (only ids in `among`, when given): `(id, cosine similarity)`, best first.
     fn nearest(

@@ -72,7 +72,34 @@ pub fn test_config(mock: &MockUpstream, data: &std::path::Path) -> Config {
     config.memory.consolidation_delay = None;
     // Likewise the background save of explicit turns (it would answer from the mock's script).
     config.explicit.background_save = false;
+    // MEMPROXY_TEST_STORE=postgres runs every test on a fresh PostgreSQL database instead.
+    if on_postgres() {
+        if let Some(url) = std::thread::spawn(crate::conformance::postgres_url)
+            .join()
+            .expect("a test database")
+        {
+            config.store.backend = memproxy::store::Backend::Postgres;
+            config.store.url = Some(memproxy::secret::Secret::new(url));
+        }
+    }
     config
+}
+
+/// Whether this run's tests are on PostgreSQL (`MEMPROXY_TEST_STORE=postgres`): a test of
+/// something only SQLite has (its file, usearch index files, start-up requeueing) skips itself.
+pub fn on_postgres() -> bool {
+    std::env::var("MEMPROXY_TEST_STORE").as_deref() == Ok("postgres")
+}
+
+/// Skips the calling test on PostgreSQL, saying why.
+#[macro_export]
+macro_rules! sqlite_only {
+    ($why:expr) => {
+        if $crate::common::on_postgres() {
+            eprintln!("skipped on PostgreSQL: {}", $why);
+            return;
+        }
+    };
 }
 
 /// A hook that ignores every exchange (for proxies a test starts by hand).

@@ -247,3 +247,58 @@ fn jobs_run_once_across_workers_and_replicas() {
         jobs_run_once(vec![Arc::new(postgres(&url)), Arc::new(postgres(&url))]);
     }
 }
+
+fn responses_area(store: &(impl ResponseLog + Users)) {
+    use memproxy::store::responses::{chain_messages, StoredResponse};
+    let (ada, bob) = (UserScope::new("acme", "ada"), UserScope::new("acme", "bob"));
+    let response = |id: &str, previous: Option<&str>, text: &str| StoredResponse {
+        id: id.to_owned(),
+        previous: previous.map(str::to_owned),
+        messages: json!([{"role": "user", "content": text}]).to_string(),
+        body: json!({"id": id}).to_string(),
+        created_at_ms: 1,
+    };
+    store
+        .put_response(&ada, &response("resp_1", None, "one"))
+        .expect("put");
+    store
+        .put_response(&ada, &response("resp_2", Some("resp_1"), "two"))
+        .expect("put");
+    let chain = store.response_chain(&ada, "resp_2", 10).expect("chain");
+    assert_eq!(
+        chain.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(),
+        ["resp_2", "resp_1"]
+    );
+    let messages = chain_messages(store, &ada, "resp_2")
+        .expect("messages")
+        .expect("complete");
+    assert_eq!(messages.len(), 2);
+    assert_eq!(
+        store
+            .response_chain(&ada, "resp_2", 1)
+            .expect("limited")
+            .len(),
+        1
+    );
+    assert_eq!(store.response(&bob, "resp_1").expect("bob"), None);
+    assert!(store
+        .response_chain(&bob, "resp_2", 10)
+        .expect("bob")
+        .is_empty());
+    assert!(!store.delete_response(&bob, "resp_1").expect("bob"));
+    assert!(store.delete_response(&ada, "resp_1").expect("delete"));
+    assert_eq!(
+        chain_messages(store, &ada, "resp_2").expect("messages"),
+        None,
+        "a missing link makes the chain unknown"
+    );
+}
+
+#[test]
+fn response_log_on_every_backend() {
+    let (_dir, store) = sqlite();
+    responses_area(&store);
+    if let Some(url) = postgres_url() {
+        responses_area(&postgres(&url));
+    }
+}

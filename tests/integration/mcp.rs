@@ -265,6 +265,10 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
     let python = crate::sdk::sdk_python();
     let mut command = Command::new(python);
     command.arg(script).arg(binary).arg(config);
+    if let Some(url) = &h.config.store.url {
+        // The same database (the URL goes by environment, never into a file).
+        command.env("MEMPROXY_DATABASE_URL", url.expose());
+    }
     run_checks(
         command,
         "MCP stdio test",

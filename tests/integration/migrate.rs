@@ -62,6 +62,7 @@ fn migrate(from: &std::path::Path, to: &str) -> std::process::Output {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sqlite_deployment_moves_to_postgres_and_answers_the_same() {
+    crate::sqlite_only!("it migrates from a SQLite deployment");
     let Some(url) = database().await else {
         return;
     };

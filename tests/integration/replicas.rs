@@ -392,3 +392,46 @@ async fn one_agents_turns_on_two_replicas_never_interleave() {
     tokio::join!(turn, edit);
     assert_eq!(*order.lock().expect("order"), ["turn", "edit"]);
 }
+
+async fn respond(replica: &Replica, body: Value) -> Value {
+    let response = reqwest::Client::new()
+        .post(format!("{}/v1/responses", replica.url))
+        .header("x-memproxy-user", "ada")
+        .json(&body)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), 200, "{:?}", response.text().await);
+    response.json().await.expect("JSON")
+}
+
+/// A Responses API chain continued on the other replica the moment the answer arrives (the first
+/// replica writes the response behind its answer; the second waits for the link if needed).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_responses_chain_continues_on_the_other_replica() {
+    let Some(database) = database().await else {
+        return;
+    };
+    let mock = MockUpstream::start().await.expect("mock");
+    let (a, b) = (
+        start_replica(&mock, &database).await,
+        start_replica(&mock, &database).await,
+    );
+    let mut previous: Option<String> = None;
+    for (turn, replica) in [&a, &b, &a, &b].into_iter().enumerate() {
+        let mut body = json!({"model": "mock-model", "input": format!("Fact number {turn}.")});
+        if let Some(id) = &previous {
+            body["previous_response_id"] = json!(id);
+        }
+        let answer = respond(replica, body).await;
+        previous = answer["id"].as_str().map(str::to_owned);
+    }
+    let seen = mock
+        .chat_requests(None)
+        .last()
+        .expect("a request")
+        .to_string();
+    for turn in 0..4 {
+        assert!(seen.contains(&format!("Fact number {turn}.")), "{seen}");
+    }
+}

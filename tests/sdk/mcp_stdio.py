@@ -7,9 +7,11 @@ proxy key's). Prints "ok <check>" per passed check; any failure raises.
 
 import asyncio
 import json
+import os
 import sys
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.stdio import get_default_environment
 
 BINARY, CONFIG = sys.argv[1], sys.argv[2]
 
@@ -26,7 +28,14 @@ async def call(client, name, arguments):
 
 
 async def main():
-    params = StdioServerParameters(command=BINARY, args=["mcp", "--config", CONFIG, "--tenant", "acme", "--user", "ana"])
+    # The SDK passes the server only a few variables; the store's URL, when the test runs on
+    # PostgreSQL, goes as an operator would pass it.
+    env = {k: v for k, v in os.environ.items() if k == "MEMPROXY_DATABASE_URL"}
+    params = StdioServerParameters(
+        command=BINARY,
+        args=["mcp", "--config", CONFIG, "--tenant", "acme", "--user", "ana"],
+        env={**get_default_environment(), **env},
+    )
     async with stdio_client(params) as (read, write):
         async with ClientSession(read, write) as client:
             await client.initialize()

@@ -5,7 +5,6 @@
 use tokio_postgres::GenericClient;
 
 use super::recall::{message_row, summary_of, MESSAGE_COLUMNS};
-use super::search::vector_literal;
 use super::{bump_generation, ensure_uid, find_uid};
 use crate::store::{
     agent_conversation, content_hash, now_ms, AgentCounts, AgentMessage, Corpus, Embedding, Page,
@@ -99,7 +98,7 @@ pub(super) async fn append(
                 "INSERT INTO messages (uid, conversation_id, position, role, content, tool_calls,
                      tool_call_id, created_at, token_count, content_hash, search_text,
                      embedding_model, embedding)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::text::vector)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13::REAL[]::vector)
                  RETURNING id",
                 &[
                     &uid,
@@ -114,7 +113,7 @@ pub(super) async fn append(
                     &content_hash(&format!("{}\u{0}{wire}", message.role)),
                     &message.search_text,
                     &embedding.as_ref().map(|e| e.model.as_str()),
-                    &embedding.as_ref().map(|e| vector_literal(&e.vector)),
+                    &embedding.as_ref().map(|e| e.vector.as_slice()),
                 ],
             )
             .await?

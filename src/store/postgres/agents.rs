@@ -7,7 +7,6 @@
 
 use tokio_postgres::{GenericClient, Row};
 
-use super::search::vector_literal;
 use super::{agent_log, bump_generation, ensure_uid, find_uid, shared, PostgresStore};
 use crate::store::{
     agent_conversation, blocks, now_ms, AgentCounts, AgentMessage, AgentRecord, Agents, CoreBlock,
@@ -271,14 +270,14 @@ impl Agents for PostgresStore {
                 .query_one(
                     "INSERT INTO archival_passages (uid, agent, text, created_at,
                          embedding_model, embedding)
-                     VALUES ($1, $2, $3, $4, $5, $6::text::vector) RETURNING id",
+                     VALUES ($1, $2, $3, $4, $5, $6::REAL[]::vector) RETURNING id",
                     &[
                         &uid,
                         &agent,
                         &text,
                         &created_at_ms,
                         &embedding.map(|e| e.model.as_str()),
-                        &embedding.map(|e| vector_literal(&e.vector)),
+                        &embedding.map(|e| e.vector.as_slice()),
                     ],
                 )
                 .await?

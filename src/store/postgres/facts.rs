@@ -5,7 +5,6 @@
 use tokio_postgres::error::SqlState;
 use tokio_postgres::GenericClient;
 
-use super::search::vector_literal;
 use super::{bump_generation, ensure_uid, find_uid, require_uid, PostgresStore};
 use crate::store::{
     content_hash, now_ms, Corpus, Embedding, Facts, Inserted, Memory, MemoryEvent, NewMemory, Page,
@@ -115,7 +114,7 @@ impl Facts for PostgresStore {
                 .query_opt(
                     "INSERT INTO memories (uid, text, kind, sources, created_at, updated_at,
                          content_hash, embedding_model, embedding)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text::vector)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::REAL[]::vector)
                      ON CONFLICT (uid, content_hash) WHERE valid_until IS NULL DO NOTHING
                      RETURNING id",
                     &[
@@ -127,7 +126,7 @@ impl Facts for PostgresStore {
                         &now_ms(),
                         &hash,
                         &memory.embedding.as_ref().map(|e| e.model.as_str()),
-                        &memory.embedding.as_ref().map(|e| vector_literal(&e.vector)),
+                        &memory.embedding.as_ref().map(|e| e.vector.as_slice()),
                     ],
                 )
                 .await?;
@@ -178,14 +177,14 @@ impl Facts for PostgresStore {
                 .map_err(|error| StoreError::Invalid(error.to_string()))?;
             tx.execute(
                 "UPDATE memories SET text = $1, content_hash = $2, updated_at = $3,
-                     embedding_model = $4, embedding = $5::text::vector, sources = $6
+                     embedding_model = $4, embedding = $5::REAL[]::vector, sources = $6
                  WHERE id = $7 AND uid = $8",
                 &[
                     &text,
                     &content_hash(text),
                     &now_ms(),
                     &embedding.map(|e| e.model.as_str()),
-                    &embedding.map(|e| vector_literal(&e.vector)),
+                    &embedding.map(|e| e.vector.as_slice()),
                     &sources,
                     &id,
                     &uid,

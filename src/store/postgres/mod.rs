@@ -67,6 +67,7 @@ pub struct PostgresStore {
     /// every connection their own queries need).
     locks: Pool,
     indexes: search::KnownIndexes,
+    common_terms: super::keywords::CommonTerms,
     /// Drives the connections; `None` only while dropping.
     runtime: Option<tokio::runtime::Runtime>,
 }
@@ -75,9 +76,13 @@ impl PostgresStore {
     /// Connects to `url` (`postgres://user@host:port/db`) with at most `pool_size` connections
     /// and brings its schema up to date (one replica at a time, under an advisory lock).
     pub fn connect(url: &str, pool_size: usize) -> StoreResult<PostgresStore> {
-        let config: tokio_postgres::Config = url
+        let mut config: tokio_postgres::Config = url
             .parse()
             .map_err(|error| StoreError::Invalid(format!("database URL: {error}")))?;
+        // A vector search filtered by user keeps scanning the shared HNSW index until it has
+        // its k rows (pgvector 0.8's iterative scan), on every connection.
+        let options = config.get_options().unwrap_or_default().to_owned();
+        config.options(format!("{options} -c hnsw.iterative_scan=strict_order").trim());
         let manager = |config| {
             Manager::from_config(
                 config,
@@ -103,6 +108,7 @@ impl PostgresStore {
             pool: pool(pool_size.max(1), config.clone())?,
             locks: pool(4 * pool_size.max(2), config)?,
             indexes: search::KnownIndexes::default(),
+            common_terms: super::keywords::CommonTerms::default(),
             runtime: Some(runtime),
         };
         store.run(|pool| async move {

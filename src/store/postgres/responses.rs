@@ -82,7 +82,7 @@ impl ResponseLog for PostgresStore {
                                 chain.depth + 1
                          FROM responses r JOIN chain
                            ON r.uid = $1 AND r.response_id = chain.previous
-                         WHERE chain.depth + 1 < $3)
+                         WHERE chain.depth + 1 < $3::BIGINT)
                      SELECT response_id, previous, messages, body, created_at FROM chain
                      ORDER BY depth",
                     &[&uid, &id, &(limit as i64)],

@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use tokio_postgres::GenericClient;
 
 use super::{bump_generation, find_uid, PostgresStore};
-use crate::store::keywords::query_words;
+use crate::store::keywords::{self, query_words};
 use crate::store::{
     content_hash, Corpus, Document, Embedding, Search, StoreError, StoreResult, UserScope, Within,
 };
@@ -22,26 +22,8 @@ use crate::store::{
 /// Arbitrary, fixed: the advisory lock key of vector index creation.
 const INDEX_LOCK: i64 = 0x6d65_6d70_0003;
 
-/// pgvector's text form of a vector.
-pub(super) fn vector_literal(vector: &[f32]) -> String {
-    let mut text = String::with_capacity(vector.len() * 10 + 2);
-    text.push('[');
-    for (i, x) in vector.iter().enumerate() {
-        if i > 0 {
-            text.push(',');
-        }
-        text.push_str(&x.to_string());
-    }
-    text.push(']');
-    text
-}
-
-pub(super) fn parse_vector(text: &str) -> Vec<f32> {
-    text.trim_matches(|c| c == '[' || c == ']')
-        .split(',')
-        .filter_map(|x| x.trim().parse().ok())
-        .collect()
-}
+// Vectors travel as `REAL[]` in the binary protocol (cast to and from pgvector's `vector` in
+// SQL): no text formatting or parsing of 384 floats per row.
 
 /// Table, text expression (on the table aliased `t`) and live-row condition of each corpus.
 fn corpus_table(corpus: Corpus) -> (&'static str, &'static str, &'static str) {
@@ -124,6 +106,43 @@ async fn ensure_vector_index(
     Ok(())
 }
 
+/// The words worth searching ([`keywords::within_budget`], the rule SQLite follows too): each
+/// word's rows are counted (across all users, at most `ROWS_PER_TERM + 1`, through the GIN index)
+/// in one round trip; words known to be common are not counted again for a while.
+async fn rare_words(
+    client: &impl GenericClient,
+    common: &keywords::CommonTerms,
+    table: &str,
+    words: &[String],
+) -> StoreResult<Vec<String>> {
+    let key = |word: &str| format!("{table}\u{0}{word}");
+    let unknown: Vec<&String> = words.iter().filter(|w| !common.known(&key(w))).collect();
+    if unknown.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows = client
+        .query(
+            &format!(
+                "SELECT w, (SELECT count(*) FROM (SELECT 1 FROM {table} t
+                            WHERE t.tsv @@ plainto_tsquery('english', w) LIMIT $2) s)
+                 FROM unnest($1::TEXT[]) AS w"
+            ),
+            &[&unknown, &(keywords::ROWS_PER_TERM + 1)],
+        )
+        .await?;
+    let mut counted = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let (word, count): (String, i64) = (row.get(0), row.get(1));
+        if count > keywords::ROWS_PER_TERM {
+            common.remember(key(&word));
+        }
+        if let Some(word) = unknown.iter().find(|w| ***w == word) {
+            counted.push((count, *word));
+        }
+    }
+    Ok(keywords::within_budget(counted))
+}
+
 /// Sets one row's embedding; returns its user and the new vector generation.
 pub(super) async fn set_embedding(
     client: &impl GenericClient,
@@ -135,10 +154,10 @@ pub(super) async fn set_embedding(
     let row = client
         .query_opt(
             &format!(
-                "UPDATE {table} SET embedding_model = $1, embedding = $2::text::vector
+                "UPDATE {table} SET embedding_model = $1, embedding = $2::REAL[]::vector
                  WHERE id = $3 RETURNING uid"
             ),
-            &[&embedding.model, &vector_literal(&embedding.vector), &id],
+            &[&embedding.model, &embedding.vector.as_slice(), &id],
         )
         .await?
         .ok_or_else(|| StoreError::NotFound(format!("{} {id}", corpus.as_str())))?;
@@ -159,8 +178,6 @@ impl Search for PostgresStore {
         if words.is_empty() {
             return Ok(Vec::new());
         }
-        // Words are letters and digits only: never tsquery syntax.
-        let any = words.join(" | ");
         let (table, _, live) = corpus_table(corpus);
         let inside = match within {
             Some(within) => within_condition(corpus, within, "$4")?,
@@ -172,6 +189,12 @@ impl Search for PostgresStore {
             let Some(uid) = find_uid(&**client, scope).await? else {
                 return Ok(Vec::new());
             };
+            let kept = rare_words(&**client, &self.common_terms, table, &words).await?;
+            if kept.is_empty() {
+                return Ok(Vec::new());
+            }
+            // Words are letters and digits only: never tsquery syntax.
+            let any = kept.join(" | ");
             let rows = client
                 .query(
                     &format!(
@@ -238,7 +261,7 @@ impl Search for PostgresStore {
                 .query(
                     &format!(
                         "SELECT t.id, {text}, t.created_at, {conversation}, {role},
-                             t.embedding_model, t.embedding::text, {outdated}
+                             t.embedding_model, t.embedding::REAL[], {outdated}
                          FROM {table} t WHERE t.uid = $1 AND {live} AND t.id = ANY($2)"
                     ),
                     &[&uid, &ids],
@@ -248,7 +271,7 @@ impl Search for PostgresStore {
                 .iter()
                 .map(|row| {
                     let model: Option<String> = row.get(5);
-                    let vector: Option<String> = row.get(6);
+                    let vector: Option<Vec<f32>> = row.get(6);
                     Document {
                         corpus,
                         id: row.get(0),
@@ -257,10 +280,9 @@ impl Search for PostgresStore {
                         conversation: row.get(3),
                         role: row.get(4),
                         outdated: row.get(7),
-                        embedding: model.zip(vector).map(|(model, vector)| Embedding {
-                            model,
-                            vector: parse_vector(&vector),
-                        }),
+                        embedding: model
+                            .zip(vector)
+                            .map(|(model, vector)| Embedding { model, vector }),
                     }
                 })
                 .collect())
@@ -280,17 +302,14 @@ impl Search for PostgresStore {
                 .await?
                 .query(
                     &format!(
-                        "SELECT t.id, t.embedding::text FROM {table} t
+                        "SELECT t.id, t.embedding::REAL[] FROM {table} t
                          WHERE t.uid = $1 AND t.embedding_model = $2
                            AND t.embedding IS NOT NULL AND {live}"
                     ),
                     &[&uid, &model],
                 )
                 .await?;
-            Ok(rows
-                .iter()
-                .map(|row| (row.get(0), parse_vector(row.get(1))))
-                .collect())
+            Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
         })
     }
 
@@ -375,6 +394,18 @@ impl Search for PostgresStore {
         true
     }
 
+    /// The HNSW index of each corpus for this model, made now rather than by the first search
+    /// (building it over existing rows takes a while, once).
+    fn prepare_vectors(&self, model: &str, dimensions: usize) -> StoreResult<()> {
+        self.run(|pool| async move {
+            let mut client = pool.get().await?;
+            for corpus in Corpus::ALL {
+                ensure_vector_index(&mut client, &self.indexes, corpus, model, dimensions).await?;
+            }
+            Ok(())
+        })
+    }
+
     fn nearest(
         &self,
         uid: i64,
@@ -389,20 +420,20 @@ impl Search for PostgresStore {
         }
         let (table, _, live) = corpus_table(corpus);
         let dimensions = query.len();
-        let literal = vector_literal(query);
+        let query = query.to_vec();
         let model_literal = quoted(model);
         self.run(|pool| async move {
             let mut client = pool.get().await?;
             ensure_vector_index(&mut client, &self.indexes, corpus, model, dimensions).await?;
             let tx = client.transaction().await?;
-            // Keep scanning the shared index until k of this user's rows are found.
-            tx.batch_execute(&format!(
-                "SET LOCAL hnsw.iterative_scan = strict_order; SET LOCAL hnsw.ef_search = {}",
-                k.clamp(40, 1000)
-            ))
-            .await?;
+            // Every connection scans iteratively (see `PostgresStore::connect`); a search for
+            // more rows than the default candidate list widens it.
+            if k > 40 {
+                tx.batch_execute(&format!("SET LOCAL hnsw.ef_search = {}", k.min(1000)))
+                    .await?;
+            }
             let distance =
-                format!("t.embedding::vector({dimensions}) <=> $2::text::vector({dimensions})");
+                format!("t.embedding::vector({dimensions}) <=> $2::REAL[]::vector({dimensions})");
             let rows = tx
                 .query(
                     &format!(
@@ -411,7 +442,7 @@ impl Search for PostgresStore {
                            AND ($4::BIGINT[] IS NULL OR t.id = ANY($4))
                          ORDER BY {distance} LIMIT $3"
                     ),
-                    &[&uid, &literal, &(k as i64), &among],
+                    &[&uid, &query, &(k as i64), &among],
                 )
                 .await?;
             tx.commit().await?;

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use tokio_postgres::{GenericClient, IsolationLevel};
 
 use super::recall::{message_row, summary_of, MESSAGE_COLUMNS};
-use super::search::{parse_vector, vector_literal};
+
 use super::{agents, bump_generation, ensure_uid, find_uid, shared, PostgresStore};
 use crate::store::{
     content_hash, history, CoreBlock, Corpus, Embedding, ImportCounts, NewMessage,
@@ -26,19 +26,18 @@ async fn vectors(
         for row in client
             .query(
                 &format!(
-                    "SELECT id, embedding_model, embedding::text FROM {table}
+                    "SELECT id, embedding_model, embedding::REAL[] FROM {table}
                      WHERE uid = $1 AND embedding IS NOT NULL"
                 ),
                 &[&uid],
             )
             .await?
         {
-            let vector: String = row.get(2);
             vectors.insert(
                 (table, row.get(0)),
                 Embedding {
                     model: row.get(1),
-                    vector: parse_vector(&vector),
+                    vector: row.get(2),
                 },
             );
         }
@@ -212,7 +211,7 @@ async fn import_conversation(
                      tool_calls, tool_call_id, created_at, token_count, content_hash, search_text,
                      superseded, embedding_model, embedding)
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,
-                         $15::text::vector)
+                         $15::REAL[]::vector)
                  ON CONFLICT (conversation_id, position, content_hash) DO NOTHING",
                 &[
                     &uid,
@@ -229,7 +228,7 @@ async fn import_conversation(
                     &m.search_text,
                     &m.superseded,
                     &m.embedding.as_ref().map(|e| e.model.as_str()),
-                    &m.embedding.as_ref().map(|e| vector_literal(&e.vector)),
+                    &m.embedding.as_ref().map(|e| e.vector.as_slice()),
                 ],
             )
             .await?;
@@ -274,7 +273,7 @@ async fn import(
             .execute(
                 "INSERT INTO memories (uid, text, kind, sources, created_at, updated_at,
                      valid_until, content_hash, embedding_model, embedding)
-                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::text::vector
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::REAL[]::vector
                  WHERE NOT EXISTS (SELECT 1 FROM memories WHERE uid = $1 AND content_hash = $8
                      AND (valid_until IS NULL OR valid_until IS NOT DISTINCT FROM $7))
                  ON CONFLICT DO NOTHING",
@@ -288,7 +287,7 @@ async fn import(
                     &memory.valid_until_ms,
                     &content_hash(&memory.text),
                     &embedding.as_ref().map(|e| e.model.as_str()),
-                    &embedding.as_ref().map(|e| vector_literal(&e.vector)),
+                    &embedding.as_ref().map(|e| e.vector.as_slice()),
                 ],
             )
             .await? as usize;
@@ -316,14 +315,14 @@ async fn import(
             .execute(
                 "INSERT INTO archival_passages (uid, agent, text, created_at, embedding_model,
                      embedding)
-                 VALUES ($1, $2, $3, $4, $5, $6::text::vector)",
+                 VALUES ($1, $2, $3, $4, $5, $6::REAL[]::vector)",
                 &[
                     &uid,
                     &agent,
                     &text,
                     &created_at_ms,
                     &embedding.as_ref().map(|e| e.model.as_str()),
-                    &embedding.as_ref().map(|e| vector_literal(&e.vector)),
+                    &embedding.as_ref().map(|e| e.vector.as_slice()),
                 ],
             )
             .await?;

@@ -31,7 +31,7 @@ pub struct SqliteStore {
     writer: Mutex<Connection>,
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
-    common_terms: search::CommonTerms,
+    common_terms: crate::store::keywords::CommonTerms,
 }
 
 fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
@@ -73,7 +73,7 @@ impl SqliteStore {
             writer: Mutex::new(writer),
             readers,
             next_reader: AtomicUsize::new(0),
-            common_terms: search::CommonTerms::default(),
+            common_terms: crate::store::keywords::CommonTerms::default(),
         })
     }
 

@@ -1,49 +1,13 @@
 //! The search-side queries shared by all corpora (facts, turns, passages): keyword search with a
 //! bounded cost, documents by id, embeddings for index rebuilds and the background embedder.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
-
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
 
 use super::{
     bump_generation, corpus_tables, find_uid, from_blob, live_condition, to_blob, within_condition,
 };
-use crate::store::keywords::query_words;
+use crate::store::keywords::{query_words, within_budget, CommonTerms, ROWS_PER_TERM};
 use crate::store::{Corpus, Document, Embedding, StoreError, StoreResult, UserScope, Within};
-
-/// BM25 costs about a microsecond per matching row, so a keyword search bounds the rows it
-/// scores: words matching more rows than this (across all users) are skipped. Such words carry
-/// almost no information (FTS5's IDF is computed over the whole table) and would dominate the cost.
-const ROWS_PER_TERM: i64 = 500;
-/// Upper bound on rows one search scores; the rarest words are kept first.
-const ROWS_BUDGET: i64 = 1_500;
-
-/// FTS queries recently found to match more rows than the cap. Only those are remembered: a word
-/// that is common stays common (skipping it is the point), while a rare word's count must be fresh
-/// (a memory added a moment ago has to be findable by its words at once).
-#[derive(Default)]
-pub struct CommonTerms(std::sync::Mutex<HashMap<String, Instant>>);
-
-const COMMON_TTL: Duration = Duration::from_secs(60);
-const COMMON_ENTRIES: usize = 50_000;
-
-impl CommonTerms {
-    fn known(&self, key: &str) -> bool {
-        self.0
-            .lock()
-            .is_ok_and(|common| common.get(key).is_some_and(|at| at.elapsed() < COMMON_TTL))
-    }
-
-    fn remember(&self, key: String) {
-        if let Ok(mut common) = self.0.lock() {
-            if common.len() >= COMMON_ENTRIES {
-                common.clear();
-            }
-            common.insert(key, Instant::now());
-        }
-    }
-}
 
 /// How many rows match an FTS query, counting at most `cap + 1` (cheap: no scoring).
 fn bounded_count(
@@ -98,16 +62,7 @@ fn keyword_query(
             counted.push((rows, word));
         }
     }
-    counted.sort();
-    let mut kept = Vec::new();
-    let mut spent = 0;
-    for (rows, word) in counted {
-        if spent + rows > ROWS_BUDGET {
-            break;
-        }
-        spent += rows;
-        kept.push(word.clone());
-    }
+    let kept = within_budget(counted);
     if kept.is_empty() {
         return Ok(None);
     }
