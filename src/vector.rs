@@ -70,21 +70,22 @@ impl VectorIndexes {
         store: Arc<dyn Store>,
     ) -> StoreResult<Self> {
         std::fs::create_dir_all(dir)?;
-        Ok(VectorIndexes {
-            dir: Some(dir.to_owned()),
-            model: model.to_owned(),
+        Ok(Self::with_dir(
+            Some(dir.to_owned()),
+            model,
             dimensions,
             store,
-            open: Mutex::new(HashMap::new()),
-            open_limit: AtomicUsize::new(DEFAULT_OPEN_LIMIT),
-            clock: AtomicU64::new(0),
-        })
+        ))
     }
 
-    /// Searches passed to a store that keeps vectors itself; nothing is kept here or on disk.
-    pub fn in_store(model: &str, dimensions: usize, store: Arc<dyn Store>) -> Self {
+    fn with_dir(
+        dir: Option<PathBuf>,
+        model: &str,
+        dimensions: usize,
+        store: Arc<dyn Store>,
+    ) -> Self {
         VectorIndexes {
-            dir: None,
+            dir,
             model: model.to_owned(),
             dimensions,
             store,
@@ -92,6 +93,11 @@ impl VectorIndexes {
             open_limit: AtomicUsize::new(DEFAULT_OPEN_LIMIT),
             clock: AtomicU64::new(0),
         }
+    }
+
+    /// Searches passed to a store that keeps vectors itself; nothing is kept here or on disk.
+    pub fn in_store(model: &str, dimensions: usize, store: Arc<dyn Store>) -> Self {
+        Self::with_dir(None, model, dimensions, store)
     }
 
     /// How many indexes stay open in memory (at least one).

@@ -58,14 +58,30 @@ pub async fn run(options: ImplicitBench) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn measure(options: &ImplicitBench, store: &Backend) -> anyhow::Result<()> {
-    let mock = MockUpstream::start().await?;
-    let data = tempfile::tempdir()?;
+/// An implicit-mode memproxy's config in front of `mock`, with the local model installed in
+/// `model_data_dir` and post-processing deferred (the measurement is the request path).
+pub(crate) fn bench_config(
+    mock: &MockUpstream,
+    data_dir: &std::path::Path,
+    model_data_dir: &std::path::Path,
+) -> Config {
     let mut config = Config {
-        data_dir: data.path().to_owned(),
+        data_dir: data_dir.to_owned(),
         mode: Mode::Implicit,
         ..Config::default()
     };
+    config.upstream.url = mock.base_url();
+    config.upstream.api_key = None;
+    config.embedding.model_dir = Some(model_data_dir.join("models/all-MiniLM-L6-v2"));
+    config.embedding.onnxruntime = Some(model_data_dir.join("lib/libonnxruntime.so.1.24.4"));
+    config.memory.extraction_debounce = Duration::from_secs(3600);
+    config
+}
+
+async fn measure(options: &ImplicitBench, store: &Backend) -> anyhow::Result<()> {
+    let mock = MockUpstream::start().await?;
+    let data = tempfile::tempdir()?;
+    let mut config = bench_config(&mock, data.path(), &options.model_data_dir);
     let database = match store {
         Backend::Sqlite => None,
         Backend::Postgres(server) => {
@@ -75,12 +91,6 @@ async fn measure(options: &ImplicitBench, store: &Backend) -> anyhow::Result<()>
             Some(database)
         }
     };
-    config.upstream.url = mock.base_url();
-    config.upstream.api_key = None;
-    config.embedding.model_dir = Some(options.model_data_dir.join("models/all-MiniLM-L6-v2"));
-    config.embedding.onnxruntime =
-        Some(options.model_data_dir.join("lib/libonnxruntime.so.1.24.4"));
-    config.memory.extraction_debounce = Duration::from_secs(3600);
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let server = crate::server::start_on(listener, config, Arc::new(LogExchanges)).await?;
     let memory = Arc::clone(&server.state.memory);
@@ -106,6 +116,10 @@ async fn measure(options: &ImplicitBench, store: &Backend) -> anyhow::Result<()>
         }
     }
     memory.flush().await?;
+    if let Some(database) = &database {
+        // As autovacuum would have by then in a running deployment (see `bench retrieval`).
+        database.analyze().await?;
+    }
 
     let client = reqwest::Client::new();
     let (proxy_url, direct_url) = (

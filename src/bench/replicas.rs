@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use clap::Args;
 use serde_json::json;
@@ -19,7 +19,6 @@ use super::retrieval::{sentence, synthetic_memory, BenchDatabase, Rng};
 use crate::config::Config;
 use crate::hooks::LogExchanges;
 use crate::mock::MockUpstream;
-use crate::mode::Mode;
 use crate::server::RunningServer;
 use crate::store::UserScope;
 
@@ -53,18 +52,7 @@ pub async fn run(options: ReplicasBench) -> anyhow::Result<()> {
     let mock = MockUpstream::start().await?;
     let database = BenchDatabase::create(&options.postgres).await?;
     let data = tempfile::tempdir()?;
-    let mut config = Config {
-        data_dir: data.path().to_owned(),
-        mode: Mode::Implicit,
-        ..Config::default()
-    };
-    config.upstream.url = mock.base_url();
-    config.upstream.api_key = None;
-    config.embedding.model_dir = Some(options.model_data_dir.join("models/all-MiniLM-L6-v2"));
-    config.embedding.onnxruntime =
-        Some(options.model_data_dir.join("lib/libonnxruntime.so.1.24.4"));
-    // Post-processing waits: the measurement is the request path.
-    config.memory.extraction_debounce = Duration::from_secs(3600);
+    let mut config = super::implicit::bench_config(&mock, data.path(), &options.model_data_dir);
     config.store.backend = crate::store::Backend::Postgres;
     config.store.url = Some(crate::secret::Secret::new(database.url.clone()));
     let first = replica(&config).await?;

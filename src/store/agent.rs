@@ -50,6 +50,45 @@ pub struct AgentMessage {
     pub created_at_ms: i64,
 }
 
+impl AgentMessage {
+    /// What the model is sent for it: content and tool calls.
+    fn wire(&self) -> String {
+        format!(
+            "{}{}",
+            self.content,
+            self.tool_calls.as_deref().unwrap_or_default()
+        )
+    }
+
+    /// Its tokens in the agent's context (a rule both backends store).
+    pub fn token_count(&self) -> i64 {
+        crate::tokens::count_message(&self.role, &self.wire()) as i64
+    }
+
+    /// Its identity in the log.
+    pub fn log_hash(&self) -> String {
+        super::content_hash(&format!("{}\u{0}{}", self.role, self.wire()))
+    }
+
+    /// The message as stored with `id` at `position` of the agent's log `conversation`.
+    pub fn stored(&self, id: i64, conversation: &str, position: i64) -> super::StoredMessage {
+        super::StoredMessage {
+            id,
+            conversation: conversation.to_owned(),
+            position,
+            role: self.role.clone(),
+            content: self.content.clone(),
+            name: None,
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            created_at_ms: self.created_at_ms,
+            token_count: self.token_count(),
+            superseded: false,
+            search_text: Some(self.search_text.clone()),
+        }
+    }
+}
+
 /// Counts the system message reports to the agent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct AgentCounts {

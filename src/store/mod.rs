@@ -129,6 +129,38 @@ pub struct NewMessage {
     pub created_at_ms: i64,
 }
 
+impl NewMessage {
+    /// Its tokens (a rule both backends store).
+    pub fn token_count(&self) -> i64 {
+        crate::tokens::count_message(&self.role, &self.content) as i64
+    }
+
+    /// The turn as stored with `id` at `position` of `conversation`.
+    pub fn stored(
+        &self,
+        id: i64,
+        conversation: &str,
+        position: i64,
+        superseded: bool,
+        search_text: Option<&str>,
+    ) -> StoredMessage {
+        StoredMessage {
+            id,
+            conversation: conversation.to_owned(),
+            position,
+            role: self.role.clone(),
+            content: self.content.clone(),
+            name: self.name.clone(),
+            tool_calls: self.tool_calls.clone(),
+            tool_call_id: self.tool_call_id.clone(),
+            created_at_ms: self.created_at_ms,
+            token_count: self.token_count(),
+            superseded,
+            search_text: search_text.map(str::to_owned),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct StoredMessage {
     pub id: i64,
@@ -305,6 +337,27 @@ pub struct PortableMessage {
     /// Filled on import, never exported (vectors are recomputed by the importing instance).
     #[serde(skip)]
     pub embedding: Option<Embedding>,
+}
+
+impl PortableMessage {
+    /// A stored turn as exported (`embedding`: carried in memory only, never into a file).
+    pub fn exported(stored: StoredMessage, embedding: Option<Embedding>) -> PortableMessage {
+        PortableMessage {
+            conversation: stored.conversation,
+            message: NewMessage {
+                position: stored.position,
+                role: stored.role,
+                content: stored.content,
+                name: stored.name,
+                tool_calls: stored.tool_calls,
+                tool_call_id: stored.tool_call_id,
+                created_at_ms: stored.created_at_ms,
+            },
+            superseded: stored.superseded,
+            search_text: stored.search_text,
+            embedding,
+        }
+    }
 }
 
 impl PortableMessage {

@@ -18,7 +18,7 @@ use super::conformance::{postgres, postgres_url, sqlite};
 
 const MODEL: &str = "test-model";
 
-fn turn(role: &str, content: &str) -> NewMessage {
+pub(crate) fn turn(role: &str, content: &str) -> NewMessage {
     NewMessage {
         position: 0,
         role: role.to_owned(),

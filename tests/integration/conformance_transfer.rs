@@ -5,28 +5,17 @@
 
 use memproxy::store::prelude::*;
 use memproxy::store::{
-    AgentMessage, CoreBlock, Embedding, NewMemory, NewMessage, SharedBlock, Source, Summary,
-    UserBundle, UserScope,
+    AgentMessage, CoreBlock, Embedding, NewMemory, SharedBlock, Source, Summary, UserBundle,
+    UserScope,
 };
 
 use super::conformance::{postgres, postgres_url, sqlite};
+use super::conformance_memory::turn;
 
 fn vector(seed: f32) -> Embedding {
     Embedding {
         model: "test-model".to_owned(),
         vector: vec![seed, 1.0 - seed, 0.25, -0.5],
-    }
-}
-
-fn turn(role: &str, content: &str) -> NewMessage {
-    NewMessage {
-        position: 0,
-        role: role.to_owned(),
-        content: content.to_owned(),
-        name: None,
-        tool_calls: None,
-        tool_call_id: None,
-        created_at_ms: 7_000,
     }
 }
 

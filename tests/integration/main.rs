@@ -36,6 +36,7 @@ mod memory_transfer;
 mod messages;
 mod migrate;
 mod native;
+mod postgres_faults;
 mod quality;
 mod recency;
 mod relay;

@@ -7,8 +7,8 @@ use tokio_postgres::GenericClient;
 use super::recall::{message_row, summary_of, MESSAGE_COLUMNS};
 use super::{bump_generation, ensure_uid, find_uid};
 use crate::store::{
-    agent_conversation, content_hash, now_ms, AgentCounts, AgentMessage, Corpus, Embedding, Page,
-    StepRecord, StoreError, StoreResult, StoredMessage, Summary, UserScope,
+    agent_conversation, now_ms, AgentCounts, AgentMessage, Corpus, Embedding, Page, StepRecord,
+    StoreError, StoreResult, StoredMessage, Summary, UserScope,
 };
 
 pub(super) async fn clear_pause(
@@ -87,12 +87,7 @@ pub(super) async fn append(
     let mut stored = Vec::with_capacity(messages.len());
     for (message, embedding) in messages {
         position += 1;
-        let wire = format!(
-            "{}{}",
-            message.content,
-            message.tool_calls.as_deref().unwrap_or_default()
-        );
-        let tokens = crate::tokens::count_message(&message.role, &wire) as i64;
+        let tokens = message.token_count();
         let id: i64 = client
             .query_one(
                 "INSERT INTO messages (uid, conversation_id, position, role, content, tool_calls,
@@ -110,7 +105,7 @@ pub(super) async fn append(
                     &message.tool_call_id,
                     &message.created_at_ms,
                     &tokens,
-                    &content_hash(&format!("{}\u{0}{wire}", message.role)),
+                    &message.log_hash(),
                     &message.search_text,
                     &embedding.as_ref().map(|e| e.model.as_str()),
                     &embedding.as_ref().map(|e| e.vector.as_slice()),
@@ -118,20 +113,7 @@ pub(super) async fn append(
             )
             .await?
             .get(0);
-        stored.push(StoredMessage {
-            id,
-            conversation: conversation.clone(),
-            position,
-            role: message.role.clone(),
-            content: message.content.clone(),
-            name: None,
-            tool_calls: message.tool_calls.clone(),
-            tool_call_id: message.tool_call_id.clone(),
-            created_at_ms: message.created_at_ms,
-            token_count: tokens,
-            superseded: false,
-            search_text: Some(message.search_text.clone()),
-        });
+        stored.push(message.stored(id, &conversation, position));
     }
     let vectors = if messages.iter().any(|(_, e)| e.is_some()) {
         Some((uid, bump_generation(client, uid, Corpus::Message).await?))

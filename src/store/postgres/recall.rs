@@ -142,7 +142,7 @@ async fn insert(
     message: &NewMessage,
     hash: &str,
 ) -> StoreResult<Option<StoredMessage>> {
-    let tokens = crate::tokens::count_message(&message.role, &message.content) as i64;
+    let tokens = message.token_count();
     let row = client
         .query_opt(
             "INSERT INTO messages (uid, conversation_id, position, role, content, name,
@@ -175,20 +175,13 @@ async fn insert(
             .await?;
         return Ok(None);
     };
-    Ok(Some(StoredMessage {
-        id: row.get(0),
-        conversation: conversation.to_owned(),
+    Ok(Some(message.stored(
+        row.get(0),
+        conversation,
         position,
-        role: message.role.clone(),
-        content: message.content.clone(),
-        name: message.name.clone(),
-        tool_calls: message.tool_calls.clone(),
-        tool_call_id: message.tool_call_id.clone(),
-        created_at_ms: message.created_at_ms,
-        token_count: tokens,
-        superseded: false,
-        search_text: None,
-    }))
+        false,
+        None,
+    )))
 }
 
 async fn conversation_id(

@@ -11,9 +11,8 @@ use super::recall::{message_row, summary_of, MESSAGE_COLUMNS};
 
 use super::{agents, bump_generation, ensure_uid, find_uid, shared, PostgresStore};
 use crate::store::{
-    content_hash, history, CoreBlock, Corpus, Embedding, ImportCounts, NewMessage,
-    PortableConversation, PortableMemory, PortableMessage, StoreError, StoreResult, Transfer,
-    UserBundle, UserScope,
+    content_hash, history, CoreBlock, Corpus, Embedding, ImportCounts, PortableConversation,
+    PortableMemory, PortableMessage, StoreError, StoreResult, Transfer, UserBundle, UserScope,
 };
 
 /// Stored vectors of a user by table and row id.
@@ -84,21 +83,10 @@ async fn export(client: &impl GenericClient, scope: &UserScope) -> StoreResult<O
             )
             .await?;
         for stored in rows.iter().map(message_row) {
-            bundle.messages.push(PortableMessage {
-                conversation: conversation.id.clone(),
-                embedding: of("messages", stored.id),
-                message: NewMessage {
-                    position: stored.position,
-                    role: stored.role,
-                    content: stored.content,
-                    name: stored.name,
-                    tool_calls: stored.tool_calls,
-                    tool_call_id: stored.tool_call_id,
-                    created_at_ms: stored.created_at_ms,
-                },
-                superseded: stored.superseded,
-                search_text: stored.search_text,
-            });
+            let embedding = of("messages", stored.id);
+            bundle
+                .messages
+                .push(PortableMessage::exported(stored, embedding));
         }
         if let Some(summary) = summary_of(client, uid, &conversation.id).await? {
             bundle.summaries.push(summary);
@@ -204,7 +192,7 @@ async fn import_conversation(
             &message.content,
             message.tool_calls.as_deref(),
         );
-        let tokens = crate::tokens::count_message(&message.role, &message.content) as i64;
+        let tokens = message.token_count();
         let inserted = client
             .execute(
                 "INSERT INTO messages (uid, conversation_id, position, role, content, name,

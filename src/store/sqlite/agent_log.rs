@@ -7,9 +7,8 @@ use rusqlite::{params, Connection, OptionalExtension, Transaction};
 use super::recall::{conversation_id, message_row, MESSAGE_COLUMNS};
 use super::{bump_generation, ensure_uid, find_uid, to_blob};
 use crate::store::{
-    agent_conversation, content_hash, now_ms, AgentCounts, AgentMessage, AgentRecord, CoreBlock,
-    Corpus, Embedding, Page, StepRecord, StoreError, StoreResult, StoredMessage, Summary,
-    UserScope,
+    agent_conversation, now_ms, AgentCounts, AgentMessage, AgentRecord, CoreBlock, Corpus,
+    Embedding, Page, StepRecord, StoreError, StoreResult, StoredMessage, Summary, UserScope,
 };
 
 const AGENT_COLUMNS: &str =
@@ -249,12 +248,7 @@ pub fn append(
     let mut stored = Vec::with_capacity(messages.len());
     for (message, embedding) in messages {
         position += 1;
-        let wire = format!(
-            "{}{}",
-            message.content,
-            message.tool_calls.as_deref().unwrap_or_default()
-        );
-        let tokens = crate::tokens::count_message(&message.role, &wire) as i64;
+        let tokens = message.token_count();
         insert.execute(params![
             uid,
             conversation_id,
@@ -265,25 +259,12 @@ pub fn append(
             message.tool_call_id,
             message.created_at_ms,
             tokens,
-            content_hash(&format!("{}\u{0}{wire}", message.role)),
+            message.log_hash(),
             message.search_text,
             embedding.as_ref().map(|e| e.model.as_str()),
             embedding.as_ref().map(|e| to_blob(&e.vector)),
         ])?;
-        stored.push(StoredMessage {
-            id: tx.last_insert_rowid(),
-            conversation: conversation.clone(),
-            position,
-            role: message.role.clone(),
-            content: message.content.clone(),
-            name: None,
-            tool_calls: message.tool_calls.clone(),
-            tool_call_id: message.tool_call_id.clone(),
-            created_at_ms: message.created_at_ms,
-            token_count: tokens,
-            superseded: false,
-            search_text: Some(message.search_text.clone()),
-        });
+        stored.push(message.stored(tx.last_insert_rowid(), &conversation, position));
     }
     let vectors = if messages.iter().any(|(_, e)| e.is_some()) {
         Some((uid, bump_generation(tx, uid, Corpus::Message)?))

@@ -178,7 +178,7 @@ fn insert_at<'a>(
     } in messages
     {
         let hash = turn_hash(message);
-        let tokens = crate::tokens::count_message(&message.role, &message.content) as i64;
+        let tokens = message.token_count();
         let inserted = insert.execute(params![
             uid,
             conversation_id,
@@ -199,20 +199,13 @@ fn insert_at<'a>(
             // (and it is not new); an import sets what its file says.
             set_superseded.execute(params![conversation_id, position, hash, superseded])?;
         } else {
-            stored.push(StoredMessage {
-                id: tx.last_insert_rowid(),
-                conversation: conversation.to_owned(),
+            stored.push(message.stored(
+                tx.last_insert_rowid(),
+                conversation,
                 position,
-                role: message.role.clone(),
-                content: message.content.clone(),
-                name: message.name.clone(),
-                tool_calls: message.tool_calls.clone(),
-                tool_call_id: message.tool_call_id.clone(),
-                created_at_ms: message.created_at_ms,
-                token_count: tokens,
                 superseded,
-                search_text: search_text.map(str::to_owned),
-            });
+                search_text,
+            ));
         }
     }
     Ok(stored)

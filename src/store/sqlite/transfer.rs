@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use super::{agent, bump_generation, ensure_uid, find_uid, from_blob, recall, to_blob};
 use crate::store::history;
 use crate::store::{
-    content_hash, CoreBlock, Corpus, Embedding, ImportCounts, NewMessage, Page,
-    PortableConversation, PortableMemory, PortableMessage, StoreResult, UserBundle, UserScope,
+    content_hash, CoreBlock, Corpus, Embedding, ImportCounts, Page, PortableConversation,
+    PortableMemory, PortableMessage, StoreResult, UserBundle, UserScope,
 };
 
 const ALL: Page = Page {
@@ -77,21 +77,10 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
     } in &ordered
     {
         for stored in recall::messages(connection, scope, conversation, ALL)? {
-            bundle.messages.push(PortableMessage {
-                conversation: conversation.clone(),
-                message: NewMessage {
-                    position: stored.position,
-                    role: stored.role,
-                    content: stored.content,
-                    name: stored.name,
-                    tool_calls: stored.tool_calls,
-                    tool_call_id: stored.tool_call_id,
-                    created_at_ms: stored.created_at_ms,
-                },
-                superseded: stored.superseded,
-                search_text: stored.search_text,
-                embedding: vectors.of("messages", stored.id),
-            });
+            let embedding = vectors.of("messages", stored.id);
+            bundle
+                .messages
+                .push(PortableMessage::exported(stored, embedding));
         }
         if let Some(summary) = agent::summary(connection, scope, conversation)? {
             bundle.summaries.push(summary);
