@@ -5,9 +5,9 @@
 //! moment the answer arrives finds its response, without the store write on the answer's path.
 //!
 //! The table is this process's. With replicas on one PostgreSQL, the next request of a chain may
-//! reach another replica before the write behind the answer is done there: a link missing from
-//! the store is then looked up again for a moment ([`SHARED_STORE_WAIT`]) before the chain is
-//! called unknown.
+//! reach another replica before the write behind the answer is done there: a link (or a response
+//! read or deleted by id) missing from the store is then looked up again for a moment
+//! ([`SHARED_STORE_WAIT`]) before it is called unknown.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -133,7 +133,7 @@ pub async fn chain(
             None => return Ok(Some(messages_of(&newer)?)),
         }
     }
-    let shared = state.config.store.backend == crate::store::Backend::Postgres;
+    let shared = shared_store(state);
     let waited = std::time::Instant::now();
     let older = loop {
         let (lookup, link) = (scope.clone(), at.clone());
@@ -166,15 +166,28 @@ pub async fn stored(
     } else if let Some(pending) = state.pending_responses.get(&scope, id) {
         return Ok(Some(pending));
     }
-    let lookup = id.to_owned();
-    Ok(state
-        .memory
-        .blocking(move |store, _| {
-            let found = store.response(&scope, &lookup)?;
-            if delete && found.is_some() {
-                store.delete_response(&scope, &lookup)?;
-            }
-            Ok(found)
-        })
-        .await?)
+    let waited = std::time::Instant::now();
+    loop {
+        let (who, lookup) = (scope.clone(), id.to_owned());
+        let found = state
+            .memory
+            .blocking(move |store, _| {
+                let found = store.response(&who, &lookup)?;
+                if delete && found.is_some() {
+                    store.delete_response(&who, &lookup)?;
+                }
+                Ok(found)
+            })
+            .await?;
+        // Another replica may still be writing it behind its answer.
+        if found.is_some() || !shared_store(state) || waited.elapsed() >= SHARED_STORE_WAIT {
+            return Ok(found);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether other replicas write to this store too.
+fn shared_store(state: &SharedState) -> bool {
+    state.config.store.backend == crate::store::Backend::Postgres
 }
