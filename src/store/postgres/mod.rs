@@ -87,8 +87,11 @@ impl PostgresStore {
             Manager::from_config(
                 config,
                 NoTls,
+                // A connection is checked with a round trip before it is handed out again: one
+                // the server closed (a restart, a failover) is replaced instead of failing the
+                // request that gets it (the fast check missed a close not yet noticed).
                 ManagerConfig {
-                    recycling_method: RecyclingMethod::Fast,
+                    recycling_method: RecyclingMethod::Verified,
                 },
             )
         };
