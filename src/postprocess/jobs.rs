@@ -17,7 +17,9 @@ use crate::strategy::inject::strip_blocks;
 /// Earlier turns shown with the new ones, to understand them (not to extract from).
 const CONTEXT_TURNS: usize = 4;
 
-pub(super) struct Fact {
+/// A fact as the memory LLM wrote it, before the gates.
+#[derive(Debug)]
+pub struct Fact {
     pub text: String,
     pub kind: String,
 }
@@ -207,7 +209,9 @@ pub(super) fn facts_schema() -> Value {
         }}}}})
 }
 
-pub(super) fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
+/// The facts of an extraction answer (any text: fenced, in prose, cut off), at most `MAX_FACTS`,
+/// each non-empty and at most `MAX_FACT_CHARS` long.
+pub fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
     let object = json_object(answer).map_err(|e| e.to_string())?;
     let Some(items) = object["facts"].as_array() else {
         return Err(format!(

@@ -31,6 +31,7 @@ use crate::store::{now_ms, Job, NewJob, NewMessage, UserScope};
 use crate::strategy::compact;
 use crate::strategy::MemoryConfig;
 
+pub use jobs::{parse_facts, Fact};
 use llm::MemoryLlm;
 use prompts::Prompts;
 pub use reconcile::FactOutcome;
