@@ -60,6 +60,16 @@ fn user_scope(
     headers: &HeaderMap,
     user: Option<&Value>,
 ) -> Result<UserScope, ProxyError> {
+    let user = match user {
+        None | Some(Value::Null) => Value::Null,
+        Some(Value::String(user)) => Value::String(user.clone()),
+        Some(_) => {
+            return Err(ProxyError::invalid(
+                "'user' must be a string.",
+                Some("user"),
+            ))
+        }
+    };
     let probe: ChatRequest = serde_json::from_value(json!({"messages": [], "user": user}))
         .map_err(|e| ProxyError::Internal(e.to_string()))?;
     Ok(UserScope::from(&Scope::identify(
@@ -206,6 +216,7 @@ async fn native(
                 on_whole(response);
                 read
             }),
+            unusable: None,
             strip_usage: false,
         },
     };

@@ -39,6 +39,25 @@ async fn malformed_requests_get_400_without_calling_upstream() {
         assert_openai_error(&error, "invalid_request");
         assert_eq!(error["error"]["param"].as_str(), param, "{body}");
     }
+    // Found by the fuzz target (tests/fuzz): a Responses body whose `user` is not a string was
+    // a 500.
+    for body in [
+        r#"{"user":false}"#,
+        r#"{"model":"m","input":"hi","user":7}"#,
+    ] {
+        let response = h
+            .client
+            .post(h.url("/v1/responses"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(response.status(), 400, "{body}");
+        let error: Value = response.json().await.expect("json");
+        assert_openai_error(&error, "invalid_request");
+        assert_eq!(error["error"]["param"], "user", "{body}");
+    }
     assert!(
         h.mock.requests().is_empty(),
         "no bad request reached the upstream"
