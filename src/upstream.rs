@@ -184,6 +184,33 @@ impl Upstream {
         }
     }
 
+    /// Reads a whole (non-streamed) body: cut with a 504 when no byte comes for `idle_timeout`
+    /// or the body is still arriving at `deadline`, with a 502 when the connection breaks.
+    /// Without the idle cut, an upstream that sent its headers and then went silent would hold a
+    /// client that did not ask for a stream until the total timeout (30 minutes by default).
+    pub async fn whole_body(
+        &self,
+        response: reqwest::Response,
+        deadline: tokio::time::Instant,
+    ) -> Result<bytes::Bytes, ProxyError> {
+        use futures_util::StreamExt;
+        let mut body = Box::pin(response.bytes_stream());
+        let mut out = bytes::BytesMut::new();
+        loop {
+            let idle = tokio::time::Instant::now() + self.config.idle_timeout;
+            let until = deadline.min(idle);
+            match tokio::time::timeout_at(until, body.next()).await {
+                Ok(Some(Ok(chunk))) => out.extend_from_slice(&chunk),
+                Ok(Some(Err(error))) => return Err(ProxyError::UpstreamBroken(error.to_string())),
+                Ok(None) => return Ok(out.freeze()),
+                Err(_) if until == deadline => {
+                    return Err(ProxyError::UpstreamTimeout(self.config.total_timeout))
+                }
+                Err(_) => return Err(ProxyError::UpstreamTimeout(self.config.idle_timeout)),
+            }
+        }
+    }
+
     /// Maps a client error to the proxy's catalogue: connect failures are 502, timeouts 504.
     pub fn classify(&self, error: reqwest::Error) -> ProxyError {
         if error.is_timeout() {

@@ -65,11 +65,8 @@ impl ChatModel for UpstreamModel {
             .await?;
         let status = response.status();
         let response_headers = crate::upstream::response_headers(response.headers());
-        let total = self.upstream.config.total_timeout;
-        let body = tokio::time::timeout(total, response.bytes())
-            .await
-            .map_err(|_| ProxyError::UpstreamTimeout(total))?
-            .map_err(|e| ProxyError::UpstreamBroken(e.to_string()))?;
+        let deadline = tokio::time::Instant::now() + self.upstream.config.total_timeout;
+        let body = self.upstream.whole_body(response, deadline).await?;
         if !status.is_success() {
             let text = String::from_utf8_lossy(&body);
             if is_context_length_error(status.as_u16(), &text) {

@@ -1,6 +1,7 @@
 //! The post-processor: learns from finished exchanges, off the request path.
 //!
-//! The hook stores the assistant's reply (also a partial one when the client went away) and
+//! The hook stores the assistant's reply (also a partial one when the client went away, never
+//! one the upstream broke off) and
 //! enqueues durable jobs: fact extraction per conversation (debounced, implicit mode) and the
 //! rolling summary (summary and implicit modes). A worker runs the jobs with retries and backoff;
 //! nothing here can affect a response already sent, and a failed job stays visible in the queue.
@@ -350,8 +351,9 @@ impl ExchangeHook for PostProcessor {
         if !matches!(exchange.mode, Mode::Summary | Mode::Implicit) || !exchange.scope.record {
             return;
         }
-        if matches!(exchange.outcome, Outcome::UpstreamFailed { .. }) && exchange.replies.is_empty()
-        {
+        // A failed upstream leaves no half answer in memory: the client was told the turn
+        // failed and will retry (the turns it sent are already stored by the pre-processor).
+        if matches!(exchange.outcome, Outcome::UpstreamFailed { .. }) {
             return;
         }
         let Some(reply) = reply_message(&exchange) else {

@@ -128,6 +128,7 @@ pub async fn handle(
     let reading = Reading {
         watch: Box::<StreamAccumulator>::default(),
         whole: Box::new(completion_replies),
+        unusable: Some(unusable_completion),
         strip_usage,
     };
     let outgoing = Outgoing {
@@ -208,12 +209,18 @@ pub async fn forward(
 /// Reads a whole answer's replies and usage.
 pub type ReadWhole = Box<dyn FnOnce(&[u8]) -> (Vec<AssistantReply>, Option<Usage>) + Send>;
 
+/// Why a whole 2xx body is no answer (`None`: it is one).
+pub type Unusable = fn(&[u8]) -> Option<String>;
+
 /// How an answer in one API's shape is read into the neutral replies for the recorder.
 pub struct Reading {
     /// For a stream: reads its events.
     pub watch: Box<dyn Watch>,
     /// For a whole body: its replies and usage.
     pub whole: ReadWhole,
+    /// For a whole 2xx body: why it is no answer at all (then the client gets a 502 saying so,
+    /// not a body its SDK cannot read). `None`: the upstream is the judge of its own API.
+    pub unusable: Option<Unusable>,
     /// Remove usage from a Chat Completions stream: memproxy asked for it, the client did not.
     pub strip_usage: bool,
 }
@@ -253,19 +260,17 @@ async fn relay_answer(
 
     // Whole body: read it (bounded by the total deadline), relay it as is, learn from it.
     recorder.pause();
-    let read = tokio::time::timeout_at(deadline, upstream.bytes()).await;
+    let read = state.upstream.whole_body(upstream, deadline).await;
     recorder.resume();
     let bytes = match read {
-        Ok(Ok(bytes)) => bytes,
-        Ok(Err(error)) => {
-            let error = ProxyError::UpstreamBroken(error.to_string());
-            return Err(recorder.fail(Some(status.as_u16()), error));
-        }
-        Err(_) => {
-            let error = ProxyError::UpstreamTimeout(state.upstream.config.total_timeout);
-            return Err(recorder.fail(Some(status.as_u16()), error));
-        }
+        Ok(bytes) => bytes,
+        Err(error) => return Err(recorder.fail(Some(status.as_u16()), error)),
     };
+    let check = reading.unusable.filter(|_| status.is_success());
+    if let Some(why) = check.and_then(|unusable| unusable(&bytes)) {
+        let error = ProxyError::UpstreamBroken(why);
+        return Err(recorder.fail(Some(status.as_u16()), error));
+    }
     if status.is_success() {
         let (replies, usage) = (reading.whole)(&bytes);
         recorder.finish(replies, usage, Outcome::Completed);
@@ -277,6 +282,27 @@ async fn relay_answer(
         recorder.finish(Vec::new(), None, outcome);
     }
     Ok(build_response(status, relayed, Body::from(bytes)))
+}
+
+/// Why a whole 2xx Chat Completions body is no answer: not JSON (cut off, or an event stream for a
+/// request that asked for none), or an error object where the completion should be.
+fn unusable_completion(bytes: &[u8]) -> Option<String> {
+    let shown = |text: &str| text.chars().take(200).collect::<String>();
+    match serde_json::from_slice::<serde_json::Value>(bytes) {
+        Err(error) => Some(format!(
+            "its answer is not JSON ({error}): {}",
+            shown(&String::from_utf8_lossy(bytes))
+        )),
+        Ok(answer) if answer.get("error").is_some() && answer.get("choices").is_none() => {
+            let error = &answer["error"];
+            let message = error["message"]
+                .as_str()
+                .or(error.as_str())
+                .unwrap_or("no message");
+            Some(format!("it answered 200 with an error: {}", shown(message)))
+        }
+        Ok(_) => None,
+    }
 }
 
 /// The replies of a whole Chat Completions answer.

@@ -110,6 +110,7 @@ async fn native(call: Call) -> Response {
                 reading: Reading {
                     watch: Box::<anthropic::native::MessagesWatch>::default(),
                     whole: Box::new(anthropic::native::whole),
+                    unusable: None,
                     strip_usage: false,
                 },
             };
@@ -316,10 +317,8 @@ async fn list_models(
             )
             .await?;
         let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| ProxyError::UpstreamBroken(e.to_string()))?;
+        let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
+        let body = state.upstream.whole_body(response, deadline).await?;
         Ok::<_, ProxyError>((status, body))
     };
     match listed.await {

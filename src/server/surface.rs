@@ -15,7 +15,7 @@ pub struct CoreAnswer {
     /// All of the core's headers (for relaying an error as it is).
     pub all_headers: HeaderMap,
     /// The headers a translated answer keeps: `x-memproxy-*`, `x-request-id`,
-    /// `x-upstream-request-id`.
+    /// `x-upstream-request-id`, and `retry-after` (every API's SDK waits as it says).
     pub kept: HeaderMap,
     pub streamed: bool,
     pub body: Body,
@@ -30,6 +30,7 @@ impl CoreAnswer {
             if text.starts_with("x-memproxy-")
                 || text == "x-request-id"
                 || text == "x-upstream-request-id"
+                || name == header::RETRY_AFTER
             {
                 kept.append(name.clone(), value.clone());
             }

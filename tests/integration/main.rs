@@ -26,6 +26,7 @@ mod explicit_memory;
 mod explicit_tools;
 mod explicit_wire;
 mod exposure;
+mod faults;
 mod implicit;
 mod jobs;
 mod lifecycle;
