@@ -408,3 +408,129 @@ async fn a_slow_memory_llm_never_slows_the_chat() {
     )
     .await;
 }
+
+/// The agent log of `user`'s default agent as `role: content` lines.
+async fn agent_log(h: &Harness, user: &str) -> Vec<String> {
+    let log = get_json(
+        h,
+        &format!("/memproxy/v1/users/{user}/agents/default/messages?limit=1000"),
+    )
+    .await;
+    log["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            format!(
+                "{}: {}",
+                m["role"].as_str().unwrap_or(""),
+                m["content"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+/// Explicit mode: a fault in any step of the agent's turn is a clear error to the client, and
+/// the agent's log keeps nothing of the failed turn's answer; the retried turn is there once.
+#[tokio::test]
+async fn faults_in_an_explicit_turn_leave_the_agent_log_consistent() {
+    let h = harness_with(faulty).await;
+    let faults = [
+        (
+            "stall before the first byte",
+            Reply::Stall(
+                Duration::from_secs(30),
+                Box::new(Reply::Text("late".into())),
+            ),
+        ),
+        (
+            "reset mid-body",
+            Reply::BrokenStream(vec!["Half an ".into()]),
+        ),
+        (
+            "invalid JSON body",
+            Reply::Raw {
+                status: 200,
+                content_type: "application/json".into(),
+                body: "{\"choi".into(),
+            },
+        ),
+        (
+            "429",
+            Reply::Error {
+                status: 429,
+                message: "Slow down.".into(),
+                headers: vec![("retry-after".into(), "3".into())],
+            },
+        ),
+        (
+            "503",
+            Reply::Error {
+                status: 503,
+                message: "Overloaded.".into(),
+                headers: vec![],
+            },
+        ),
+    ];
+    for (n, (fault, reply)) in faults.into_iter().enumerate() {
+        for stream in [false, true] {
+            let user = format!("xf-{n}-{stream}");
+            let mut body = json!({"model": "mock-model", "messages": [{"role": "user", "content": "I keep bees in Braga."}]});
+            if stream {
+                body["stream"] = json!(true);
+            }
+            let first = h
+                .client
+                .post(h.url("/explicit/v1/chat/completions"))
+                .header("x-memproxy-user", &user)
+                .json(&body)
+                .send()
+                .await
+                .expect("answer");
+            assert_eq!(first.status(), 200, "{fault}");
+            body_of(first, fault).await;
+            let before = agent_log(&h, &user).await;
+            h.mock.push(reply.clone());
+            body["messages"] = json!([{"role": "user", "content": "I keep bees in Braga."}, {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": "What do I keep?"}]);
+            let failed = h
+                .client
+                .post(h.url("/explicit/v1/chat/completions"))
+                .header("x-memproxy-user", &user)
+                .json(&body)
+                .send();
+            let failed = tokio::time::timeout(Duration::from_secs(20), failed)
+                .await
+                .expect("no hang")
+                .expect("answer");
+            assert_clear_failure(failed, Surface::Chat, stream).await;
+            // A turn is saved whole or not at all: the failed one left nothing.
+            assert_eq!(
+                agent_log(&h, &user).await,
+                before,
+                "{fault} stream={stream}"
+            );
+            let retry = h
+                .client
+                .post(h.url("/explicit/v1/chat/completions"))
+                .header("x-memproxy-user", &user)
+                .json(&body)
+                .send()
+                .await
+                .expect("answer");
+            assert_eq!(retry.status(), 200, "{fault}: the retry");
+            body_of(retry, fault).await;
+            let after = agent_log(&h, &user).await;
+            let asked = after
+                .iter()
+                .filter(|l| l.starts_with("user: ") && l.contains("What do I keep?"))
+                .count();
+            assert_eq!(asked, 1, "{fault} stream={stream}: {after:#?}");
+            assert_eq!(
+                after.len(),
+                before.len() + 2,
+                "{fault} stream={stream}: {after:#?}"
+            );
+        }
+    }
+}
