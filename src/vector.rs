@@ -53,6 +53,17 @@ struct Sidecar {
     dimensions: usize,
 }
 
+/// What the consistency check found among the index files (file names).
+#[derive(Debug, Default)]
+pub struct IndexFiles {
+    /// Index files found.
+    pub indexes: usize,
+    /// Indexes that do not match the database (generation, model or a missing half).
+    pub stale: Vec<String>,
+    /// Files no index owns (an interrupted save's temporary file).
+    pub stray: Vec<String>,
+}
+
 pub enum Change<'a> {
     Add(i64, &'a [f32]),
     Remove(i64),
@@ -438,6 +449,77 @@ impl VectorIndexes {
             }
         }
         Ok(())
+    }
+
+    /// The consistency check of the index files (none when the store keeps the vectors): which
+    /// no longer match the database (rebuilt when next used; `repair` rebuilds them now), and
+    /// files no index owns (an interrupted save's temporary file, half of a pair; `repair` deletes
+    /// them). Indexes changed in memory are saved first, so a running server is seen as it is.
+    pub fn check_files(&self, repair: bool) -> StoreResult<IndexFiles> {
+        let mut report = IndexFiles::default();
+        let Some(dir) = self.dir.clone() else {
+            return Ok(report);
+        };
+        self.flush()?;
+        let mut pairs = Vec::new();
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            let Some(name) = path.file_name().and_then(|n| n.to_str()).map(str::to_owned) else {
+                continue;
+            };
+            let lone = name
+                .strip_suffix(".usearch")
+                .is_some_and(|stem| !dir.join(format!("{stem}.json")).exists());
+            if name.ends_with(".usearch.tmp") || lone {
+                report.stray.push(name);
+                if repair {
+                    std::fs::remove_file(&path)?;
+                }
+            } else if let Some(stem) = name.strip_suffix(".json") {
+                let parsed = stem.strip_prefix('u').and_then(|rest| {
+                    let (uid, corpus) = rest.split_once('-')?;
+                    let corpus = Corpus::ALL.into_iter().find(|c| c.as_str() == corpus)?;
+                    Some((uid.parse::<i64>().ok()?, corpus))
+                });
+                if let Some((uid, corpus)) = parsed {
+                    pairs.push((uid, corpus, name));
+                }
+            }
+        }
+        pairs.sort_by(|a, b| a.2.cmp(&b.2));
+        for (uid, corpus, name) in pairs {
+            report.indexes += 1;
+            let generation = self.store.vector_generation(uid, corpus)?;
+            let (file, sidecar) = self.paths(uid, corpus);
+            let recorded: Option<Sidecar> = std::fs::read(&sidecar)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+            let matches = recorded.is_some_and(|r| {
+                r.generation == generation
+                    && r.model == self.model
+                    && r.dimensions == self.dimensions
+            });
+            if matches && file.exists() {
+                continue;
+            }
+            report.stale.push(name);
+            if repair {
+                self.cached().remove(&(uid, corpus));
+                for path in [&file, &sidecar] {
+                    match std::fs::remove_file(path) {
+                        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(error.into())
+                        }
+                        _ => {}
+                    }
+                }
+                // A user with vectors gets the index rebuilt now; one without needs no file.
+                if generation > 0 {
+                    self.get(uid, corpus)?;
+                }
+            }
+        }
+        Ok(report)
     }
 
     /// Files of one user's indexes (for tests and `delete user` checks).

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod blocks;
+pub mod check;
 pub mod memories;
 pub mod migrate;
 
@@ -70,6 +71,18 @@ enum Command {
     },
     /// Re-embed everything without a vector of the configured model (after changing it).
     Reindex(ConfigArgs),
+    /// Check the store for what a crash or a bug could leave behind (orphan rows, stale vector
+    /// indexes, abandoned jobs, …); exit status 1 while an error is left.
+    Check {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Put right what can be without losing anything.
+        #[arg(long)]
+        repair: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// The post-processing job queue.
     Jobs {
         #[command(subcommand)]
@@ -216,6 +229,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Reindex(args) => {
             let config = load(&args, &Overrides::default())?;
             runtime()?.block_on(crate::cli::memories::reindex(&config))
+        }
+        Command::Check {
+            config,
+            repair,
+            json,
+        } => {
+            let config = load(&config, &Overrides::default())?;
+            runtime()?.block_on(crate::cli::check::run(&config, repair, json))
         }
         Command::Migrate {
             from,

@@ -5,6 +5,7 @@
 //! ONNX, HNSW) off the async runtime. Strategies, the management API and the CLI all use it.
 
 mod agent;
+pub mod check;
 pub use agent::AgentDetail;
 mod recording;
 pub use recording::{Recorded, INLINE_EMBED_TURNS};

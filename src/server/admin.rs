@@ -27,6 +27,10 @@ pub const TENANT_HEADER: &str = "x-memproxy-tenant";
 #[derive(Clone, Debug)]
 pub struct AdminTenant(pub String);
 
+/// Whether the caller may act across tenants: the admin key, or an API open for local use.
+#[derive(Clone, Copy, Debug)]
+pub struct AllTenants(pub bool);
+
 /// The one user a key restricted to one user acts as (absent for other keys).
 #[derive(Clone, Debug)]
 pub struct KeyUser(pub String);
@@ -70,6 +74,8 @@ pub async fn authorize(
         request = Request::from_parts(parts, body);
         request.extensions_mut().insert(KeyUser(user.clone()));
     }
+    let all_tenants = is_admin || (admin_key.is_none() && state.tenant_keys.is_empty());
+    request.extensions_mut().insert(AllTenants(all_tenants));
     request.extensions_mut().insert(AdminTenant(grant.tenant));
     Ok(next.run(request).await)
 }

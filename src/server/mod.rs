@@ -10,6 +10,7 @@ mod agents_api;
 mod auth;
 mod blocks_api;
 mod chat;
+mod check_api;
 pub mod console;
 mod exchange;
 mod explicit;

@@ -14,6 +14,7 @@ use super::admin::{BlockBody, JobQuery, Listing, NewMemoryBody, RetireQuery, Upd
 use super::agents_api::{ArchivalQuery, MessageQuery, StepQuery, TagsBody, TextField};
 use super::blocks_api::SharedBlockBody;
 use super::simulate::SimulateBody;
+use crate::memory::check::CheckReport;
 use crate::memory::{AgentDetail, Hit, RetrievalRequest};
 use crate::store::{
     Conversation, CoreBlock, ImportCounts, Memory, MemoryEvent, Passage, SharedBlock, StepRecord,
@@ -132,6 +133,10 @@ const ROUTES: &[Route] = &[
     route("post", "/memproxy/v1/simulate", "Context simulator: the payload a strategy would send upstream (nothing stored, upstream not called)")
         .body(schema::<SimulateBody>),
     route("get", "/memproxy/v1/jobs", "Post-processing jobs").query(schema::<JobQuery>),
+    route("get", "/memproxy/v1/check", "Consistency check of the whole store (admin key only)")
+        .answers(Answer::One(schema::<CheckReport>)),
+    route("post", "/memproxy/v1/check/repair", "Consistency check, repairing what can be without losing anything (admin key only)")
+        .answers(Answer::One(schema::<CheckReport>)),
 ];
 
 fn path_parameters(path: &str) -> impl Iterator<Item = Value> + '_ {

@@ -9,8 +9,8 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use super::{
-    admin, agents_api, auth, blocks_api, chat, console, messages, openapi, ops, relay, responses,
-    simulate, SharedState,
+    admin, agents_api, auth, blocks_api, chat, check_api, console, messages, openapi, ops, relay,
+    responses, simulate, SharedState,
 };
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -116,6 +116,8 @@ pub fn router(state: SharedState) -> Router {
         .route(&format!("{user}/export"), get(admin::export))
         .route(&format!("{user}/import"), post(admin::import))
         .route("/memproxy/v1/jobs", get(admin::jobs))
+        .route("/memproxy/v1/check", get(check_api::check))
+        .route("/memproxy/v1/check/repair", post(check_api::repair))
         .route("/memproxy/v1/simulate", post(simulate::simulate))
         .route_layer(from_fn_with_state(state.clone(), admin::authorize))
         .layer(DefaultBodyLimit::max(body_limit));

@@ -322,3 +322,22 @@ pub trait Jobs {
     /// Jobs of `kind` of one user finished (done) since `since_ms` (a per-user budget).
     fn count_done_jobs(&self, scope: &UserScope, kind: &str, since_ms: i64) -> StoreResult<u64>;
 }
+
+/// What the consistency check (`memproxy check`, `GET /memproxy/v1/check`) asks of the store:
+/// read-only, except the `repair` of what can be put right without losing anything.
+pub trait Integrity {
+    /// Problems the database finds in its own storage (SQLite's `integrity_check`; PostgreSQL
+    /// checks its pages itself).
+    fn storage_problems(&self) -> StoreResult<Vec<String>>;
+    /// Rows whose parent row is gone, per table; `repair` deletes them (they belong to nothing).
+    fn orphan_rows(&self, repair: bool) -> StoreResult<Vec<(String, u64)>>;
+    /// Conversations whose extraction progress is past their last turn (the turns that come
+    /// next would never be learned from); `repair` sets it back to the last turn.
+    fn progress_past_end(&self, repair: bool) -> StoreResult<u64>;
+    /// Live memories with blank text (no gate lets one in; an old version or a bug might have).
+    fn blank_memories(&self) -> StoreResult<u64>;
+    /// Ids of jobs `running` with no sign of life since `before_ms` (their worker is gone).
+    fn stalled_jobs(&self, before_ms: i64) -> StoreResult<Vec<i64>>;
+    /// How many jobs are in each state.
+    fn job_states(&self) -> StoreResult<Vec<(String, u64)>>;
+}

@@ -24,7 +24,7 @@ pub use agent::{
     agent_conversation, AgentCounts, AgentMessage, AgentRecord, StepRecord, TurnLock, Within,
     AGENT_CONVERSATION_PREFIX,
 };
-pub use areas::{Agents, Facts, Jobs, RecallLog, Search, Transfer, Users};
+pub use areas::{Agents, Facts, Integrity, Jobs, RecallLog, Search, Transfer, Users};
 pub use blocks::{CoreBlock, SharedBlock, SharedBlocks, CLIENT_BLOCK};
 pub use open::{Backend, StoreConfig};
 pub use responses::ResponseLog;
@@ -33,7 +33,8 @@ pub use responses::ResponseLog;
 /// `dyn Store`: `use crate::store::prelude::*;`.
 pub mod prelude {
     pub use super::{
-        Agents, Facts, Jobs, RecallLog, ResponseLog, Search, SharedBlocks, Store, Transfer, Users,
+        Agents, Facts, Integrity, Jobs, RecallLog, ResponseLog, Search, SharedBlocks, Store,
+        Transfer, Users,
     };
 }
 
@@ -435,6 +436,7 @@ pub trait Store:
     + Search
     + Transfer
     + Jobs
+    + Integrity
     + responses::ResponseLog
     + blocks::SharedBlocks
     + Send
@@ -451,6 +453,7 @@ impl<T> Store for T where
         + Search
         + Transfer
         + Jobs
+        + Integrity
         + responses::ResponseLog
         + blocks::SharedBlocks
         + Send

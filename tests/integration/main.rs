@@ -10,6 +10,7 @@ mod backlog;
 mod branches;
 mod browser;
 mod chat;
+mod check;
 mod conformance;
 mod conformance_agents;
 mod conformance_memory;

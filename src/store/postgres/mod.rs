@@ -28,6 +28,7 @@ macro_rules! in_transaction {
 mod agent_log;
 mod agents;
 mod facts;
+mod integrity;
 mod jobs;
 mod recall;
 mod responses;

@@ -8,6 +8,7 @@ mod agent;
 mod agent_log;
 mod agent_pause;
 mod areas;
+mod integrity;
 mod jobs;
 mod memories;
 mod recall;
