@@ -432,6 +432,28 @@ mod tests {
         assert_eq!(shown(&documented), shown(&Config::default()));
     }
 
+    /// A setting that can be off is written `"off"` and reads back as off (a config printed by
+    /// `check-config` loads again as the same config).
+    #[test]
+    fn a_duration_that_can_be_off_round_trips() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("m.toml");
+        std::fs::write(&file, "[memory]\nconsolidation_delay = \"off\"\n").expect("write");
+        let off = Config::from_file(&file).expect("loads");
+        assert_eq!(off.memory.consolidation_delay, None);
+        std::fs::write(&file, toml::to_string(&off).expect("prints")).expect("write");
+        assert_eq!(
+            Config::from_file(&file)
+                .expect("reloads")
+                .memory
+                .consolidation_delay,
+            None
+        );
+        std::fs::write(&file, "[memory]\nconsolidation_delay = \"soon\"\n").expect("write");
+        let error = Config::from_file(&file).expect_err("refused").to_string();
+        assert!(error.contains("\"off\""), "{error}");
+    }
+
     #[test]
     fn flags_beat_env_beat_file() {
         let dir = tempfile::tempdir().expect("tempdir");

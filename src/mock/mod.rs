@@ -407,6 +407,48 @@ pub(super) fn default_reply(body: &Value) -> Reply {
             "get_weather".to_owned(),
             r#"{"city":"Paris"}"#.to_owned(),
         )]),
+        // An explicit-mode agent that files each user message in archival memory, then answers
+        // once the tool result is back (the crash tests' agent: every turn writes).
+        "mock-archivist" => {
+            let messages = body["messages"].as_array().cloned().unwrap_or_default();
+            let last = messages.last().cloned().unwrap_or(Value::Null);
+            let envelope = last["content"]
+                .as_str()
+                .and_then(|c| serde_json::from_str::<Value>(c).ok())
+                .unwrap_or(Value::Null);
+            // After its tool result (or the heartbeat that follows one): answer.
+            if last["role"] == "tool" || envelope["type"] == "heartbeat" {
+                let result = messages
+                    .iter()
+                    .rev()
+                    .find(|m| m["role"] == "tool")
+                    .and_then(|m| m["content"].as_str())
+                    .unwrap_or_default();
+                let answer = if result.contains("Inserted into archival memory") {
+                    "Filed.".to_owned()
+                } else {
+                    format!("Not filed: {result}")
+                };
+                Reply::ToolCalls(vec![(
+                    "send_message".to_owned(),
+                    json!({ "message": answer }).to_string(),
+                )])
+            } else {
+                // What the user said last (not a system alert about memory pressure).
+                let said = messages
+                    .iter()
+                    .rev()
+                    .filter(|m| m["role"] == "user")
+                    .filter_map(|m| serde_json::from_str::<Value>(m["content"].as_str()?).ok())
+                    .find(|e| e["type"] == "user_message")
+                    .and_then(|e| e["message"].as_str().map(str::to_owned))
+                    .unwrap_or_default();
+                Reply::ToolCalls(vec![(
+                    "archival_memory_insert".to_owned(),
+                    json!({"content": said, "request_heartbeat": true}).to_string(),
+                )])
+            }
+        }
         "mock-error-429" => Reply::Error {
             status: 429,
             message: "Rate limit reached for mock-model.".to_owned(),

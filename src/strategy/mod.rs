@@ -44,8 +44,8 @@ pub struct MemoryConfig {
     pub add_only: bool,
     /// Background consolidation of a user's facts (junk the gates missed, facts another one
     /// contains, scattered facts about one subject merged), this long after their last new fact.
-    /// Off: never.
-    #[serde(with = "humantime_serde")]
+    /// `"off"`: never.
+    #[serde(with = "off_or_duration")]
     pub consolidation_delay: Option<Duration>,
     /// Consolidation runs per user per day at most (each makes at most one memory LLM call).
     pub consolidation_runs_per_day: u64,
@@ -112,5 +112,39 @@ impl Default for MemoryConfig {
             open_vector_indexes: crate::vector::DEFAULT_OPEN_LIMIT,
             llm: MemoryLlmConfig::default(),
         }
+    }
+}
+
+/// A duration that can be switched off: `"off"` in the file (and when printed) is `None`. A
+/// missing key takes the default, so "leave it out" could never mean off.
+mod off_or_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(duration) => humantime_serde::serialize(duration, serializer),
+            None => serializer.serialize_str("off"),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        if text.trim() == "off" {
+            return Ok(None);
+        }
+        humantime::parse_duration(text.trim())
+            .map(Some)
+            .map_err(|error| {
+                serde::de::Error::custom(format!(
+                    "{error} (a duration such as \"30m\", or \"off\")"
+                ))
+            })
     }
 }

@@ -17,6 +17,7 @@ mod conformance_memory;
 mod conformance_transfer;
 mod console;
 mod consolidation;
+mod crashes;
 mod errors;
 mod eval;
 mod explicit;
