@@ -152,6 +152,22 @@ impl From<crate::memory::MemoryError> for ProxyError {
                 ProxyError::invalid(message, None)
             }
             MemoryError::Embed(error) => ProxyError::MemoryUnavailable(error.to_string()),
+            MemoryError::Store(error @ StoreError::CannotWrite(_)) => {
+                ProxyError::MemoryUnavailable(error.to_string())
+            }
+            MemoryError::Store(StoreError::Io(error))
+                if matches!(
+                    error.kind(),
+                    std::io::ErrorKind::StorageFull
+                        | std::io::ErrorKind::ReadOnlyFilesystem
+                        | std::io::ErrorKind::PermissionDenied
+                        | std::io::ErrorKind::FileTooLarge
+                ) =>
+            {
+                ProxyError::MemoryUnavailable(
+                    crate::store::StoreError::CannotWrite(error.to_string()).to_string(),
+                )
+            }
             MemoryError::Store(StoreError::Unsupported(message)) => ProxyError::InvalidRequest {
                 message,
                 param: None,

@@ -78,6 +78,9 @@ pub enum StoreError {
     /// export/import).
     #[error("{0}")]
     Unsupported(String),
+    /// The backend cannot write: its disk is full, or its files or database are read-only.
+    #[error("the store cannot write (is its disk full or read-only?): {0}")]
+    CannotWrite(String),
     #[error("storage I/O error: {0}")]
     Io(#[from] std::io::Error),
 }

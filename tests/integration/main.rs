@@ -18,6 +18,7 @@ mod conformance_transfer;
 mod console;
 mod consolidation;
 mod crashes;
+mod disk;
 mod errors;
 mod eval;
 mod explicit;

@@ -50,6 +50,10 @@ impl From<tokio_postgres::Error> for StoreError {
     fn from(error: tokio_postgres::Error) -> Self {
         // The server's own message (constraint, syntax) says more than the driver's summary.
         match error.as_db_error() {
+            // disk_full, read_only_sql_transaction (a standby, or a read-only database).
+            Some(db) if matches!(db.code().code(), "53100" | "25006") => {
+                StoreError::CannotWrite(format!("{}: {}", db.code().code(), db.message()))
+            }
             Some(db) => StoreError::Database(format!("{}: {}", db.code().code(), db.message())),
             None => StoreError::Database(error.to_string()),
         }

@@ -55,7 +55,19 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
 /// The driver's errors become the store's backend-neutral one.
 impl From<rusqlite::Error> for StoreError {
     fn from(error: rusqlite::Error) -> Self {
-        StoreError::Database(error.to_string())
+        use rusqlite::ErrorCode::{CannotOpen, DiskFull, ReadOnly, SystemIoFailure};
+        match &error {
+            // A full disk shows as SQLITE_FULL, or as an I/O error when a write is cut short.
+            rusqlite::Error::SqliteFailure(failure, _)
+                if matches!(
+                    failure.code,
+                    DiskFull | ReadOnly | CannotOpen | SystemIoFailure
+                ) =>
+            {
+                StoreError::CannotWrite(error.to_string())
+            }
+            _ => StoreError::Database(error.to_string()),
+        }
     }
 }
 
