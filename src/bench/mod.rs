@@ -1,10 +1,13 @@
-//! Benchmarks that print figures (never assertions): `memproxy bench proxy|retrieval`.
+//! Benchmarks that print figures (never assertions): `memproxy bench proxy|retrieval|implicit|
+//! replicas|load|soak`.
 
 mod cold;
 mod implicit;
+mod load;
 mod proxy;
 mod replicas;
 mod retrieval;
+mod soak;
 
 use clap::Subcommand;
 
@@ -18,6 +21,10 @@ pub enum BenchCommand {
     Implicit(implicit::ImplicitBench),
     /// Implicit-mode requests per second through one replica vs two on one PostgreSQL.
     Replicas(replicas::ReplicasBench),
+    /// Many concurrent streams (1,000 by default) through passthrough and implicit mode.
+    Load(load::LoadBench),
+    /// Mixed traffic for a long time, resident memory and open files sampled as it goes.
+    Soak(load::SoakBench),
 }
 
 pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
@@ -26,6 +33,8 @@ pub async fn run(command: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Retrieval(options) => retrieval::run(options).await,
         BenchCommand::Implicit(options) => implicit::run(options).await,
         BenchCommand::Replicas(options) => replicas::run(options).await,
+        BenchCommand::Load(options) => load::load(options).await,
+        BenchCommand::Soak(options) => soak::soak(options).await,
     }
 }
 
