@@ -146,10 +146,11 @@ pub async fn load(options: LoadBench) -> anyhow::Result<()> {
     );
     println!("(RSS and open files are this process's: load generator + memproxy + scripted upstream; the generator alone: {rss_alone:.0} MiB, {files_alone} files)");
     println!(
-        "{:<12} {:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}",
+        "{:<12} {:>7} {:>6} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>9}",
         "mode",
         "streams",
         "errors",
+        "degraded",
         "in flight",
         "ttfb p50",
         "ttfb p99",
