@@ -135,6 +135,7 @@ pub async fn load(options: LoadBench) -> anyhow::Result<()> {
     let limit = raise_open_file_limit();
     let (rss_alone, files_alone) = (rss_mib(), open_files());
     let mock = MockUpstream::start().await?;
+    mock.forget();
     let data = tempfile::tempdir()?;
     let proxy = start(&mock, data.path(), &options.model_data_dir).await?;
     let pieces: Vec<String> = (0..options.pieces).map(|i| format!("piece{i} ")).collect();

@@ -16,7 +16,8 @@ use crate::mock::MockUpstream;
 
 /// One request of the mix, chosen by `n`; whether it succeeded.
 async fn one(client: &reqwest::Client, base: &str, n: u64) -> bool {
-    let user = format!("soak-{}", n % 50);
+    // Every user gets every kind of request in turn (the kind is n % 10).
+    let user = format!("soak-{}", (n / 10) % 50);
     let said = format!("Note {n}: I keep {} hives near the river.", n % 97);
     let chat = |mode: &str, stream: bool, model: &str| {
         client
@@ -45,6 +46,7 @@ async fn one(client: &reqwest::Client, base: &str, n: u64) -> bool {
 
 pub async fn soak(options: SoakBench) -> anyhow::Result<()> {
     let mock = MockUpstream::start().await?;
+    mock.forget();
     let data = tempfile::tempdir()?;
     let mut config = super::implicit::bench_config(&mock, data.path(), &options.model_data_dir);
     config.memory.extraction_debounce = Duration::from_secs(1);

@@ -87,6 +87,8 @@ struct MockState {
     /// Replies for requests whose system prompt contains a marker (memory LLM calls).
     marked: Mutex<Vec<(String, VecDeque<Reply>)>>,
     received: Mutex<Vec<Received>>,
+    /// Set: requests are answered but not kept (long benchmarks; see [`MockUpstream::forget`]).
+    forgetful: std::sync::atomic::AtomicBool,
     abandoned_streams: AtomicUsize,
     abandoned: Notify,
     counter: AtomicUsize,
@@ -194,6 +196,12 @@ impl MockUpstream {
             .collect()
     }
 
+    /// Stops keeping the requests it receives (a soak would otherwise measure the mock's own
+    /// growing record instead of memproxy's memory).
+    pub fn forget(&self) {
+        self.state.forgetful.store(true, Ordering::Relaxed);
+    }
+
     pub fn requests(&self) -> Vec<Received> {
         locked(&self.state.received).clone()
     }
@@ -238,7 +246,9 @@ async fn record(state: &MockState, request: Request) -> Received {
         headers: parts.headers,
         body,
     };
-    locked(&state.received).push(received.clone());
+    if !state.forgetful.load(Ordering::Relaxed) {
+        locked(&state.received).push(received.clone());
+    }
     received
 }
 

@@ -143,16 +143,12 @@ async fn each_kind_of_damage_is_found_and_repaired_without_loss() {
     assert!(files_named(h.data.path(), ".usearch.tmp").is_empty());
     // Nothing was lost: the same facts, found by meaning through the rebuilt index.
     assert_eq!(memories(&h, "ana").await, facts_before);
-    let hits: Value = h
-        .client
-        .post(h.url("/memproxy/v1/users/ana/memories/search"))
-        .json(&json!({"query": "bees Braga"}))
-        .send()
-        .await
-        .expect("search")
-        .json()
-        .await
-        .expect("json");
+    let hits = post_json(
+        &h,
+        "/memproxy/v1/users/ana/memories/search",
+        &json!({"query": "bees Braga"}),
+    )
+    .await;
     assert!(hits.to_string().contains("bees"), "{hits}");
 }
 

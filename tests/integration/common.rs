@@ -259,6 +259,19 @@ pub fn memory_in(dir: &std::path::Path) -> memproxy::memory::MemoryService {
     memproxy::memory::MemoryService::open(dir, local_embedder()).expect("memory opens")
 }
 
+/// POST a JSON body to a path of the proxy and parse the JSON answer.
+pub async fn post_json(h: &Harness, path: &str, body: &Value) -> Value {
+    h.client
+        .post(h.url(path))
+        .json(body)
+        .send()
+        .await
+        .expect("answer")
+        .json()
+        .await
+        .expect("json")
+}
+
 /// GET a path of the proxy and parse the JSON answer.
 pub async fn get_json(h: &Harness, path: &str) -> Value {
     h.client

@@ -10,7 +10,7 @@
 //! make longer or repeated runs.
 
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,7 +18,8 @@ use memproxy::config::Config;
 use memproxy::mock::MockUpstream;
 use serde_json::{json, Value};
 
-use crate::common::{eventually, test_config};
+use crate::common::test_config;
+use crate::process::{free_port, Serving};
 
 /// A small deterministic random source (xorshift), seeded and printed for reproduction.
 struct Random(u64);
@@ -50,25 +51,6 @@ struct Acknowledged {
     said: Vec<(String, String)>,
 }
 
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
-}
-
 fn config(mock: &MockUpstream, data: &std::path::Path) -> Config {
     let mut config = test_config(mock, data);
     config.listen = format!("127.0.0.1:{}", free_port())
@@ -81,7 +63,7 @@ fn config(mock: &MockUpstream, data: &std::path::Path) -> Config {
     config
 }
 
-async fn start(config: &Config, file: &std::path::Path) -> Server {
+async fn start(config: &Config, file: &std::path::Path) -> Serving {
     let mut command = Command::new(env!("CARGO_BIN_EXE_memproxy"));
     command
         .arg("serve")
@@ -92,20 +74,7 @@ async fn start(config: &Config, file: &std::path::Path) -> Server {
     if let Some(url) = &config.store.url {
         command.env("MEMPROXY_DATABASE_URL", url.expose());
     }
-    let server = Server {
-        child: command.spawn().expect("memproxy starts"),
-        url: format!("http://{}", config.listen),
-    };
-    let client = reqwest::Client::new();
-    eventually("memproxy answers /readyz", || async {
-        client
-            .get(format!("{}/readyz", server.url))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-    })
-    .await;
-    server
+    Serving::start(command, &format!("http://{}", config.listen)).await
 }
 
 fn client() -> reqwest::Client {
@@ -311,20 +280,7 @@ async fn kill_9_at_random_moments_loses_nothing_acknowledged() {
             let _ = client.await;
         }
         server = start(&config, &file).await;
-        let report: Value = client()
-            .get(format!("{}/memproxy/v1/check", server.url))
-            .send()
-            .await
-            .expect("check")
-            .json()
-            .await
-            .expect("json");
-        let errors: Vec<&Value> = report["findings"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|f| f["status"] == "error")
-            .collect();
+        let errors = server.check_errors().await;
         assert!(
             errors.is_empty(),
             "cycle {cycle} (seed {seed}): the check found {errors:#?}"

@@ -4,48 +4,28 @@
 //! served (passthrough as ever, implicit without memory), and after a restart with room again the
 //! check finds the store sound.
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use memproxy::mock::MockUpstream;
 use serde_json::{json, Value};
 
-use crate::common::{eventually, test_config};
+use crate::common::test_config;
+use crate::process::{free_port, Serving};
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-async fn start(file: &std::path::Path, url: &str, limit_kib: Option<u64>) -> Server {
-    let binary = env!("CARGO_BIN_EXE_memproxy");
+async fn start(file: &std::path::Path, url: &str, limit_kib: Option<u64>) -> Serving {
     let limit = limit_kib.map_or_else(String::new, |kib| format!("ulimit -f {kib}; "));
-    let child = Command::new("bash")
+    let mut command = Command::new("bash");
+    command
         .arg("-c")
         .arg(format!(
             "trap '' XFSZ; {limit}exec \"$0\" serve --config \"$1\""
         ))
-        .arg(binary)
+        .arg(env!("CARGO_BIN_EXE_memproxy"))
         .arg(file)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("memproxy starts");
-    let server = Server(child);
-    let client = reqwest::Client::new();
-    eventually("memproxy answers /readyz", || async {
-        client
-            .get(format!("{url}/readyz"))
-            .send()
-            .await
-            .is_ok_and(|r| r.status().is_success())
-    })
-    .await;
-    server
+        .stderr(Stdio::null());
+    Serving::start(command, url).await
 }
 
 #[tokio::test]
@@ -54,10 +34,7 @@ async fn a_full_disk_refuses_writes_clearly_and_loses_nothing() {
     let mock = MockUpstream::start().await.expect("mock");
     let data = tempfile::tempdir().expect("data");
     let mut config = test_config(&mock, data.path());
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("port")
-        .port();
+    let port = free_port();
     config.listen = format!("127.0.0.1:{port}").parse().expect("address");
     let file = data.path().join("memproxy.toml");
     std::fs::write(&file, toml::to_string(&config).expect("toml")).expect("write");
@@ -129,22 +106,9 @@ async fn a_full_disk_refuses_writes_clearly_and_loses_nothing() {
     drop(server);
 
     // With room again: the check finds the store sound, and the memory is there.
-    let _server = start(&file, &url, None).await;
-    let report: Value = client
-        .get(format!("{url}/memproxy/v1/check"))
-        .send()
-        .await
-        .expect("check")
-        .json()
-        .await
-        .expect("json");
-    let errors: Vec<&Value> = report["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|f| f["status"] == "error")
-        .collect();
-    assert!(errors.is_empty(), "{report:#}");
+    let server = start(&file, &url, None).await;
+    let errors = server.check_errors().await;
+    assert!(errors.is_empty(), "{errors:#?}");
     let memories: Value = client
         .get(format!("{url}/memproxy/v1/users/ana/memories"))
         .send()

@@ -41,6 +41,7 @@ mod messages;
 mod migrate;
 mod native;
 mod postgres_faults;
+mod process;
 mod quality;
 mod recency;
 mod relay;

@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 
 use crate::common::{eventually, facts, test_config};
 use crate::conformance::postgres_url;
+use crate::process::free_port;
 
 pub(crate) struct Replica {
     pub(crate) child: Child,
@@ -55,13 +56,6 @@ pub(crate) async fn database() -> Option<String> {
     tokio::task::spawn_blocking(postgres_url)
         .await
         .expect("made a database")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free port")
 }
 
 /// The config of a replica on `database`, in front of `mock`.
