@@ -47,6 +47,11 @@ pub struct SoakBench {
     pub concurrency: usize,
     #[arg(long, default_value = "./.memproxy")]
     pub model_data_dir: PathBuf,
+    /// After a first round that stores memory for every user, only traffic that stores nothing
+    /// new (chats with `x-memproxy-record: false`, passthrough, searches, exports): memory that
+    /// still grows then is not data.
+    #[arg(long)]
+    pub reads_only: bool,
 }
 
 /// Open file descriptors of this process (Linux).

@@ -14,8 +14,9 @@ use super::load::{open_files, SoakBench};
 use super::rss_mib;
 use crate::mock::MockUpstream;
 
-/// One request of the mix, chosen by `n`; whether it succeeded.
-async fn one(client: &reqwest::Client, base: &str, n: u64) -> bool {
+/// One request of the mix, chosen by `n` (with `reads_only`, one that stores nothing new); whether
+/// it succeeded.
+async fn one(client: &reqwest::Client, base: &str, n: u64, reads_only: bool) -> bool {
     // Every user gets every kind of request in turn (the kind is n % 10).
     let user = format!("soak-{}", (n / 10) % 50);
     let said = format!("Note {n}: I keep {} hives near the river.", n % 97);
@@ -23,9 +24,15 @@ async fn one(client: &reqwest::Client, base: &str, n: u64) -> bool {
         client
             .post(format!("{base}/{mode}/v1/chat/completions"))
             .header("x-memproxy-user", &user)
+            .header("x-memproxy-record", if reads_only { "false" } else { "true" })
             .json(&json!({"model": model, "stream": stream, "messages": [{"role": "user", "content": said}]}))
     };
-    let request = match n % 10 {
+    let kind = match (reads_only, n % 10) {
+        (true, 6 | 7) => 8,
+        (true, 9) => 9,
+        (_, kind) => kind,
+    };
+    let request = match kind {
         0..=2 => chat("implicit", false, "mock-model"),
         3 | 4 => chat("implicit", true, "mock-model"),
         5 => chat("passthrough", true, "mock-model"),
@@ -55,12 +62,31 @@ pub async fn soak(options: SoakBench) -> anyhow::Result<()> {
     let proxy =
         crate::server::start_on(listener, config, Arc::new(crate::hooks::LogExchanges)).await?;
     let base = proxy.url();
+    if options.reads_only {
+        // Every user's memory first (the first round of the full mix, 20 requests per user).
+        let client = reqwest::Client::new();
+        for round in 0..(1_000 / options.concurrency.max(1) as u64 + 1) {
+            let batch = (0..options.concurrency.max(1) as u64).map(|i| {
+                one(
+                    &client,
+                    &base,
+                    round * options.concurrency.max(1) as u64 + i,
+                    false,
+                )
+            });
+            futures_util::future::join_all(batch).await;
+        }
+    }
+    let reads_only = options.reads_only;
     let until = Instant::now() + Duration::from_secs(options.minutes * 60);
     let (done, failed) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
     let next = Arc::new(AtomicU64::new(0));
     println!(
-        "memproxy bench soak: {} min of mixed traffic, {} in flight, sampled every {} s (RSS and open files of this process: load generator + memproxy + scripted upstream)",
-        options.minutes, options.concurrency, options.sample_secs
+        "memproxy bench soak: {} min of {}, {} in flight, sampled every {} s (RSS and open files of this process: load generator + memproxy + scripted upstream)",
+        options.minutes,
+        if options.reads_only { "traffic that stores nothing new (after 1,000 requests that do)" } else { "mixed traffic" },
+        options.concurrency,
+        options.sample_secs
     );
     println!(
         "{:>8} {:>9} {:>7} {:>8} {:>6} {:>11}",
@@ -73,7 +99,7 @@ pub async fn soak(options: SoakBench) -> anyhow::Result<()> {
             tokio::spawn(async move {
                 while Instant::now() < until {
                     let n = next.fetch_add(1, Ordering::Relaxed);
-                    if !one(&client, &base, n).await {
+                    if !one(&client, &base, n, reads_only).await {
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
                     done.fetch_add(1, Ordering::Relaxed);

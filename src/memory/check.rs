@@ -25,7 +25,8 @@ pub enum Status {
 pub struct Finding {
     pub check: String,
     pub status: Status,
-    /// How many things were found wrong (0 when the check is ok).
+    /// How many things were found wrong (0 when the check is ok); rows without a vector are
+    /// counted after the repair embedded what it could.
     pub found: u64,
     pub detail: String,
     /// How many of them the repair put right (0 without `repair`).
@@ -62,6 +63,13 @@ impl MemoryService {
         lease: std::time::Duration,
     ) -> MemoryResult<CheckReport> {
         let before = now_ms() - lease.as_millis() as i64;
+        // Rows without a vector are embedded first, so the finding counts what is still missing
+        // (the backlog embedder may take some of them meanwhile).
+        let embedded = if repair {
+            self.reindex().await? as u64
+        } else {
+            0
+        };
         let (mut out, stalled, states) = self
             .blocking(move |store, vectors| {
                 let mut out = Vec::new();
@@ -113,7 +121,7 @@ impl MemoryService {
                     Status::Warning,
                     total,
                     if total == 0 { format!("every live row has a vector of {}", vectors.model()) } else { format!("rows without a vector of {} ({}), found by keywords until the backlog embeds them", vectors.model(), listed.join(", ")) },
-                    0,
+                    embedded,
                 ));
                 let files = vectors.check_files(repair)?;
                 let wrong = (files.stale.len() + files.stray.len()) as u64;
@@ -169,12 +177,6 @@ impl MemoryService {
             ),
             0,
         ));
-        if repair {
-            let embedded = self.reindex().await? as u64;
-            if let Some(vectors) = out.iter_mut().find(|f| f.check == "vectors") {
-                vectors.repaired = embedded;
-            }
-        }
         Ok(CheckReport {
             ok: out
                 .iter()
