@@ -259,6 +259,21 @@ pub fn memory_in(dir: &std::path::Path) -> memproxy::memory::MemoryService {
     memproxy::memory::MemoryService::open(dir, local_embedder()).expect("memory opens")
 }
 
+/// An export file of one conversation `c` whose turns are these user messages (for imports).
+pub fn import_file(turns: &[String]) -> String {
+    let mut lines = vec![
+        json!({"type": "header", "format": "memproxy-export", "version": 1}),
+        json!({"type": "conversation", "id": "c", "agent": "default"}),
+    ];
+    for (position, said) in turns.iter().enumerate() {
+        lines.push(
+            json!({"type": "message", "conversation": "c", "position": position,
+            "role": "user", "content": said, "created_at_ms": 1_000 + position as i64}),
+        );
+    }
+    lines.iter().map(|line| format!("{line}\n")).collect()
+}
+
 /// POST a JSON body to a path of the proxy and parse the JSON answer.
 pub async fn post_json(h: &Harness, path: &str, body: &Value) -> Value {
     h.client

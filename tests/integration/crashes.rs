@@ -18,7 +18,7 @@ use memproxy::config::Config;
 use memproxy::mock::MockUpstream;
 use serde_json::{json, Value};
 
-use crate::common::test_config;
+use crate::common::{import_file, test_config};
 use crate::process::{free_port, Serving};
 
 /// A small deterministic random source (xorshift), seeded and printed for reproduction.
@@ -143,15 +143,10 @@ async fn traffic(url: String, kind: u64, id: String, acked: Arc<Mutex<Acknowledg
             }
             _ => {
                 let user = format!("{id}-{n}");
-                let mut lines = vec![
-                    json!({"type": "header", "format": "memproxy-export", "version": 1}),
-                    json!({"type": "conversation", "id": "c", "agent": "default"}),
-                ];
-                for position in 0..40 {
-                    let said = format!("{user} imported turn {position} about the hives.");
-                    lines.push(json!({"type": "message", "conversation": "c", "position": position, "role": "user", "content": said, "created_at_ms": 1_000 + position}));
-                }
-                let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+                let turns: Vec<String> = (0..40)
+                    .map(|position| format!("{user} imported turn {position} about the hives."))
+                    .collect();
+                let body = import_file(&turns);
                 let answer = client
                     .post(format!("{url}/memproxy/v1/users/{user}/import"))
                     .body(body)

@@ -10,7 +10,7 @@ use std::time::Duration;
 use memproxy::mock::MockUpstream;
 use serde_json::{json, Value};
 
-use crate::common::test_config;
+use crate::common::{import_file, test_config};
 use crate::process::{free_port, Serving};
 
 async fn start(file: &std::path::Path, url: &str, limit_kib: Option<u64>) -> Serving {
@@ -53,15 +53,10 @@ async fn a_full_disk_refuses_writes_clearly_and_loses_nothing() {
         .expect("answer");
     assert!(added.status().is_success(), "{}", added.status());
     // An import far larger than the room left.
-    let mut lines = vec![
-        json!({"type": "header", "format": "memproxy-export", "version": 1}),
-        json!({"type": "conversation", "id": "c", "agent": "default"}),
-    ];
-    for position in 0..3_000 {
-        let text = format!("word{position} ").repeat(60);
-        lines.push(json!({"type": "message", "conversation": "c", "position": position, "role": "user", "content": text, "created_at_ms": 1_000 + position}));
-    }
-    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let turns: Vec<String> = (0..3_000)
+        .map(|position| format!("word{position} ").repeat(60))
+        .collect();
+    let body = import_file(&turns);
     let refused = client
         .post(format!("{url}/memproxy/v1/users/ana/import"))
         .body(body)

@@ -457,27 +457,21 @@ async fn faults_in_an_explicit_turn_leave_the_agent_log_consistent() {
             if stream {
                 body["stream"] = json!(true);
             }
-            let first = h
-                .client
-                .post(h.url("/explicit/v1/chat/completions"))
-                .header("x-memproxy-user", &user)
-                .json(&body)
-                .send()
-                .await
-                .expect("answer");
+            let turn = |body: &Value| {
+                h.client
+                    .post(h.url("/explicit/v1/chat/completions"))
+                    .header("x-memproxy-user", &user)
+                    .json(body)
+                    .send()
+            };
+            let first = turn(&body).await.expect("answer");
             assert_eq!(first.status(), 200, "{fault}");
             body_of(first, fault).await;
             let before = agent_log(&h, &user).await;
             h.mock.push(reply.clone());
             body["messages"] = json!([{"role": "user", "content": "I keep bees in Braga."}, {"role": "assistant", "content": "ok"},
                 {"role": "user", "content": "What do I keep?"}]);
-            let failed = h
-                .client
-                .post(h.url("/explicit/v1/chat/completions"))
-                .header("x-memproxy-user", &user)
-                .json(&body)
-                .send();
-            let failed = tokio::time::timeout(Duration::from_secs(20), failed)
+            let failed = tokio::time::timeout(Duration::from_secs(20), turn(&body))
                 .await
                 .expect("no hang")
                 .expect("answer");
@@ -488,14 +482,7 @@ async fn faults_in_an_explicit_turn_leave_the_agent_log_consistent() {
                 before,
                 "{fault} stream={stream}"
             );
-            let retry = h
-                .client
-                .post(h.url("/explicit/v1/chat/completions"))
-                .header("x-memproxy-user", &user)
-                .json(&body)
-                .send()
-                .await
-                .expect("answer");
+            let retry = turn(&body).await.expect("answer");
             assert_eq!(retry.status(), 200, "{fault}: the retry");
             body_of(retry, fault).await;
             let after = agent_log(&h, &user).await;
