@@ -261,6 +261,9 @@ pub struct CompletionView {
     pub choices: Vec<ChoiceView>,
     #[serde(default)]
     pub usage: Option<Usage>,
+    /// An error object where the completion should be (some upstreams answer 200 with one).
+    #[serde(default)]
+    pub error: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

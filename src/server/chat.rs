@@ -128,7 +128,6 @@ pub async fn handle(
     let reading = Reading {
         watch: Box::<StreamAccumulator>::default(),
         whole: Box::new(completion_replies),
-        unusable: Some(unusable_completion),
         strip_usage,
     };
     let outgoing = Outgoing {
@@ -206,11 +205,10 @@ pub async fn forward(
     .await
 }
 
-/// Reads a whole answer's replies and usage.
-pub type ReadWhole = Box<dyn FnOnce(&[u8]) -> (Vec<AssistantReply>, Option<Usage>) + Send>;
-
-/// Why a whole 2xx body is no answer (`None`: it is one).
-pub type Unusable = fn(&[u8]) -> Option<String>;
+/// Reads a whole 2xx answer's replies and usage; `Err` says why the body is no answer at all
+/// (the client then gets a 502 saying so, not a body its SDK cannot read).
+pub type ReadWhole =
+    Box<dyn FnOnce(&[u8]) -> Result<(Vec<AssistantReply>, Option<Usage>), String> + Send>;
 
 /// How an answer in one API's shape is read into the neutral replies for the recorder.
 pub struct Reading {
@@ -218,9 +216,6 @@ pub struct Reading {
     pub watch: Box<dyn Watch>,
     /// For a whole body: its replies and usage.
     pub whole: ReadWhole,
-    /// For a whole 2xx body: why it is no answer at all (then the client gets a 502 saying so,
-    /// not a body its SDK cannot read). `None`: the upstream is the judge of its own API.
-    pub unusable: Option<Unusable>,
     /// Remove usage from a Chat Completions stream: memproxy asked for it, the client did not.
     pub strip_usage: bool,
 }
@@ -266,13 +261,14 @@ async fn relay_answer(
         Ok(bytes) => bytes,
         Err(error) => return Err(recorder.fail(Some(status.as_u16()), error)),
     };
-    let check = reading.unusable.filter(|_| status.is_success());
-    if let Some(why) = check.and_then(|unusable| unusable(&bytes)) {
-        let error = ProxyError::UpstreamBroken(why);
-        return Err(recorder.fail(Some(status.as_u16()), error));
-    }
     if status.is_success() {
-        let (replies, usage) = (reading.whole)(&bytes);
+        let (replies, usage) = match (reading.whole)(&bytes) {
+            Ok(read) => read,
+            Err(why) => {
+                let error = ProxyError::UpstreamBroken(why);
+                return Err(recorder.fail(Some(status.as_u16()), error));
+            }
+        };
         recorder.finish(replies, usage, Outcome::Completed);
     } else {
         let outcome = Outcome::UpstreamFailed {
@@ -284,30 +280,33 @@ async fn relay_answer(
     Ok(build_response(status, relayed, Body::from(bytes)))
 }
 
-/// Why a whole 2xx Chat Completions body is no answer: not JSON (cut off, or an event stream for a
-/// request that asked for none), or an error object where the completion should be.
-fn unusable_completion(bytes: &[u8]) -> Option<String> {
+/// The replies of a whole Chat Completions answer; `Err` for a body that is no answer: not JSON
+/// (cut off, or an event stream for a request that asked for none), or an error object where the
+/// completion should be. One parse on the usual path.
+fn completion_replies(bytes: &[u8]) -> Result<(Vec<AssistantReply>, Option<Usage>), String> {
     let shown = |text: &str| text.chars().take(200).collect::<String>();
-    match serde_json::from_slice::<serde_json::Value>(bytes) {
-        Err(error) => Some(format!(
-            "its answer is not JSON ({error}): {}",
-            shown(&String::from_utf8_lossy(bytes))
-        )),
-        Ok(answer) if answer.get("error").is_some() && answer.get("choices").is_none() => {
-            let error = &answer["error"];
-            let message = error["message"]
-                .as_str()
-                .or(error.as_str())
-                .unwrap_or("no message");
-            Some(format!("it answered 200 with an error: {}", shown(message)))
-        }
-        Ok(_) => None,
+    let view: CompletionView = match serde_json::from_slice(bytes) {
+        Ok(view) => view,
+        // JSON of another shape is relayed as it is (nothing to learn from it); only a body that
+        // is not JSON at all is refused.
+        Err(error) => match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            Ok(_) => CompletionView::default(),
+            Err(_) => {
+                let body = String::from_utf8_lossy(bytes);
+                return Err(format!(
+                    "its answer is not JSON ({error}): {}",
+                    shown(&body)
+                ));
+            }
+        },
+    };
+    if let (true, Some(error)) = (view.choices.is_empty(), &view.error) {
+        let message = error["message"]
+            .as_str()
+            .or(error.as_str())
+            .unwrap_or("no message");
+        return Err(format!("it answered 200 with an error: {}", shown(message)));
     }
-}
-
-/// The replies of a whole Chat Completions answer.
-fn completion_replies(bytes: &[u8]) -> (Vec<AssistantReply>, Option<Usage>) {
-    let view: CompletionView = serde_json::from_slice(bytes).unwrap_or_default();
     let replies = view
         .choices
         .iter()
@@ -320,7 +319,7 @@ fn completion_replies(bytes: &[u8]) -> (Vec<AssistantReply>, Option<Usage>) {
             ))
         })
         .collect();
-    (replies, view.usage)
+    Ok((replies, view.usage))
 }
 
 /// What the strategy did, for clients and comparisons (architecture §2).

@@ -109,8 +109,7 @@ async fn native(call: Call) -> Response {
                 apply: anthropic::native::apply,
                 reading: Reading {
                     watch: Box::<anthropic::native::MessagesWatch>::default(),
-                    whole: Box::new(anthropic::native::whole),
-                    unusable: None,
+                    whole: Box::new(|bytes: &[u8]| Ok(anthropic::native::whole(bytes))),
                     strip_usage: false,
                 },
             };

@@ -214,9 +214,8 @@ async fn native(
                 let response: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
                 let read = wire::native::reply_of(&response);
                 on_whole(response);
-                read
+                Ok(read)
             }),
-            unusable: None,
             strip_usage: false,
         },
     };
