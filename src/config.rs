@@ -51,6 +51,7 @@ pub struct Config {
     pub embedding: crate::embed::EmbeddingConfig,
     pub memory: crate::strategy::MemoryConfig,
     pub explicit: crate::agent::ExplicitConfig,
+    pub limits: crate::limits::Limits,
     pub log: LogConfig,
 }
 
@@ -133,6 +134,7 @@ impl Default for Config {
             embedding: crate::embed::EmbeddingConfig::default(),
             memory: crate::strategy::MemoryConfig::default(),
             explicit: crate::agent::ExplicitConfig::default(),
+            limits: crate::limits::Limits::default(),
             log: LogConfig::default(),
         }
     }
@@ -341,6 +343,9 @@ impl Config {
         self.explicit
             .validate()
             .map_err(|message| invalid("explicit", message))?;
+        self.limits
+            .validate()
+            .map_err(|message| invalid("limits", message))?;
         if self.embedding.threads == 0 {
             return Err(invalid("embedding.threads", "must be at least 1"));
         }

@@ -21,6 +21,12 @@ pub enum ProxyError {
     },
     #[error("The request body is larger than the limit of {limit} bytes.")]
     PayloadTooLarge { limit: usize },
+    /// A configured limit (`[limits]`) the request would go over.
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// The key's request budget (`limits.requests_per_minute`) is spent for now.
+    #[error("Too many requests for this key (limits.requests_per_minute); retry in {} s.", .0.as_secs_f64().ceil())]
+    RateLimited(Duration),
     #[error("Missing or incorrect API key. Send a memproxy key as 'Authorization: Bearer <key>' (or as 'x-api-key: <key>').")]
     Unauthorized,
     /// A valid key asking for something it does not grant (another user, for a key restricted to
@@ -66,6 +72,16 @@ impl ProxyError {
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "invalid_request_error",
                 "payload_too_large",
+            ),
+            LimitExceeded(_) => (
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                "limit_exceeded",
+            ),
+            RateLimited(_) => (
+                StatusCode::TOO_MANY_REQUESTS,
+                "rate_limit_error",
+                "rate_limit_exceeded",
             ),
             Unauthorized => (
                 StatusCode::UNAUTHORIZED,
@@ -127,6 +143,17 @@ impl ProxyError {
         json!({"error": {"message": self.to_string(), "type": kind, "param": self.param(), "code": code}})
     }
 
+    /// The `retry-after` a client should honour, in whole seconds (at least 1).
+    pub fn retry_after(&self) -> Option<HeaderValue> {
+        match self {
+            ProxyError::RateLimited(wait) => {
+                let seconds = wait.as_secs_f64().ceil().max(1.0) as u64;
+                Some(HeaderValue::from(seconds))
+            }
+            _ => None,
+        }
+    }
+
     /// The error as one SSE event, for failures after a stream has started.
     pub fn sse_event(&self) -> bytes::Bytes {
         bytes::Bytes::from(format!("data: {}\n\n", self.body()))
@@ -151,6 +178,7 @@ impl From<crate::memory::MemoryError> for ProxyError {
             MemoryError::Store(StoreError::Invalid(message)) | MemoryError::Invalid(message) => {
                 ProxyError::invalid(message, None)
             }
+            MemoryError::Limit(message) => ProxyError::LimitExceeded(message),
             MemoryError::Embed(error) => ProxyError::MemoryUnavailable(error.to_string()),
             MemoryError::Store(error @ StoreError::CannotWrite(_)) => {
                 ProxyError::MemoryUnavailable(error.to_string())
@@ -187,6 +215,9 @@ impl IntoResponse for ProxyError {
             tracing::debug!(error = %self, "request refused");
         }
         let mut response = (status, axum::Json(self.body())).into_response();
+        if let Some(wait) = self.retry_after() {
+            response.headers_mut().insert(header::RETRY_AFTER, wait);
+        }
         if matches!(self, ProxyError::Unauthorized) {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -20,6 +20,7 @@ pub struct Metrics {
     jobs: IntCounterVec,
     rejections: IntCounterVec,
     open_indexes: IntGauge,
+    rate_limited: prometheus::IntCounter,
 }
 
 impl Metrics {
@@ -88,6 +89,11 @@ impl Metrics {
             "Vector indexes held in memory (bounded by memory.open_vector_indexes)",
         )?;
         registry.register(Box::new(open_indexes.clone()))?;
+        let rate_limited = prometheus::IntCounter::new(
+            "memproxy_rate_limited_total",
+            "Requests refused with 429 because their key's budget (limits.requests_per_minute) was spent",
+        )?;
+        registry.register(Box::new(rate_limited.clone()))?;
         registry.register(Box::new(jobs.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(upstream_seconds.clone()))?;
@@ -104,6 +110,7 @@ impl Metrics {
             jobs,
             rejections,
             open_indexes,
+            rate_limited,
         })
     }
 
@@ -111,6 +118,10 @@ impl Metrics {
     pub fn set_open_indexes(&self, open: usize) {
         self.open_indexes
             .set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    pub fn count_rate_limited(&self) {
+        self.rate_limited.inc();
     }
 
     pub fn count_request(&self, route: &str, status: u16) {

@@ -40,9 +40,11 @@ impl Agents {
         if !input.record {
             return self.open_read_only(input, client_block).await;
         }
+        let limits = self.memory.limits().clone();
         let loaded = self
             .memory
             .blocking(move |store, _| {
+                crate::memory::admit_agent(store, &limits, &scope, &agent)?;
                 store.ensure_agent(&scope, &agent, &defaults)?;
                 let existing = store
                     .core_blocks(&scope, &agent)?

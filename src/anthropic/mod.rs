@@ -388,6 +388,11 @@ pub fn error_response(error: &ProxyError) -> axum::response::Response {
         axum::http::header::CONTENT_TYPE,
         axum::http::HeaderValue::from_static("application/json"),
     );
+    if let Some(wait) = error.retry_after() {
+        response
+            .headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, wait);
+    }
     response
 }
 

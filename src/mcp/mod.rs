@@ -145,7 +145,7 @@ impl ServerHandler for MemoryServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let tools = tools::catalog()
+        let tools = tools::catalog(self.memory.limits().max_memory_chars)
             .into_iter()
             .map(|(name, description, schema)| {
                 let schema = match schema {

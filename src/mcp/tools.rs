@@ -8,15 +8,16 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::memory::{MemoryService, RetrievalRequest, MAX_MEMORY_CHARS};
+use crate::memory::{MemoryService, RetrievalRequest};
 use crate::postprocess::{PostProcessor, Remembered};
 use crate::store::{Corpus, Page, UserScope, Within};
 
 /// What the audit log records as the cause of a change made over MCP.
 pub const VIA_MCP: &str = "via MCP";
 
-/// `(name, description, schema of the arguments)` of every tool.
-pub fn catalog() -> Vec<(&'static str, &'static str, Value)> {
+/// `(name, description, schema of the arguments)` of every tool; a memory text is at most
+/// `max_chars` long (`limits.max_memory_chars`).
+pub fn catalog(max_chars: usize) -> Vec<(&'static str, &'static str, Value)> {
     vec![
         (
             "search_memories",
@@ -31,7 +32,7 @@ pub fn catalog() -> Vec<(&'static str, &'static str, Value)> {
             "add_memory",
             "Remember a fact about the user, in the third person (\"The user is vegetarian.\"). It is reconciled with what is stored: a fact already known is not stored twice, and a changed fact (a new job, a new city) updates or retires the old memory instead of piling up beside it. The answer's event says which.",
             json!({"type": "object", "properties": {
-                "text": {"type": "string", "minLength": 1, "maxLength": MAX_MEMORY_CHARS}
+                "text": {"type": "string", "minLength": 1, "maxLength": max_chars}
             }, "required": ["text"], "additionalProperties": false}),
         ),
         (
@@ -49,7 +50,7 @@ pub fn catalog() -> Vec<(&'static str, &'static str, Value)> {
             "Rewrite one memory (by id, from list_memories or search_memories); the old text stays in the audit log.",
             json!({"type": "object", "properties": {
                 "id": {"type": "integer"},
-                "text": {"type": "string", "minLength": 1, "maxLength": MAX_MEMORY_CHARS}
+                "text": {"type": "string", "minLength": 1, "maxLength": max_chars}
             }, "required": ["id", "text"], "additionalProperties": false}),
         ),
         (

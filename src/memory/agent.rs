@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{check_text, MemoryResult, MemoryService};
+use super::{MemoryResult, MemoryService};
 use crate::store::{
     agent_conversation, now_ms, AgentCounts, AgentMessage, AgentRecord, CoreBlock, Corpus,
     Embedding, StoredMessage, Summary, UserScope,
@@ -84,7 +84,7 @@ impl MemoryService {
         agent: &str,
         text: &str,
     ) -> MemoryResult<i64> {
-        check_text(text)?;
+        self.check_text(text)?;
         let embedding = self.embed(vec![text.to_owned()]).await?.pop();
         let (scope, agent, text) = (scope.clone(), agent.to_owned(), text.to_owned());
         self.blocking(move |store, vectors| {
@@ -245,4 +245,34 @@ impl MemoryService {
         })
         .await
     }
+}
+
+/// `[limits]` applied inside a store call, before an agent is created: an agent that exists may
+/// always be used, a new one only below `max_agents_per_user`.
+pub fn admit_agent(
+    store: &dyn crate::store::Store,
+    limits: &crate::limits::Limits,
+    scope: &UserScope,
+    agent: &str,
+) -> MemoryResult<()> {
+    let agents = store.list_agents(scope)?;
+    limits
+        .agent(agent, agents.iter().map(|a| a.name.as_str()))
+        .map_err(super::MemoryError::Limit)
+}
+
+/// `[limits]` applied inside a store call, before a block labelled `label` is written to or
+/// attached to an agent: a label it has may be replaced, a new one only below
+/// `max_blocks_per_agent`.
+pub fn admit_block(
+    store: &dyn crate::store::Store,
+    limits: &crate::limits::Limits,
+    scope: &UserScope,
+    agent: &str,
+    label: &str,
+) -> MemoryResult<()> {
+    let blocks = store.core_blocks(scope, agent)?;
+    limits
+        .block(label, blocks.iter().map(|b| b.label.as_str()))
+        .map_err(super::MemoryError::Limit)
 }

@@ -5,6 +5,7 @@
 //! ONNX, HNSW) off the async runtime. Strategies, the management API and the CLI all use it.
 
 mod agent;
+pub use agent::{admit_agent, admit_block};
 pub mod check;
 pub use agent::AgentDetail;
 mod recording;
@@ -26,9 +27,6 @@ use crate::vector::{Change, VectorIndexes};
 
 pub use retrieval::{Hit, QueryVectors, RetrievalRequest};
 
-/// Longest memory text accepted (a fact, not a document).
-pub const MAX_MEMORY_CHARS: usize = 4000;
-
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
     #[error(transparent)]
@@ -37,6 +35,9 @@ pub enum MemoryError {
     Embed(#[from] EmbedError),
     #[error("{0}")]
     Invalid(String),
+    /// A configured limit (`[limits]`) the change would go over.
+    #[error("{0}")]
+    Limit(String),
     #[error("background task failed: {0}")]
     Task(String),
 }
@@ -49,6 +50,8 @@ pub struct MemoryService {
     vectors: Arc<VectorIndexes>,
     /// Wakes the background embedder (a request left turns without vectors).
     backlog: tokio::sync::Notify,
+    /// The configured bounds (memory length, agents, blocks).
+    limits: crate::limits::Limits,
 }
 
 /// A memory's index entry after a change: its vector, or none (the background embedder adds it).
@@ -110,6 +113,7 @@ impl MemoryService {
             embedder,
             vectors: Arc::new(vectors),
             backlog: tokio::sync::Notify::new(),
+            limits: crate::limits::Limits::default(),
         })
     }
 
@@ -168,7 +172,7 @@ impl MemoryService {
         at_ms: i64,
     ) -> MemoryResult<Vec<Inserted>> {
         for (text, _, _) in &items {
-            check_text(text)?;
+            self.check_text(text)?;
         }
         let embeddings = self
             .embed(items.iter().map(|(t, _, _)| t.clone()).collect())
@@ -242,7 +246,7 @@ impl MemoryService {
         sources: &[Source],
         cause: &str,
     ) -> MemoryResult<()> {
-        check_text(text)?;
+        self.check_text(text)?;
         let embedding = self.embed(vec![text.to_owned()]).await?.pop();
         let (scope, text, cause) = (scope.clone(), text.to_owned(), cause.to_owned());
         let sources = sources.to_vec();
@@ -390,7 +394,7 @@ impl MemoryService {
     pub async fn import(&self, scope: &UserScope, jsonl: &str) -> MemoryResult<ImportCounts> {
         let mut bundle = transfer::parse_jsonl(jsonl)?;
         for (memory, _) in &bundle.memories {
-            check_text(&memory.text)?;
+            self.check_text(&memory.text)?;
         }
         // Embed everything first: the import itself is then one all-or-nothing transaction.
         let texts = bundle.memories.iter().map(|(m, _)| m.text.clone());
@@ -466,16 +470,26 @@ impl MemoryService {
     }
 }
 
-/// Whether `text` can be a memory: not blank, at most [`MAX_MEMORY_CHARS`] characters.
-pub fn check_text(text: &str) -> MemoryResult<()> {
-    let length = text.chars().count();
-    if text.trim().is_empty() {
-        return Err(MemoryError::Invalid("a memory needs text".to_owned()));
+impl MemoryService {
+    /// The configured bounds.
+    pub fn limits(&self) -> &crate::limits::Limits {
+        &self.limits
     }
-    if length > MAX_MEMORY_CHARS {
-        return Err(MemoryError::Invalid(format!(
-            "a memory holds at most {MAX_MEMORY_CHARS} characters; this one has {length}"
-        )));
+
+    /// Sets the bounds (at start-up, before the service is shared).
+    pub fn with_limits(mut self, limits: crate::limits::Limits) -> Self {
+        self.limits = limits;
+        self
     }
-    Ok(())
+
+    /// Whether `text` can be a memory: not blank, at most `limits.max_memory_chars` characters.
+    pub fn check_text(&self, text: &str) -> MemoryResult<()> {
+        use crate::limits::TextRefusal;
+        self.limits
+            .memory_text(text)
+            .map_err(|refusal| match refusal {
+                TextRefusal::Blank => MemoryError::Invalid("a memory needs text".to_owned()),
+                TextRefusal::TooLong(message) => MemoryError::Limit(message),
+            })
+    }
 }

@@ -10,7 +10,6 @@ use super::llm::{json_object, Answer};
 use super::reconcile::{reconcile, Origin};
 use super::PostProcessor;
 use crate::dates::ymd_weekday;
-use crate::memory::MAX_MEMORY_CHARS;
 use crate::store::{now_ms, Job, Page, Source, StoredMessage, Summary, UserScope};
 use crate::strategy::inject::strip_blocks;
 
@@ -147,7 +146,9 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         )
         .await
         .map_err(|e| e.to_string())?;
-    let facts = parse_facts(&answer)?;
+    let mut facts = parse_facts(&answer)?;
+    // A configured memory length below a fact's is the operator's bound, not the model's error.
+    facts.retain(|fact| pp.memory.check_text(&fact.text).is_ok());
     // What the facts may be drawn from: the user's words (also of the context turns) and the
     // assistant's lines of the new turns, never an injected memory block.
     let said: Vec<(&str, String)> = context
@@ -237,7 +238,7 @@ pub fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
             _ => continue,
         };
         let text = text.trim().to_owned();
-        if !text.is_empty() && text.chars().count() <= MAX_FACT_CHARS.min(MAX_MEMORY_CHARS) {
+        if !text.is_empty() && text.chars().count() <= MAX_FACT_CHARS {
             facts.push(Fact { text, kind });
         }
     }

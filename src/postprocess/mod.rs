@@ -263,7 +263,7 @@ impl PostProcessor {
             text: text.trim().to_owned(),
             kind: "fact".to_owned(),
         };
-        crate::memory::check_text(&fact().text)?;
+        self.memory.check_text(&fact().text)?;
         let model = self
             .last_model
             .lock()

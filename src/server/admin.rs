@@ -347,12 +347,15 @@ pub async fn put_block(
     // listed.
     let (who, name, defaults) = (scope.clone(), agent.clone(), state.agents.default_blocks());
     let memory = std::sync::Arc::clone(&state.memory);
+    let limits = state.memory.limits().clone();
     state
         .agents
         .between_turns(&scope, &agent, async move {
             memory
                 .blocking(move |store, _| {
+                    crate::memory::admit_agent(store, &limits, &who, &name)?;
                     store.ensure_agent(&who, &name, &defaults)?;
+                    crate::memory::admit_block(store, &limits, &who, &name, &block.label)?;
                     Ok(store.put_core_block(&who, &name, &block)?)
                 })
                 .await

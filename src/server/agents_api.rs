@@ -261,11 +261,13 @@ pub async fn put_tags(
     let (who, blocks) = (scope(&tenant, &user), state.agents.default_blocks());
     let (name, saved) = (agent.clone(), tags.clone());
     let memory = std::sync::Arc::clone(&state.memory);
+    let limits = state.memory.limits().clone();
     state
         .agents
         .between_turns(&who.clone(), &agent, async move {
             memory
                 .blocking(move |store, _| {
+                    crate::memory::admit_agent(store, &limits, &who, &name)?;
                     store.ensure_agent(&who, &name, &blocks)?;
                     Ok(store.set_agent_tags(&who, &name, &saved)?)
                 })

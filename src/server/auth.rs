@@ -4,7 +4,9 @@
 //! `x-api-key` as Anthropic clients send it); the key selects the tenant that scopes all memory,
 //! and is never passed upstream. Keys are compared by SHA-256 digest and never
 //! logged. With auth off the tenant is `default` and the client's own `Authorization` may be
-//! forwarded upstream (see [`crate::upstream::Upstream::authorization`]).
+//! forwarded upstream (see [`crate::upstream::Upstream::authorization`]). With
+//! `limits.requests_per_minute` set, each key's requests are also counted here (a `429` with
+//! `retry-after` once its budget is spent; with auth off all requests share one budget).
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
@@ -33,6 +35,8 @@ pub async fn authenticate(
     next: Next,
 ) -> Result<Response, Response> {
     let client_authorization = request.headers().get(header::AUTHORIZATION).cloned();
+    // The budget a request spends: its key's (by digest), or the one shared with auth off.
+    let mut budget = [0u8; 32];
     let context = if state.tenant_keys.is_empty() {
         RequestContext {
             grant: KeyGrant::tenant(DEFAULT_ID),
@@ -47,13 +51,12 @@ pub async fn authenticate(
             .headers()
             .get(API_KEY)
             .and_then(|value| value.to_str().ok());
-        let grant = bearer
-            .or(api_key)
-            .map(str::trim)
-            .and_then(|key| state.tenant_keys.get(&key_digest(key)));
-        let Some(grant) = grant else {
-            return Err(refusal(request.uri().path()));
+        let digest = bearer.or(api_key).map(str::trim).map(key_digest);
+        let grant = digest.and_then(|digest| state.tenant_keys.get(&digest));
+        let (Some(grant), Some(digest)) = (grant, digest) else {
+            return Err(refusal(request.uri().path(), &ProxyError::Unauthorized));
         };
+        budget = digest;
         let grant = grant.clone();
         // The memproxy key was for memproxy.
         request.headers_mut().remove(API_KEY);
@@ -62,18 +65,38 @@ pub async fn authenticate(
             client_authorization: None,
         }
     };
+    if let Some(limiter) = &state.rate_limiter {
+        if let Err(wait) = limiter.take(budget, std::time::Instant::now()) {
+            state.metrics.count_rate_limited();
+            return Err(refusal(
+                request.uri().path(),
+                &ProxyError::RateLimited(wait),
+            ));
+        }
+    }
     request.extensions_mut().insert(context);
     Ok(next.run(request).await)
 }
 
 const API_KEY: &str = "x-api-key";
 
-/// The 401, in the shape of the API the request came in on.
-fn refusal(path: &str) -> Response {
+/// A 401 or 429, in the shape of the API the request came in on.
+fn refusal(path: &str, error: &ProxyError) -> Response {
     if is_messages_path(path) {
-        crate::anthropic::error_response(&ProxyError::Unauthorized)
+        crate::anthropic::error_response(error)
     } else {
-        ProxyError::Unauthorized.into_response()
+        let (status, _, _) = error.catalogue();
+        let mut response = (status, axum::Json(error.body())).into_response();
+        if let Some(wait) = error.retry_after() {
+            response.headers_mut().insert(header::RETRY_AFTER, wait);
+        }
+        if matches!(error, ProxyError::Unauthorized) {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"memproxy\""),
+            );
+        }
+        response
     }
 }
 

@@ -101,9 +101,15 @@ pub async fn attach(
 ) -> Result<Json<Value>, ProxyError> {
     let (scope, starting) = (scope(&tenant, &user), state.agents.default_blocks());
     let (agent_name, block) = (agent.clone(), name.clone());
+    let limits = state.memory.limits().clone();
     let blocks = state
         .memory
         .blocking(move |store, _| {
+            crate::memory::admit_agent(store, &limits, &scope, &agent_name)?;
+            let shared = store.shared_blocks(&scope)?;
+            if let Some(shared) = shared.iter().find(|shared| shared.name == block) {
+                crate::memory::admit_block(store, &limits, &scope, &agent_name, &shared.label)?;
+            }
             store.attach_shared_block(&scope, &agent_name, &block, &starting)?;
             Ok(store.core_blocks(&scope, &agent_name)?)
         })

@@ -69,6 +69,11 @@ pub async fn handle(
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
     let request = ChatRequest::parse(&body)?;
+    state
+        .config
+        .limits
+        .messages(request.messages.len())
+        .map_err(ProxyError::LimitExceeded)?;
     let mode = resolve_mode(&headers, route_mode, state.config.mode)?;
     let scope = Scope::identify(&context.grant, &headers, &request)?;
     if mode == Mode::Explicit {

@@ -75,6 +75,8 @@ pub struct AppState {
     pub pending_responses: response_log::Pending,
     /// SHA-256 of each proxy key → tenant. Empty: auth off.
     pub tenant_keys: HashMap<[u8; 32], crate::keys::KeyGrant>,
+    /// Per-key request budgets (`limits.requests_per_minute`); `None`: no rate limit.
+    pub rate_limiter: Option<crate::limits::RateLimiter>,
     /// Set when serving a non-loopback address without proxy keys (the operator opted in):
     /// logged at start-up and shown on `/readyz`.
     pub exposure_warning: std::sync::OnceLock<String>,
@@ -104,6 +106,7 @@ impl AppState {
             responses_upstream,
             metrics,
             tenant_keys: config.tenant_keys()?,
+            rate_limiter: crate::limits::RateLimiter::new(&config.limits),
             exposure_warning: std::sync::OnceLock::new(),
             hooks,
             agents: Arc::new(crate::agent::Agents::new(
@@ -131,7 +134,8 @@ pub async fn open_memory(config: &Config) -> anyhow::Result<Arc<MemoryService>> 
             &config.data_dir,
             config.upstream.api_key.as_ref(),
         )?;
-        let service = MemoryService::open_configured(&config.store, &config.data_dir, embedder)?;
+        let service = MemoryService::open_configured(&config.store, &config.data_dir, embedder)?
+            .with_limits(config.limits.clone());
         service
             .vectors()
             .set_open_limit(config.memory.open_vector_indexes);

@@ -67,6 +67,11 @@ pub async fn handle(
 ) -> Result<Response, ProxyError> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
+    state
+        .config
+        .limits
+        .messages(native.neutral.messages.len())
+        .map_err(ProxyError::LimitExceeded)?;
     let scope = Scope::identify(&context.grant, &headers, &native.neutral)?;
     let wants_stream = native.wire.get("stream") == Some(&Value::Bool(true));
     let rewrite = crate::strategy::prepare(

@@ -33,6 +33,7 @@ mod faults;
 mod implicit;
 mod jobs;
 mod lifecycle;
+mod limits;
 mod mcp;
 mod memory;
 mod memory_storage;

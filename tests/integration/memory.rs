@@ -206,10 +206,10 @@ async fn exact_duplicates_are_dropped_and_changes_are_audited() {
 async fn bad_input_is_refused_and_writes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let memory = memory_in(dir.path());
-    let huge = "x".repeat(memproxy::memory::MAX_MEMORY_CHARS + 1);
+    let huge = "x".repeat(memory.limits().max_memory_chars + 1);
     assert!(matches!(
         memory.add_memory(&alice(), &huge, "fact", "t").await,
-        Err(MemoryError::Invalid(_))
+        Err(MemoryError::Limit(_))
     ));
     assert!(matches!(
         memory.add_memory(&alice(), "   ", "fact", "t").await,
