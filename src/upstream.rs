@@ -216,6 +216,9 @@ impl Upstream {
         if error.is_timeout() {
             return ProxyError::UpstreamTimeout(self.config.connect_timeout);
         }
+        // The message names the upstream by its shown URL (no credentials, no query); the
+        // client's error would repeat the whole request URL, query string included.
+        let error = error.without_url();
         let mut reason = error.to_string();
         let mut source = error.source();
         while let Some(cause) = source {
@@ -224,7 +227,7 @@ impl Upstream {
         }
         if error.is_connect() || error.is_request() {
             ProxyError::UpstreamUnreachable {
-                url: self.base.clone(),
+                url: crate::secret::shown_url(&self.base),
                 reason,
             }
         } else {

@@ -60,10 +60,11 @@ impl OpenAiEmbedder {
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key.expose());
         }
+        // Errors name no URL: a query string may carry a key.
         let response = request
             .send()
             .await
-            .map_err(|error| EmbedError::Remote(error.to_string()))?;
+            .map_err(|error| EmbedError::Remote(error.without_url().to_string()))?;
         let status = response.status();
         if !status.is_success() {
             let body = response.text().await.unwrap_or_default();

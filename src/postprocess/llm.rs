@@ -106,10 +106,11 @@ impl MemoryLlm {
         if let Some(key) = &self.api_key {
             request = request.bearer_auth(key.expose());
         }
+        // Errors name no URL: a query string may carry a key (the job's error is shown).
         let response = request
             .send()
             .await
-            .map_err(|e| LlmError::Request(e.to_string()))?;
+            .map_err(|e| LlmError::Request(e.without_url().to_string()))?;
         let status = response.status();
         let text = response
             .text()

@@ -50,6 +50,7 @@ mod relay;
 mod replicas;
 mod responses;
 mod sdk;
+mod secrets;
 mod shared_blocks;
 mod streaming;
 mod user_keys;
