@@ -110,7 +110,54 @@ impl ExchangeHook for NoHook {
     async fn on_exchange(&self, _exchange: Exchange) {}
 }
 
+/// With `MEMPROXY_TEST_LOG_DIR` set (`scripts/test` sets it), every in-process proxy logs at debug
+/// level into one file there, so the run's logs can be searched for the test keys afterwards.
+fn log_to_test_dir() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let Some(dir) = std::env::var_os("MEMPROXY_TEST_LOG_DIR") else {
+            return;
+        };
+        let path =
+            std::path::Path::new(&dir).join(format!("integration-{}.log", std::process::id()));
+        let Ok(file) = std::fs::File::create(&path) else {
+            return;
+        };
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("memproxy=debug,tower_http=debug")
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false)
+            .try_init();
+    });
+}
+
+/// Where a memproxy process a test starts writes its output: a file in `MEMPROXY_TEST_LOG_DIR`
+/// (searched for the test keys after the run), at debug level; else nowhere.
+pub fn child_log(command: &mut std::process::Command, name: &str) {
+    use std::process::Stdio;
+    static COUNT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = std::env::var_os("MEMPROXY_TEST_LOG_DIR").and_then(|dir| {
+        let path =
+            std::path::Path::new(&dir).join(format!("{name}-{}-{n}.log", std::process::id()));
+        let file = std::fs::File::create(path).ok()?;
+        Some((file.try_clone().ok()?, file))
+    });
+    match file {
+        Some((out, err)) => {
+            command
+                .stdout(Stdio::from(out))
+                .stderr(Stdio::from(err))
+                .env("RUST_LOG", "memproxy=debug,info");
+        }
+        None => {
+            command.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+    }
+}
+
 async fn start_proxy(config: &Config) -> (RunningServer, Mutex<mpsc::UnboundedReceiver<Exchange>>) {
+    log_to_test_dir();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let (sender, receiver) = mpsc::unbounded_channel();
     let proxy = memproxy::server::start_on(listener, config.clone(), Arc::new(ChannelHook(sender)))

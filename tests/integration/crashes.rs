@@ -10,7 +10,7 @@
 //! make longer or repeated runs.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -65,12 +65,8 @@ fn config(mock: &MockUpstream, data: &std::path::Path) -> Config {
 
 async fn start(config: &Config, file: &std::path::Path) -> Serving {
     let mut command = Command::new(env!("CARGO_BIN_EXE_memproxy"));
-    command
-        .arg("serve")
-        .arg("--config")
-        .arg(file)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
+    command.arg("serve").arg("--config").arg(file);
+    crate::common::child_log(&mut command, "crashes");
     if let Some(url) = &config.store.url {
         command.env("MEMPROXY_DATABASE_URL", url.expose());
     }

@@ -28,12 +28,14 @@ const ACTORS: [(&str, &str); 4] = [
 ];
 const ADMIN: &str = "iso-admin-key";
 const RESTRICTED: &str = "iso-acme-ana-key";
+const ACME_KEY: &str = "iso-acme-key";
+const GLOBEX_KEY: &str = "iso-globex-key";
 
 fn tenant_key(tenant: &str) -> &'static str {
     if tenant == "acme" {
-        "iso-acme-key"
+        ACME_KEY
     } else {
-        "iso-globex-key"
+        GLOBEX_KEY
     }
 }
 
