@@ -2,8 +2,7 @@
 //!
 //! The tests, the benchmark and `memproxy mock-upstream` all talk to this server instead of a real
 //! LLM. Replies come from a script queue ([`MockUpstream::push`]); with an empty queue the `model`
-//! field picks a behaviour (`mock-tool`, `mock-archivist`, `mock-memory`, `mock-error-429`,
-//! `mock-error-400`), and anything else is
+//! field picks a behaviour (`mock-tool`, `mock-error-429`, `mock-error-400`), and anything else is
 //! answered with `echo: <last user message>`. Streams are real SSE written as OpenAI writes them
 //! (role chunk, content pieces, finish chunk, optional usage chunk, `[DONE]`), and the server notes
 //! every request it received and every stream its client abandoned.
@@ -460,10 +459,6 @@ pub(super) fn default_reply(body: &Value) -> Reply {
                 )])
             }
         }
-        // A memory LLM that extracts each of the user's new lines as a fact and adds every new
-        // fact (chat requests are echoed): memory that fills up from what users say, without a
-        // script per request.
-        "mock-memory" => memory_reply(body),
         "mock-error-429" => Reply::Error {
             status: 429,
             message: "Rate limit reached for mock-model.".to_owned(),
@@ -486,44 +481,6 @@ pub(super) fn default_reply(body: &Value) -> Reply {
             Reply::Text(format!("echo: {last_user}"))
         }
     }
-}
-
-/// `mock-memory`'s answer: extraction and reconciliation as described there, else the echo.
-fn memory_reply(body: &Value) -> Reply {
-    let messages = body["messages"].as_array().cloned().unwrap_or_default();
-    let text_of = |m: Option<&Value>| {
-        m.and_then(|m| m["content"].as_str())
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let (system, material) = (text_of(messages.first()), text_of(messages.last()));
-    if system.contains("MEMPROXY-EXTRACT") {
-        let new = material.split("New messages:").nth(1).unwrap_or_default();
-        let facts: Vec<Value> = new
-            .lines()
-            .filter_map(|line| line.split_once("] user: ").map(|(_, said)| said.trim()))
-            .filter(|said| !said.is_empty())
-            .map(|said| json!({"text": said, "kind": "fact"}))
-            .collect();
-        return Reply::Text(json!({ "facts": facts }).to_string());
-    }
-    if system.contains("MEMPROXY-RECONCILE") {
-        let decisions: Vec<Value> = material
-            .lines()
-            .filter_map(|line| {
-                line.strip_prefix('F')?
-                    .split_once(' ')?
-                    .0
-                    .parse::<u64>()
-                    .ok()
-            })
-            .map(|fact| json!({"fact": fact, "action": "ADD"}))
-            .collect();
-        return Reply::Text(json!({ "decisions": decisions }).to_string());
-    }
-    let mut echo = body.clone();
-    echo["model"] = json!("mock-model");
-    default_reply(&echo)
 }
 
 async fn answer(state: &Arc<MockState>, reply: Reply, body: &Value, n: usize) -> Response {
