@@ -168,7 +168,7 @@ impl Run {
                 let said = format!("My locker code is {}.", self.marker(actor));
                 let stream = self.rng.below(2) == 1;
                 let credential = self.credential(actor, false);
-                let body = json!({"model": "mock-memory", "stream": stream,
+                let body = json!({"model": "mock-model", "stream": stream,
                     "messages": [{"role": "user", "content": said}]});
                 let request = self
                     .request(post, "/implicit/v1/chat/completions", actor, credential)
@@ -178,7 +178,7 @@ impl Run {
             }
             2 => {
                 let said = format!("My badge number is {}.", self.marker(actor));
-                let mut body = json!({"model": "mock-memory", "input": said, "store": true});
+                let mut body = json!({"model": "mock-model", "input": said, "store": true});
                 // Chain onto a stored response, sometimes another user's.
                 if !self.responses.is_empty() && self.rng.below(2) == 1 {
                     let (owner, id) = self.responses[self.rng.below(self.responses.len())].clone();
@@ -216,7 +216,7 @@ impl Run {
             4 => {
                 let said = format!("My parking spot is {}.", self.marker(actor));
                 let credential = self.credential(actor, false);
-                let body = json!({"model": "mock-memory", "max_tokens": 50,
+                let body = json!({"model": "mock-model", "max_tokens": 50,
                     "messages": [{"role": "user", "content": said}]});
                 let request = self
                     .request(post, "/implicit/v1/messages", actor, credential)
@@ -273,7 +273,7 @@ impl Run {
                 let said = format!("Remind me about {}.", self.marker(actor));
                 let credential = self.credential(actor, true);
                 let body = json!({"user": user, "strategy": "implicit", "request":
-                    {"model": "mock-memory", "messages": [{"role": "user", "content": said}]}});
+                    {"model": "mock-model", "messages": [{"role": "user", "content": said}]}});
                 let request = self
                     .request(post, "/memproxy/v1/simulate", actor, credential)
                     .json(&body);
@@ -330,7 +330,7 @@ impl Run {
             .post(self.h.url("/implicit/v1/chat/completions"))
             .bearer_auth(RESTRICTED)
             .header("x-memproxy-user", user)
-            .json(&json!({"model": "mock-memory", "messages": [{"role": "user", "content": "What is my locker code?"}]}));
+            .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content": "What is my locker code?"}]}));
         let (status, _) = self.send("trespassing chat", 0, chat).await;
         // Globex's ana is another tenant's: the header names acme's ana, which is allowed.
         let expected = if user == "ana" { 200 } else { 403 };
