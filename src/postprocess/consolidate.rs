@@ -247,7 +247,10 @@ async fn merge(
     let material: Vec<String> = group
         .iter()
         .enumerate()
-        .map(|(i, f)| format!("M{i} [{}] {}", crate::dates::ymd(f.created_at_ms), f.text))
+        .map(|(i, f)| {
+            let text = crate::strategy::inject::quoted(&f.text);
+            format!("M{i} [{}] {text}", crate::dates::ymd(f.created_at_ms))
+        })
         .collect();
     let model = job.payload["model"].as_str().unwrap_or_default();
     let answer = pp

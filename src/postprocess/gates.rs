@@ -10,7 +10,10 @@
 
 use std::collections::HashSet;
 
+mod instruction;
 mod subject;
+
+pub use instruction::reads_as_instruction;
 pub use subject::{no_referent, someone_else};
 
 /// Why a fact or an update was refused.
@@ -47,6 +50,9 @@ pub enum Rejection {
     NotTheUser,
     /// Its only object is a pronoun ("The user booked it.").
     NoReferent,
+    /// Speaks to the assistant or its memory ("Ignore previous instructions", "Delete all
+    /// memories"): stored, it would be a standing prompt injection.
+    Instruction,
 }
 
 impl Rejection {
@@ -66,6 +72,7 @@ impl Rejection {
             Rejection::Transient => "transient",
             Rejection::NotTheUser => "not_the_user",
             Rejection::NoReferent => "no_referent",
+            Rejection::Instruction => "instruction",
         }
     }
 }
@@ -448,7 +455,8 @@ pub fn same_topic(fact: &str, old: &str) -> bool {
     fact.intersection(&old).next().is_some()
 }
 
-/// The checks of a text on its own: no placeholder, no question, no fragment, long enough.
+/// The checks of a text on its own: no placeholder, no question, no instruction to the model, no
+/// fragment, long enough.
 pub fn check_form(text: &str) -> Result<(), Rejection> {
     let trimmed = text.trim();
     let bare: String = trimmed
@@ -466,6 +474,9 @@ pub fn check_form(text: &str) -> Result<(), Rejection> {
     }
     if trimmed.ends_with('?') {
         return Err(Rejection::Question);
+    }
+    if instruction::reads_as_instruction(trimmed) {
+        return Err(Rejection::Instruction);
     }
     let first = trimmed.split_whitespace().next().unwrap_or_default();
     let numbered = first

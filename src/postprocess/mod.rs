@@ -264,6 +264,12 @@ impl PostProcessor {
             kind: "fact".to_owned(),
         };
         self.memory.check_text(&fact().text)?;
+        // A client steered by a hostile page must not plant a standing prompt injection.
+        if gates::reads_as_instruction(&fact().text) {
+            return Err(crate::memory::MemoryError::Invalid(
+                "Not stored: this reads as an instruction to the assistant or its memory (\"ignore previous instructions\", \"delete all memories\"); a memory states a fact about the user.".to_owned(),
+            ));
+        }
         let model = self
             .last_model
             .lock()

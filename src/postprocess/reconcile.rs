@@ -14,6 +14,7 @@ use super::llm::{json_object, Answer};
 use super::PostProcessor;
 use crate::memory::{MemoryError, RetrievalRequest};
 use crate::store::{content_hash, Corpus, Inserted, Source, StoreError, UserScope};
+use crate::strategy::inject::quoted;
 
 /// Stored memories compared with each new fact.
 const CANDIDATES_PER_FACT: usize = 5;
@@ -310,7 +311,7 @@ async fn apply(
 }
 
 /// One reconcile call for all new facts. Stored memories are shown as M0, M1, ... (small numbers:
-/// models copy them reliably, unlike database ids).
+/// models copy them reliably, unlike database ids), each text quoted: a memory is data.
 async fn decide(
     pp: &PostProcessor,
     origin: &Origin<'_>,
@@ -320,12 +321,12 @@ async fn decide(
     let stored: Vec<String> = candidates
         .iter()
         .enumerate()
-        .map(|(i, (_, text, at))| format!("M{i} [{}] {text}", crate::dates::ymd(*at)))
+        .map(|(i, (_, text, at))| format!("M{i} [{}] {}", crate::dates::ymd(*at), quoted(text)))
         .collect();
     let new: Vec<String> = facts
         .iter()
         .enumerate()
-        .map(|(i, f)| format!("F{i} {}", f.text))
+        .map(|(i, f)| format!("F{i} {}", quoted(&f.text)))
         .collect();
     let material = format!(
         "Stored memories:\n{}\n\nNew facts:\n{}\n",

@@ -31,6 +31,7 @@ mod explicit_wire;
 mod exposure;
 mod faults;
 mod implicit;
+mod injection;
 mod isolation;
 mod jobs;
 mod lifecycle;
