@@ -232,7 +232,7 @@ impl VectorIndexes {
         })
     }
 
-    /// Rebuilds one scope's index from the embeddings in SQLite and saves it.
+    /// Rebuilds one scope's index from the embeddings in SQLite and saves it (when it can).
     fn rebuild(&self, uid: i64, corpus: Corpus, generation: u64) -> StoreResult<ScopeIndex> {
         let vectors = self.store.embeddings(uid, corpus, &self.model)?;
         let index = self.new_index(vectors.len())?;
@@ -253,7 +253,11 @@ impl VectorIndexes {
             dirty: AtomicBool::new(true),
             last_used: AtomicU64::new(0),
         };
-        self.save(uid, corpus, &scope)?;
+        // An index that cannot be saved (a full or read-only disk) still serves from memory; it
+        // stays dirty, so a later flush saves it when it can.
+        if let Err(error) = self.save(uid, corpus, &scope) {
+            tracing::warn!(uid, corpus = corpus.as_str(), %error, "rebuilt vector index kept in memory only: it cannot be saved");
+        }
         Ok(scope)
     }
 

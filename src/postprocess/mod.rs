@@ -357,6 +357,10 @@ impl ExchangeHook for PostProcessor {
         if !matches!(exchange.mode, Mode::Summary | Mode::Implicit) || !exchange.scope.record {
             return;
         }
+        // A store that cannot be written learns nothing (`/readyz` says so once, not every turn).
+        if self.memory.store().read_only() {
+            return;
+        }
         // A failed upstream leaves no half answer in memory: the client was told the turn
         // failed and will retry (the turns it sent are already stored by the pre-processor).
         if matches!(exchange.outcome, Outcome::UpstreamFailed { .. }) {

@@ -198,11 +198,14 @@ pub async fn start_on(
     }
     let stop = CancellationToken::new();
     let stop_maintenance = CancellationToken::new();
-    spawn_maintenance(&state, stop_maintenance.clone());
-    state
-        .memory
-        .spawn_backlog_embedder(&state.tasks, stop_maintenance.clone());
-    post.spawn_workers(&state.tasks, stop_maintenance.clone());
+    // A store that cannot be written gets no background work: every piece of it writes.
+    if !state.memory.store().read_only() {
+        spawn_maintenance(&state, stop_maintenance.clone());
+        state
+            .memory
+            .spawn_backlog_embedder(&state.tasks, stop_maintenance.clone());
+        post.spawn_workers(&state.tasks, stop_maintenance.clone());
+    }
     let app = router(Arc::clone(&state));
     let serving = tokio::spawn(
         axum::serve(listener.tap_io(no_delay), app)

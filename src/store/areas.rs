@@ -326,6 +326,11 @@ pub trait Jobs {
 /// What the consistency check (`memproxy check`, `GET /memproxy/v1/check`) asks of the store:
 /// read-only, except the `repair` of what can be put right without losing anything.
 pub trait Integrity {
+    /// Whether the store was opened read-only (its files cannot be written): reads are served,
+    /// every write fails with `CannotWrite`, and no background work is started.
+    fn read_only(&self) -> bool {
+        false
+    }
     /// Problems the database finds in its own storage (SQLite's `integrity_check`; PostgreSQL
     /// checks its pages itself).
     fn storage_problems(&self) -> StoreResult<Vec<String>>;

@@ -71,9 +71,14 @@ impl StoreConfig {
                 url.expose(),
                 self.pool_size,
             )?),
-            _ => Arc::new(super::sqlite::SqliteStore::open(
-                &data_dir.join("memproxy.db"),
-            )?),
+            _ => {
+                let path = data_dir.join("memproxy.db");
+                let (store, read_only) = super::sqlite::SqliteStore::open_or_read_only(&path)?;
+                if read_only {
+                    tracing::warn!(path = %path.display(), "the data directory cannot be written: memory is served read-only, every write is refused with 503 memory_unavailable");
+                }
+                Arc::new(store)
+            }
         })
     }
 }

@@ -165,7 +165,8 @@ async fn with_memory(
     let question = query.as_ref().map(|(question, _)| question.clone());
     // The conversation, or the branch of it, this history continues: its summary is this
     // request's (another chat with the same opening has a summary of its own).
-    let (conversation, query_vector) = if scope.record {
+    // A store opened read-only still answers from memory; the turn itself cannot be stored.
+    let (conversation, query_vector) = if scope.record && !memory.store().read_only() {
         let recorded = memory
             .record_messages_and_embed(&user, &scope.conversation, &scope.agent, turns, question)
             .await

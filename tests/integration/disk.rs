@@ -2,7 +2,9 @@
 //! write past it fails as it does on a full disk, without root or a special filesystem). A write
 //! that does not fit is refused with a clear 503, nothing stored before is lost, chats keep being
 //! served (passthrough as ever, implicit without memory), and after a restart with room again the
-//! check finds the store sound.
+//! check finds the store sound. A read-only data directory (a bind mount in a private mount
+//! namespace): memory is served read-only, writes get the same clear 503, chats are served, and a
+//! directory without a database stops start-up with a clear error.
 
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -115,5 +117,179 @@ async fn a_full_disk_refuses_writes_clearly_and_loses_nothing() {
     assert!(
         memories.to_string().contains("keeps bees in Braga"),
         "{memories}"
+    );
+}
+
+/// `memproxy serve` in a private mount namespace (`unshare -rm`: no root needed) where the data
+/// directory is mounted read-only, as a read-only volume or a filesystem remounted read-only
+/// after errors is.
+fn read_only_server(data: &std::path::Path, file: &std::path::Path) -> Command {
+    let mut command = Command::new("unshare");
+    command
+        .args([
+            "-rm",
+            "bash",
+            "-c",
+            r#"mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$1" serve --config "$2""#,
+        ])
+        .arg(data)
+        .arg(env!("CARGO_BIN_EXE_memproxy"))
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    command
+}
+
+async fn chat(client: &reqwest::Client, url: &str, path: &str) -> reqwest::Response {
+    client
+        .post(format!("{url}{path}"))
+        .header("x-memproxy-user", "ana")
+        .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content": "Do I keep bees?"}]}))
+        .send()
+        .await
+        .expect("answer")
+}
+
+#[tokio::test]
+async fn a_read_only_data_dir_serves_memory_read_only_and_refuses_writes_clearly() {
+    crate::sqlite_only!("the data directory holds the SQLite store");
+    let namespaces = Command::new("unshare")
+        .args(["-rm", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !namespaces {
+        eprintln!("SKIPPED: unshare -rm (a user and mount namespace) is not allowed here");
+        return;
+    }
+    let mock = MockUpstream::start().await.expect("mock");
+    let (data, outside) = (
+        tempfile::tempdir().expect("data"),
+        tempfile::tempdir().expect("config"),
+    );
+    let mut config = test_config(&mock, data.path());
+    let port = free_port();
+    config.listen = format!("127.0.0.1:{port}").parse().expect("address");
+    let file = outside.path().join("memproxy.toml");
+    std::fs::write(&file, toml::to_string(&config).expect("toml")).expect("write");
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client");
+    let add = |text: &'static str| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            client
+                .post(format!("{url}/memproxy/v1/users/ana/memories"))
+                .json(&json!({ "text": text }))
+                .send()
+                .await
+                .expect("answer")
+        }
+    };
+
+    // Memory written while the directory was writable; the server then killed (its WAL left).
+    let server = start(&file, &url, None).await;
+    assert!(add("The user keeps bees in Braga.")
+        .await
+        .status()
+        .is_success());
+    drop(server);
+
+    let server = Serving::start(read_only_server(data.path(), &file), &url).await;
+    let ready: Value = client
+        .get(format!("{url}/readyz"))
+        .send()
+        .await
+        .expect("readyz")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(ready["store"]["read_only"], true, "{ready}");
+    let refused = add("The user also keeps goats.").await;
+    assert_eq!(refused.status(), 503);
+    let error: Value = refused.json().await.expect("json");
+    assert_eq!(error["error"]["code"], "memory_unavailable", "{error}");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("cannot write")),
+        "{error}"
+    );
+    assert_eq!(
+        chat(&client, &url, "/passthrough/v1/chat/completions")
+            .await
+            .status(),
+        200
+    );
+    // Implicit mode still answers from memory; the turn itself is not stored.
+    let implicit = chat(&client, &url, "/implicit/v1/chat/completions").await;
+    assert_eq!(implicit.status(), 200);
+    assert_eq!(implicit.headers()["x-memproxy-memories"], "1");
+    let prompts = mock.chat_requests(None);
+    let last = prompts.last().expect("a chat request").to_string();
+    assert!(last.contains("keeps bees in Braga"), "{last}");
+    let export = client
+        .get(format!("{url}/memproxy/v1/users/ana/export"))
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        export.contains("keeps bees in Braga"),
+        "reads work: {export}"
+    );
+    drop(server);
+
+    // Writable again: the store is sound, the memory is there and the refused one is not.
+    let server = start(&file, &url, None).await;
+    let errors = server.check_errors().await;
+    assert!(errors.is_empty(), "{errors:#?}");
+    let export = client
+        .get(format!("{url}/memproxy/v1/users/ana/export"))
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        export.contains("keeps bees in Braga") && !export.contains("goats"),
+        "{export}"
+    );
+}
+
+#[tokio::test]
+async fn a_read_only_data_dir_without_a_database_stops_start_up_with_a_clear_error() {
+    crate::sqlite_only!("the data directory holds the SQLite store");
+    if !Command::new("unshare")
+        .args(["-rm", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+    {
+        eprintln!("SKIPPED: unshare -rm (a user and mount namespace) is not allowed here");
+        return;
+    }
+    let mock = MockUpstream::start().await.expect("mock");
+    let (data, outside) = (
+        tempfile::tempdir().expect("data"),
+        tempfile::tempdir().expect("config"),
+    );
+    let mut config = test_config(&mock, data.path());
+    config.listen = format!("127.0.0.1:{}", free_port())
+        .parse()
+        .expect("address");
+    let file = outside.path().join("memproxy.toml");
+    std::fs::write(&file, toml::to_string(&config).expect("toml")).expect("write");
+    let mut command = read_only_server(data.path(), &file);
+    command.stderr(Stdio::piped());
+    let output = command.output().expect("runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("cannot write") && stderr.contains("read-only"),
+        "{stderr}"
     );
 }

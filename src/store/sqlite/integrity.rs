@@ -11,6 +11,10 @@ const PAST_END: &str = "FROM conversations c WHERE c.extracted_through > COALESC
     (SELECT MAX(m.position) FROM messages m WHERE m.conversation_id = c.id), c.fork_position - 1)";
 
 impl Integrity for SqliteStore {
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+
     fn storage_problems(&self) -> StoreResult<Vec<String>> {
         self.read(|c| {
             let mut statement = c.prepare("PRAGMA integrity_check")?;

@@ -33,6 +33,8 @@ pub struct SqliteStore {
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
     common_terms: crate::store::keywords::CommonTerms,
+    /// Opened read-only (see [`SqliteStore::open_or_read_only`]).
+    read_only: bool,
 }
 
 fn lock(mutex: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
@@ -78,6 +80,13 @@ impl SqliteStore {
             std::fs::create_dir_all(parent)?;
         }
         let writer = open_connection(path)?;
+        // SQLite opens a file it cannot write read-only without saying so.
+        if writer.is_readonly(rusqlite::MAIN_DB)? {
+            return Err(StoreError::CannotWrite(format!(
+                "{} is read-only",
+                path.display()
+            )));
+        }
         migrate(&writer)?;
         let readers = (0..READERS)
             .map(|_| open_connection(path).map(Mutex::new))
@@ -87,6 +96,81 @@ impl SqliteStore {
             readers,
             next_reader: AtomicUsize::new(0),
             common_terms: crate::store::keywords::CommonTerms::default(),
+            read_only: false,
+        })
+    }
+
+    /// Opens the database at `path`, or, when it exists but cannot be written (its directory or
+    /// disk is read-only), opens it read-only: reads are served, every write fails with
+    /// [`StoreError::CannotWrite`]. The second value says which (`true`: read-only).
+    pub fn open_or_read_only(path: &Path) -> StoreResult<(SqliteStore, bool)> {
+        match SqliteStore::open(path) {
+            Ok(store) => Ok((store, false)),
+            Err(error @ (StoreError::CannotWrite(_) | StoreError::Io(_))) if path.exists() => {
+                match SqliteStore::open_read_only(path) {
+                    Ok(store) => Ok((store, true)),
+                    Err(_) => Err(error),
+                }
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Opens an existing database that cannot be written: with the WAL a crash left beside it
+    /// (SQLite reads a read-only WAL database when its `-shm` and `-wal` files exist), else as an
+    /// immutable file (after a clean stop there is no WAL). Only a database at this memproxy's
+    /// schema version can be served so.
+    fn open_read_only(path: &Path) -> StoreResult<SqliteStore> {
+        SqliteStore::open_read_only_as(path, false)
+            .or_else(|_| SqliteStore::open_read_only_as(path, true))
+    }
+
+    fn open_read_only_as(path: &Path, immutable: bool) -> StoreResult<SqliteStore> {
+        use rusqlite::OpenFlags;
+        let encoded: String = path
+            .to_string_lossy()
+            .chars()
+            .map(|c| match c {
+                '%' => "%25".to_owned(),
+                '?' => "%3f".to_owned(),
+                '#' => "%23".to_owned(),
+                c => c.to_string(),
+            })
+            .collect();
+        let uri = if immutable {
+            format!("file:{encoded}?immutable=1")
+        } else {
+            format!("file:{encoded}?mode=ro")
+        };
+        let open = || -> StoreResult<Connection> {
+            let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+                | OpenFlags::SQLITE_OPEN_URI
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let connection = Connection::open_with_flags(&uri, flags)?;
+            connection.execute_batch("PRAGMA foreign_keys = ON;")?;
+            Ok(connection)
+        };
+        let writer = open()?;
+        let current: i64 = writer.query_row(
+            "SELECT COALESCE(MAX(version), 0) FROM schema_migrations",
+            [],
+            |row| row.get(0),
+        )?;
+        if current != schema::MIGRATIONS.len() as i64 {
+            return Err(StoreError::CannotWrite(format!(
+                "the database has schema version {current} and needs migrating to {}, but it cannot be written",
+                schema::MIGRATIONS.len()
+            )));
+        }
+        let readers = (0..READERS)
+            .map(|_| open().map(Mutex::new))
+            .collect::<StoreResult<Vec<_>>>()?;
+        Ok(SqliteStore {
+            writer: Mutex::new(writer),
+            readers,
+            next_reader: AtomicUsize::new(0),
+            common_terms: crate::store::keywords::CommonTerms::default(),
+            read_only: true,
         })
     }
 
