@@ -118,8 +118,17 @@ async fn a_fact_the_agent_did_not_save_is_saved_in_the_background_after_the_answ
         block(&h, "el", "human").await == "The user has a cat named Miso."
     })
     .await;
-    // The general-knowledge "fact" was refused by the gates; the step is in the trace.
-    let trace = get_json(&h, "/memproxy/v1/agents/default/steps?user=el&turns=1").await;
+    // The general-knowledge "fact" was refused by the gates; the step is in the trace (written
+    // after the block).
+    let steps = "/memproxy/v1/agents/default/steps?user=el&turns=1";
+    crate::common::eventually("the background save is traced", || async {
+        get_json(&h, steps)
+            .await
+            .to_string()
+            .contains("(background_save)")
+    })
+    .await;
+    let trace = get_json(&h, steps).await;
     let save = trace["data"]
         .as_array()
         .into_iter()
