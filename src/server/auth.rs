@@ -54,7 +54,7 @@ pub async fn authenticate(
         let digest = bearer.or(api_key).map(str::trim).map(key_digest);
         let grant = digest.and_then(|digest| state.tenant_keys.get(&digest));
         let (Some(grant), Some(digest)) = (grant, digest) else {
-            return Err(refusal(request.uri().path(), &ProxyError::Unauthorized));
+            return Err(refusal(request.uri().path(), ProxyError::Unauthorized));
         };
         budget = digest;
         let grant = grant.clone();
@@ -68,10 +68,7 @@ pub async fn authenticate(
     if let Some(limiter) = &state.rate_limiter {
         if let Err(wait) = limiter.take(budget, std::time::Instant::now()) {
             state.metrics.count_rate_limited();
-            return Err(refusal(
-                request.uri().path(),
-                &ProxyError::RateLimited(wait),
-            ));
+            return Err(refusal(request.uri().path(), ProxyError::RateLimited(wait)));
         }
     }
     request.extensions_mut().insert(context);
@@ -81,22 +78,11 @@ pub async fn authenticate(
 const API_KEY: &str = "x-api-key";
 
 /// A 401 or 429, in the shape of the API the request came in on.
-fn refusal(path: &str, error: &ProxyError) -> Response {
+fn refusal(path: &str, error: ProxyError) -> Response {
     if is_messages_path(path) {
-        crate::anthropic::error_response(error)
+        crate::anthropic::error_response(&error)
     } else {
-        let (status, _, _) = error.catalogue();
-        let mut response = (status, axum::Json(error.body())).into_response();
-        if let Some(wait) = error.retry_after() {
-            response.headers_mut().insert(header::RETRY_AFTER, wait);
-        }
-        if matches!(error, ProxyError::Unauthorized) {
-            response.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                HeaderValue::from_static("Bearer realm=\"memproxy\""),
-            );
-        }
-        response
+        error.into_response()
     }
 }
 
