@@ -30,21 +30,42 @@ async fn start(file: &std::path::Path, url: &str, limit_kib: Option<u64>) -> Ser
     Serving::start(command, url).await
 }
 
+/// A server's config on a free port with its data in `data`, written into `dir`; the file, the
+/// server's URL, and a client with a generous timeout.
+fn configure(
+    mock: &MockUpstream,
+    data: &std::path::Path,
+    dir: &std::path::Path,
+) -> (std::path::PathBuf, String, reqwest::Client) {
+    let mut config = test_config(mock, data);
+    let port = free_port();
+    config.listen = format!("127.0.0.1:{port}").parse().expect("address");
+    let file = dir.join("memproxy.toml");
+    std::fs::write(&file, toml::to_string(&config).expect("toml")).expect("write");
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .expect("client");
+    (file, format!("http://127.0.0.1:{port}"), client)
+}
+
+async fn exported(client: &reqwest::Client, url: &str) -> String {
+    client
+        .get(format!("{url}/memproxy/v1/users/ana/export"))
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("text")
+}
+
 #[tokio::test]
 async fn a_full_disk_refuses_writes_clearly_and_loses_nothing() {
     crate::sqlite_only!("the limit is on the files of the SQLite data directory");
     let mock = MockUpstream::start().await.expect("mock");
     let data = tempfile::tempdir().expect("data");
-    let mut config = test_config(&mock, data.path());
-    let port = free_port();
-    config.listen = format!("127.0.0.1:{port}").parse().expect("address");
-    let file = data.path().join("memproxy.toml");
-    std::fs::write(&file, toml::to_string(&config).expect("toml")).expect("write");
-    let url = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client");
+    let (file, url, client) = configure(&mock, data.path(), data.path());
 
     let server = start(&file, &url, Some(2_048)).await;
     let added = client
@@ -87,14 +108,7 @@ async fn a_full_disk_refuses_writes_clearly_and_loses_nothing() {
     assert_eq!(chat("/passthrough/v1/chat/completions").await.status(), 200);
     assert_eq!(chat("/implicit/v1/chat/completions").await.status(), 200);
     // Nothing stored before is lost, and nothing of the refused import is half there.
-    let export = client
-        .get(format!("{url}/memproxy/v1/users/ana/export"))
-        .send()
-        .await
-        .expect("export")
-        .text()
-        .await
-        .expect("text");
+    let export = exported(&client, &url).await;
     assert!(export.contains("keeps bees in Braga"), "{export}");
     assert!(
         !export.contains("word2999"),
@@ -140,6 +154,18 @@ fn read_only_server(data: &std::path::Path, file: &std::path::Path) -> Command {
     command
 }
 
+/// Whether this machine lets a user make a user and mount namespace (else the test says SKIPPED).
+fn namespaces_allowed() -> bool {
+    let allowed = Command::new("unshare")
+        .args(["-rm", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !allowed {
+        eprintln!("SKIPPED: unshare -rm (a user and mount namespace) is not allowed here");
+    }
+    allowed
+}
+
 async fn chat(client: &reqwest::Client, url: &str, path: &str) -> reqwest::Response {
     client
         .post(format!("{url}{path}"))
@@ -153,12 +179,7 @@ async fn chat(client: &reqwest::Client, url: &str, path: &str) -> reqwest::Respo
 #[tokio::test]
 async fn a_read_only_data_dir_serves_memory_read_only_and_refuses_writes_clearly() {
     crate::sqlite_only!("the data directory holds the SQLite store");
-    let namespaces = Command::new("unshare")
-        .args(["-rm", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !namespaces {
-        eprintln!("SKIPPED: unshare -rm (a user and mount namespace) is not allowed here");
+    if !namespaces_allowed() {
         return;
     }
     let mock = MockUpstream::start().await.expect("mock");
@@ -166,16 +187,7 @@ async fn a_read_only_data_dir_serves_memory_read_only_and_refuses_writes_clearly
         tempfile::tempdir().expect("data"),
         tempfile::tempdir().expect("config"),
     );
-    let mut config = test_config(&mock, data.path());
-    let port = free_port();
-    config.listen = format!("127.0.0.1:{port}").parse().expect("address");
-    let file = outside.path().join("memproxy.toml");
-    std::fs::write(&file, toml::to_string(&config).expect("toml")).expect("write");
-    let url = format!("http://127.0.0.1:{port}");
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .expect("client");
+    let (file, url, client) = configure(&mock, data.path(), outside.path());
     let add = |text: &'static str| {
         let (client, url) = (client.clone(), url.clone());
         async move {
@@ -229,14 +241,7 @@ async fn a_read_only_data_dir_serves_memory_read_only_and_refuses_writes_clearly
     let prompts = mock.chat_requests(None);
     let last = prompts.last().expect("a chat request").to_string();
     assert!(last.contains("keeps bees in Braga"), "{last}");
-    let export = client
-        .get(format!("{url}/memproxy/v1/users/ana/export"))
-        .send()
-        .await
-        .expect("export")
-        .text()
-        .await
-        .expect("text");
+    let export = exported(&client, &url).await;
     assert!(
         export.contains("keeps bees in Braga"),
         "reads work: {export}"
@@ -247,14 +252,7 @@ async fn a_read_only_data_dir_serves_memory_read_only_and_refuses_writes_clearly
     let server = start(&file, &url, None).await;
     let errors = server.check_errors().await;
     assert!(errors.is_empty(), "{errors:#?}");
-    let export = client
-        .get(format!("{url}/memproxy/v1/users/ana/export"))
-        .send()
-        .await
-        .expect("export")
-        .text()
-        .await
-        .expect("text");
+    let export = exported(&client, &url).await;
     assert!(
         export.contains("keeps bees in Braga") && !export.contains("goats"),
         "{export}"
@@ -264,12 +262,7 @@ async fn a_read_only_data_dir_serves_memory_read_only_and_refuses_writes_clearly
 #[tokio::test]
 async fn a_read_only_data_dir_without_a_database_stops_start_up_with_a_clear_error() {
     crate::sqlite_only!("the data directory holds the SQLite store");
-    if !Command::new("unshare")
-        .args(["-rm", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
-    {
-        eprintln!("SKIPPED: unshare -rm (a user and mount namespace) is not allowed here");
+    if !namespaces_allowed() {
         return;
     }
     let mock = MockUpstream::start().await.expect("mock");
@@ -277,12 +270,7 @@ async fn a_read_only_data_dir_without_a_database_stops_start_up_with_a_clear_err
         tempfile::tempdir().expect("data"),
         tempfile::tempdir().expect("config"),
     );
-    let mut config = test_config(&mock, data.path());
-    config.listen = format!("127.0.0.1:{}", free_port())
-        .parse()
-        .expect("address");
-    let file = outside.path().join("memproxy.toml");
-    std::fs::write(&file, toml::to_string(&config).expect("toml")).expect("write");
+    let (file, _, _) = configure(&mock, data.path(), outside.path());
     let mut command = read_only_server(data.path(), &file);
     command.stderr(Stdio::piped());
     let output = command.output().expect("runs");

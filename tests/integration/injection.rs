@@ -11,7 +11,9 @@
 use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
-use crate::common::{eventually, get_json, harness_with, implicit_chat, memories, post_json};
+use crate::common::{
+    eventually, get_json, get_text, harness_with, implicit_chat, memories, post_json,
+};
 use crate::explicit::{call, model_requests, say, send, tool_results};
 
 const HOSTILE: [&str; 3] = [
@@ -143,15 +145,7 @@ async fn a_steered_memory_llm_can_neither_store_the_instruction_nor_destroy_memo
     for text in kept {
         assert!(texts.contains(&text), "{text} is gone: {texts:?}");
     }
-    let metrics = h
-        .client
-        .get(h.url("/metrics"))
-        .send()
-        .await
-        .expect("answer")
-        .text()
-        .await
-        .expect("text");
+    let metrics = get_text(&h, "/metrics").await;
     assert!(
         metrics.contains("memproxy_memory_rejections_total{reason=\"instruction\"} 1"),
         "{metrics}"

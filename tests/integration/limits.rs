@@ -6,7 +6,9 @@ use memproxy::config::Secret;
 use memproxy::limits::Limits;
 use serde_json::{json, Value};
 
-use crate::common::{assert_openai_error, chat, get_json, harness_with, memories, Harness};
+use crate::common::{
+    assert_openai_error, chat, get_json, get_text, harness_with, memories, Harness,
+};
 use crate::explicit::{ask, send};
 
 fn small_limits() -> Limits {
@@ -257,15 +259,7 @@ async fn each_key_has_its_own_request_budget_and_a_spent_one_is_a_429_with_retry
     );
     // A wrong key is still a 401, not a 429.
     assert_eq!(chat_as("nope").await.expect("answer").status(), 401);
-    let metrics = h
-        .client
-        .get(h.url("/metrics"))
-        .send()
-        .await
-        .expect("answer")
-        .text()
-        .await
-        .expect("text");
+    let metrics = get_text(&h, "/metrics").await;
     assert!(
         metrics.contains("memproxy_rate_limited_total 2"),
         "{metrics}"

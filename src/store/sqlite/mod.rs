@@ -88,16 +88,7 @@ impl SqliteStore {
             )));
         }
         migrate(&writer)?;
-        let readers = (0..READERS)
-            .map(|_| open_connection(path).map(Mutex::new))
-            .collect::<StoreResult<Vec<_>>>()?;
-        Ok(SqliteStore {
-            writer: Mutex::new(writer),
-            readers,
-            next_reader: AtomicUsize::new(0),
-            common_terms: crate::store::keywords::CommonTerms::default(),
-            read_only: false,
-        })
+        SqliteStore::with_connections(writer, || open_connection(path), false)
     }
 
     /// Opens the database at `path`, or, when it exists but cannot be written (its directory or
@@ -162,6 +153,15 @@ impl SqliteStore {
                 schema::MIGRATIONS.len()
             )));
         }
+        SqliteStore::with_connections(writer, open, true)
+    }
+
+    /// The store over its writer connection and `READERS` readers opened by `open`.
+    fn with_connections(
+        writer: Connection,
+        open: impl Fn() -> StoreResult<Connection>,
+        read_only: bool,
+    ) -> StoreResult<SqliteStore> {
         let readers = (0..READERS)
             .map(|_| open().map(Mutex::new))
             .collect::<StoreResult<Vec<_>>>()?;
@@ -170,7 +170,7 @@ impl SqliteStore {
             readers,
             next_reader: AtomicUsize::new(0),
             common_terms: crate::store::keywords::CommonTerms::default(),
-            read_only: true,
+            read_only,
         })
     }
 
