@@ -81,19 +81,9 @@ impl Limits {
         agent: &str,
         existing: impl IntoIterator<Item = &'a str>,
     ) -> Result<(), String> {
-        let mut count = 0;
-        for name in existing {
-            if name == agent {
-                return Ok(());
-            }
-            count += 1;
-        }
-        if count >= self.max_agents_per_user {
-            return Err(format!(
-                "This user already has {count} agents, the limit (limits.max_agents_per_user); reuse one, or delete one first."
-            ));
-        }
-        Ok(())
+        room(agent, existing, self.max_agents_per_user).map_err(|count| {
+            format!("This user already has {count} agents, the limit (limits.max_agents_per_user); reuse one, or delete one first.")
+        })
     }
 
     /// Whether a block labelled `label` may be written to an agent whose blocks are `existing`:
@@ -103,19 +93,9 @@ impl Limits {
         label: &str,
         existing: impl IntoIterator<Item = &'a str>,
     ) -> Result<(), String> {
-        let mut count = 0;
-        for name in existing {
-            if name == label {
-                return Ok(());
-            }
-            count += 1;
-        }
-        if count >= self.max_blocks_per_agent {
-            return Err(format!(
-                "This agent already has {count} core memory blocks, the limit (limits.max_blocks_per_agent); replace or delete one first."
-            ));
-        }
-        Ok(())
+        room(label, existing, self.max_blocks_per_agent).map_err(|count| {
+            format!("This agent already has {count} core memory blocks, the limit (limits.max_blocks_per_agent); replace or delete one first.")
+        })
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -128,6 +108,26 @@ impl Limits {
         }
         Ok(())
     }
+}
+
+/// Whether `name` fits among `existing` under `max`: one that is there always does, a new one
+/// only below `max`; `Err(how many there are)`.
+fn room<'a>(
+    name: &str,
+    existing: impl IntoIterator<Item = &'a str>,
+    max: usize,
+) -> Result<(), usize> {
+    let mut count = 0;
+    for other in existing {
+        if other == name {
+            return Ok(());
+        }
+        count += 1;
+    }
+    if count >= max {
+        return Err(count);
+    }
+    Ok(())
 }
 
 /// Why a text cannot be a memory.
