@@ -30,8 +30,9 @@ pub async fn readyz(State(state): State<SharedState>) -> Response {
         .blocking(|store, _| Ok(store.list_users("")?))
         .await
     {
-        Ok(_) if state.memory.store().read_only() => json!({"ready": true, "read_only": true,
-            "warning": "the data directory cannot be written: memory is served read-only, every write is refused with 503 memory_unavailable"}),
+        Ok(_) if state.memory.store().read_only() => {
+            json!({"ready": true, "read_only": true, "warning": crate::store::open::READ_ONLY})
+        }
         Ok(_) => json!({"ready": true}),
         Err(error) => json!({"ready": false, "error": error.to_string()}),
     };

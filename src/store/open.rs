@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 use super::{Store, StoreError, StoreResult};
 use crate::secret::Secret;
 
+/// What a store opened read-only means for its users (logged at start-up, shown on `/readyz`).
+pub const READ_ONLY: &str = "the data directory cannot be written: memory is served read-only, every write is refused with 503 memory_unavailable";
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
@@ -75,7 +78,7 @@ impl StoreConfig {
                 let path = data_dir.join("memproxy.db");
                 let (store, read_only) = super::sqlite::SqliteStore::open_or_read_only(&path)?;
                 if read_only {
-                    tracing::warn!(path = %path.display(), "the data directory cannot be written: memory is served read-only, every write is refused with 503 memory_unavailable");
+                    tracing::warn!(path = %path.display(), "{READ_ONLY}");
                 }
                 Arc::new(store)
             }
