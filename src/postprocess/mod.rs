@@ -150,6 +150,8 @@ impl PostProcessor {
     fn spawn_worker(self: &Arc<Self>, tasks: &TaskTracker, stop: CancellationToken) {
         let this = Arc::clone(self);
         tasks.spawn(async move {
+            // Failed reads of the queue in a row (a database down, a disk gone read-only).
+            let mut failures: u32 = 0;
             loop {
                 if stop.is_cancelled() {
                     break;
@@ -159,6 +161,9 @@ impl PostProcessor {
                     .memory
                     .blocking(move |store, _| Ok(store.claim_job(now_ms(), lease)?))
                     .await;
+                if claimed.is_ok() {
+                    failures = 0;
+                }
                 match claimed {
                     Ok(Some(job)) => {
                         this.run(job).await;
@@ -173,8 +178,17 @@ impl PostProcessor {
                         }
                     }
                     Err(error) => {
-                        tracing::error!(%error, "cannot read the job queue");
-                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        // Each failure in a row waits twice as long, up to 32 s (the log says
+                        // it a few times a minute, not twice a second); new work wakes it at
+                        // once, and so does the stop.
+                        failures = failures.saturating_add(1);
+                        let wait = Duration::from_secs(1 << (failures.min(6) - 1));
+                        tracing::error!(%error, retry_in_s = wait.as_secs(), "cannot read the job queue");
+                        tokio::select! {
+                            _ = stop.cancelled() => break,
+                            _ = this.wake.notified() => {}
+                            _ = tokio::time::sleep(wait) => {}
+                        }
                     }
                 }
             }
