@@ -1,6 +1,6 @@
 //! Bounds on what one request, one user or one key may ask of memproxy (`[limits]` in the
 //! config): messages per request, the length of a memory, agents per user, core blocks per
-//! agent, and an optional request rate per proxy key.
+//! agent, shared blocks per user, and an optional request rate per proxy key.
 //!
 //! The rules are pure functions over what the caller already read, so every path that creates an
 //! agent, adds a block or stores a memory (API, agent loop, MCP) applies the same one, whichever
@@ -26,6 +26,8 @@ pub struct Limits {
     pub max_agents_per_user: usize,
     /// Most core memory blocks one agent may hold (its own and attached shared blocks).
     pub max_blocks_per_agent: usize,
+    /// Most shared blocks one user may have (each may be attached to several agents).
+    pub max_shared_blocks_per_user: usize,
     /// Requests per minute per proxy key on the `/v1` routes (with auth off, all requests share
     /// one budget); 0: no limit.
     pub requests_per_minute: u32,
@@ -40,6 +42,7 @@ impl Default for Limits {
             max_memory_chars: 4000,
             max_agents_per_user: 1000,
             max_blocks_per_agent: 32,
+            max_shared_blocks_per_user: 100,
             requests_per_minute: 0,
             burst: 0,
         }
@@ -98,13 +101,26 @@ impl Limits {
         })
     }
 
+    /// Whether a shared block named `name` may be written for a user whose shared blocks are
+    /// `existing`: updating one always may; a new name only below the limit.
+    pub fn shared_block<'a>(
+        &self,
+        name: &str,
+        existing: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), String> {
+        room(name, existing, self.max_shared_blocks_per_user).map_err(|count| {
+            format!("This user already has {count} shared blocks, the limit (limits.max_shared_blocks_per_user); update or delete one first.")
+        })
+    }
+
     pub fn validate(&self) -> Result<(), String> {
         if self.max_messages == 0
             || self.max_memory_chars == 0
             || self.max_agents_per_user == 0
             || self.max_blocks_per_agent == 0
+            || self.max_shared_blocks_per_user == 0
         {
-            return Err("max_messages, max_memory_chars, max_agents_per_user and max_blocks_per_agent must be > 0".to_owned());
+            return Err("max_messages, max_memory_chars, max_agents_per_user, max_blocks_per_agent and max_shared_blocks_per_user must be > 0".to_owned());
         }
         Ok(())
     }
@@ -202,6 +218,7 @@ mod tests {
             max_memory_chars: 10,
             max_agents_per_user: 2,
             max_blocks_per_agent: 2,
+            max_shared_blocks_per_user: 1,
             requests_per_minute: 60,
             burst: 2,
         }
@@ -233,6 +250,11 @@ mod tests {
             .block("notes", ["persona", "human"])
             .unwrap_err()
             .contains("limits.max_blocks_per_agent"));
+        assert!(limits.shared_block("team", ["team"]).is_ok());
+        assert!(limits
+            .shared_block("family", ["team"])
+            .unwrap_err()
+            .contains("limits.max_shared_blocks_per_user"));
     }
 
     #[test]

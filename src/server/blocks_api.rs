@@ -63,9 +63,14 @@ pub async fn put_shared(
         agents: Vec::new(),
     };
     let name = block.name.clone();
+    let limits = state.memory.limits().clone();
     let saved = state
         .memory
         .blocking(move |store, _| {
+            let existing = store.shared_blocks(&scope)?;
+            limits
+                .shared_block(&block.name, existing.iter().map(|b| b.name.as_str()))
+                .map_err(crate::memory::MemoryError::Limit)?;
             store.put_shared_block(&scope, &block)?;
             Ok(store.shared_blocks(&scope)?)
         })

@@ -17,6 +17,7 @@ fn small_limits() -> Limits {
         max_memory_chars: 40,
         max_agents_per_user: 2,
         max_blocks_per_agent: 3,
+        max_shared_blocks_per_user: 1,
         ..Limits::default()
     }
 }
@@ -194,6 +195,23 @@ async fn a_user_gets_at_most_the_agents_and_an_agent_the_blocks_of_the_limits() 
         .await
         .expect("answer");
     assert_eq!(attach.status(), 400, "attaching counts as a block");
+    let shared = |name: &str| {
+        h.client
+            .put(h.url(&format!("/memproxy/v1/users/ana/blocks/{name}")))
+            .json(&json!({"value": "Notes shared by the user's agents."}))
+            .send()
+    };
+    let second = shared("family").await.expect("answer");
+    assert_eq!(second.status(), 400, "one shared block per user here");
+    let error: Value = second.json().await.expect("json");
+    assert!(error["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("limits.max_shared_blocks_per_user")));
+    assert_eq!(
+        shared("team").await.expect("answer").status(),
+        200,
+        "an update fits"
+    );
     let blocks = get_json(&h, "/memproxy/v1/users/ana/agents/first/blocks").await;
     assert_eq!(blocks["data"].as_array().map(Vec::len), Some(3), "{blocks}");
 }
