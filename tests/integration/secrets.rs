@@ -32,7 +32,8 @@ const ALL: [&str; 6] = [
 struct Seen(Vec<String>);
 
 impl Seen {
-    async fn keep(&mut self, response: reqwest::Response) -> (u16, String) {
+    async fn send(&mut self, request: reqwest::RequestBuilder) -> (u16, String) {
+        let response = request.send().await.expect("answer");
         let status = response.status().as_u16();
         let headers = format!("{:?}", response.headers());
         let body = response.text().await.expect("body");
@@ -70,42 +71,21 @@ async fn no_key_reaches_an_answer_a_trace_an_export_or_the_data_directory() {
     let said = json!([{"role": "user", "content": "My locker code is 4471 and I cycle to work."}]);
     let chat = json!({"model": "mock-model", "messages": said});
     let (status, _) = seen
-        .keep(
-            as_ana(&h, "/implicit/v1/chat/completions", PROXY_KEY)
-                .json(&chat)
-                .send()
-                .await
-                .expect("answer"),
-        )
+        .send(as_ana(&h, "/implicit/v1/chat/completions", PROXY_KEY).json(&chat))
         .await;
     assert_eq!(status, 200);
     let mut streamed = chat.clone();
     streamed["stream"] = json!(true);
-    seen.keep(
-        as_ana(&h, "/implicit/v1/chat/completions", PROXY_KEY)
-            .json(&streamed)
-            .send()
-            .await
-            .expect("answer"),
-    )
-    .await;
+    seen.send(as_ana(&h, "/implicit/v1/chat/completions", PROXY_KEY).json(&streamed))
+        .await;
     let (status, _) = seen
-        .keep(
-            as_ana(&h, "/implicit/v1/chat/completions", WRONG_KEY)
-                .json(&chat)
-                .send()
-                .await
-                .expect("answer"),
-        )
+        .send(as_ana(&h, "/implicit/v1/chat/completions", WRONG_KEY).json(&chat))
         .await;
     assert_eq!(status, 401);
     let (status, body) = seen
-        .keep(
+        .send(
             as_ana(&h, "/implicit/v1/responses", PROXY_KEY)
-                .json(&json!({"model": "mock-model", "input": "I have two cats.", "store": true}))
-                .send()
-                .await
-                .expect("answer"),
+                .json(&json!({"model": "mock-model", "input": "I have two cats.", "store": true})),
         )
         .await;
     assert_eq!(status, 200);
@@ -113,37 +93,28 @@ async fn no_key_reaches_an_answer_a_trace_an_export_or_the_data_directory() {
         .as_str()
         .map(str::to_owned)
         .expect("id");
-    seen.keep(
+    seen.send(
         h.client
             .get(h.url(&format!("/v1/responses/{id}")))
             .bearer_auth(PROXY_KEY)
-            .header("x-memproxy-user", "ana")
-            .send()
-            .await
-            .expect("answer"),
+            .header("x-memproxy-user", "ana"),
     )
     .await;
     let (status, _) = seen
-        .keep(
+        .send(
             h.client
                 .post(h.url("/implicit/v1/messages"))
                 .header("x-api-key", PROXY_KEY)
                 .header("x-memproxy-user", "ana")
-                .json(&json!({"model": "mock-model", "max_tokens": 20, "messages": said}))
-                .send()
-                .await
-                .expect("answer"),
+                .json(&json!({"model": "mock-model", "max_tokens": 20, "messages": said})),
         )
         .await;
     assert_eq!(status, 200);
     let (status, _) = seen
-        .keep(
+        .send(
             as_ana(&h, "/explicit/v1/chat/completions", PROXY_KEY)
                 .header("x-memproxy-agent", "clerk")
-                .json(&json!({"model": "mock-archivist", "messages": said}))
-                .send()
-                .await
-                .expect("answer"),
+                .json(&json!({"model": "mock-archivist", "messages": said})),
         )
         .await;
     assert_eq!(status, 200);
@@ -174,14 +145,11 @@ async fn no_key_reaches_an_answer_a_trace_an_export_or_the_data_directory() {
         "/metrics",
     ] {
         let (status, _) = seen
-            .keep(
+            .send(
                 h.client
                     .get(h.url(path))
                     .bearer_auth(ADMIN_KEY)
-                    .header("x-memproxy-tenant", "acme")
-                    .send()
-                    .await
-                    .expect("answer"),
+                    .header("x-memproxy-tenant", "acme"),
             )
             .await;
         assert_eq!(status, 200, "{path}");
@@ -247,29 +215,20 @@ async fn an_upstream_url_with_credentials_is_not_shown_when_it_fails() {
     let h = harness_with(|c| c.upstream.url = with_password).await;
     let mut seen = Seen::default();
     let (status, body) = seen
-        .keep(
+        .send(
             h.client
                 .post(h.url("/v1/chat/completions"))
-                .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}))
-                .send()
-                .await
-                .expect("answer"),
+                .json(&json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]})),
         )
         .await;
     assert_eq!(status, 502, "{body}");
     assert!(body.contains("upstream_unreachable"), "{body}");
     let (status, _) = seen
-        .keep(
-            h.client
+        .send(h.client
                 .post(h.url("/v1/messages"))
-                .json(&json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}))
-                .send()
-                .await
-                .expect("answer"),
-        )
+                .json(&json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})))
         .await;
     assert_eq!(status, 502);
-    seen.keep(h.client.get(h.url("/readyz")).send().await.expect("answer"))
-        .await;
+    seen.send(h.client.get(h.url("/readyz"))).await;
     seen.assert_clean();
 }
