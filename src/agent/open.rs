@@ -44,7 +44,8 @@ impl Agents {
         let loaded = self
             .memory
             .blocking(move |store, _| {
-                crate::memory::admit_agent(store, &limits, &scope, &agent)?;
+                // The user's agents, read once: for the limit, and the agent's peers.
+                let agents = crate::memory::admit_agent(store, &limits, &scope, &agent)?;
                 store.ensure_agent(&scope, &agent, &defaults)?;
                 let existing = store
                     .core_blocks(&scope, &agent)?
@@ -61,7 +62,7 @@ impl Agents {
                 // Reread: a block change above invalidated the compiled system message.
                 let record = store.ensure_agent(&scope, &agent, &[])?;
                 let (summary, queue) = store.agent_context(&scope, &agent)?;
-                let peers = peers_of(store.list_agents(&scope)?, &agent);
+                let peers = peers_of(agents, &agent);
                 Ok(Loaded {
                     system: record
                         .system_message

@@ -248,17 +248,19 @@ impl MemoryService {
 }
 
 /// `[limits]` applied inside a store call, before an agent is created: an agent that exists may
-/// always be used, a new one only below `max_agents_per_user`.
+/// always be used, a new one only below `max_agents_per_user`. Returns the user's agents as they
+/// were (before `agent` is created).
 pub fn admit_agent(
     store: &dyn crate::store::Store,
     limits: &crate::limits::Limits,
     scope: &UserScope,
     agent: &str,
-) -> MemoryResult<()> {
+) -> MemoryResult<Vec<AgentRecord>> {
     let agents = store.list_agents(scope)?;
     limits
         .agent(agent, agents.iter().map(|a| a.name.as_str()))
-        .map_err(super::MemoryError::Limit)
+        .map_err(super::MemoryError::Limit)?;
+    Ok(agents)
 }
 
 /// `[limits]` applied inside a store call, before a block labelled `label` is written to or
