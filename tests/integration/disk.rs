@@ -154,6 +154,38 @@ fn read_only_server(data: &std::path::Path, file: &std::path::Path) -> Command {
     command
 }
 
+/// What a read-only test runs on: the scripted upstream, the data directory, the config file kept
+/// outside it, the server's URL and a client. `None` (the test says SKIPPED) where user and
+/// mount namespaces are not allowed.
+struct ReadOnlySetup {
+    mock: MockUpstream,
+    data: tempfile::TempDir,
+    _outside: tempfile::TempDir,
+    file: std::path::PathBuf,
+    url: String,
+    client: reqwest::Client,
+}
+
+async fn read_only_setup() -> Option<ReadOnlySetup> {
+    if !namespaces_allowed() {
+        return None;
+    }
+    let mock = MockUpstream::start().await.expect("mock");
+    let (data, outside) = (
+        tempfile::tempdir().expect("data"),
+        tempfile::tempdir().expect("config"),
+    );
+    let (file, url, client) = configure(&mock, data.path(), outside.path());
+    Some(ReadOnlySetup {
+        mock,
+        data,
+        _outside: outside,
+        file,
+        url,
+        client,
+    })
+}
+
 /// Whether this machine lets a user make a user and mount namespace (else the test says SKIPPED).
 fn namespaces_allowed() -> bool {
     let allowed = Command::new("unshare")
@@ -179,15 +211,17 @@ async fn chat(client: &reqwest::Client, url: &str, path: &str) -> reqwest::Respo
 #[tokio::test]
 async fn a_read_only_data_dir_serves_memory_read_only_and_refuses_writes_clearly() {
     crate::sqlite_only!("the data directory holds the SQLite store");
-    if !namespaces_allowed() {
+    let Some(ReadOnlySetup {
+        mock,
+        data,
+        _outside: _config,
+        file,
+        url,
+        client,
+    }) = read_only_setup().await
+    else {
         return;
-    }
-    let mock = MockUpstream::start().await.expect("mock");
-    let (data, outside) = (
-        tempfile::tempdir().expect("data"),
-        tempfile::tempdir().expect("config"),
-    );
-    let (file, url, client) = configure(&mock, data.path(), outside.path());
+    };
     let add = |text: &'static str| {
         let (client, url) = (client.clone(), url.clone());
         async move {
@@ -262,15 +296,15 @@ async fn a_read_only_data_dir_serves_memory_read_only_and_refuses_writes_clearly
 #[tokio::test]
 async fn a_read_only_data_dir_without_a_database_stops_start_up_with_a_clear_error() {
     crate::sqlite_only!("the data directory holds the SQLite store");
-    if !namespaces_allowed() {
+    let Some(ReadOnlySetup {
+        data,
+        file,
+        _outside: _config,
+        ..
+    }) = read_only_setup().await
+    else {
         return;
-    }
-    let mock = MockUpstream::start().await.expect("mock");
-    let (data, outside) = (
-        tempfile::tempdir().expect("data"),
-        tempfile::tempdir().expect("config"),
-    );
-    let (file, _, _) = configure(&mock, data.path(), outside.path());
+    };
     let mut command = read_only_server(data.path(), &file);
     command.stderr(Stdio::piped());
     let output = command.output().expect("runs");
