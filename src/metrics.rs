@@ -18,6 +18,7 @@ pub struct Metrics {
     exchanges: IntCounterVec,
     tokens: IntCounterVec,
     jobs: IntCounterVec,
+    job_seconds: HistogramVec,
     rejections: IntCounterVec,
     open_indexes: IntGauge,
     rate_limited: prometheus::IntCounter,
@@ -76,6 +77,18 @@ impl Metrics {
             ),
             &["kind", "outcome"],
         )?;
+        let job_seconds = HistogramVec::new(
+            HistogramOpts::new(
+                "memproxy_memory_job_seconds",
+                "Time a post-processing job ran, by kind (memory LLM calls included)",
+            )
+            .buckets(vec![
+                0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 7.5, 10.0, 15.0, 20.0, 30.0, 45.0, 60.0, 120.0,
+                300.0,
+            ]),
+            &["kind"],
+        )?;
+        registry.register(Box::new(job_seconds.clone()))?;
         let rejections = IntCounterVec::new(
             Opts::new(
                 "memproxy_memory_rejections_total",
@@ -108,6 +121,7 @@ impl Metrics {
             exchanges,
             tokens,
             jobs,
+            job_seconds,
             rejections,
             open_indexes,
             rate_limited,
@@ -157,6 +171,13 @@ impl Metrics {
 
     pub fn count_job(&self, kind: &str, outcome: &str) {
         self.jobs.with_label_values(&[kind, outcome]).inc();
+    }
+
+    /// How long one job ran (done or failed).
+    pub fn observe_job(&self, kind: &str, elapsed: Duration) {
+        self.job_seconds
+            .with_label_values(&[kind])
+            .observe(elapsed.as_secs_f64());
     }
 
     /// Chat requests observed and their summed overhead in seconds (for the benchmark report).

@@ -50,6 +50,10 @@ pub struct ExplicitConfig {
     /// prompt cache; `system`, inside the system message as MemGPT has it, so a change re-reads
     /// the whole conversation.
     pub core_memory_at: CoreMemoryAt,
+    /// Passages and past messages out of view that match the user's new message, searched once
+    /// when a turn opens and shown with core memory (at most a tenth of the window); 0 turns it
+    /// off and leaves every search to the agent's tools.
+    pub recall_before_turn: usize,
     /// Longest wait of `send_message_to_agent_and_wait_for_reply` for the other agent's reply.
     #[serde(with = "humantime_serde")]
     pub agent_reply_timeout: Duration,
@@ -104,6 +108,7 @@ impl Default for ExplicitConfig {
             agent_reply_timeout: Duration::from_secs(120),
             background_save: true,
             core_memory_at: CoreMemoryAt::Turn,
+            recall_before_turn: 4,
         }
     }
 }

@@ -98,10 +98,12 @@ pub fn is_compiled_memory(text: &str) -> bool {
 }
 
 /// The request's messages around the compiled `memory`: the system message, the summary, the
-/// stored queue, then this turn's messages, with core memory where `at` puts it.
+/// stored queue, then this turn's messages, with core memory where `at` puts it and what was
+/// recalled for the turn ([`super::recall`]) just before the turn's messages.
 pub fn layout(
     at: CoreMemoryAt,
     memory: &str,
+    recalled: Option<&str>,
     summary: Option<&Summary>,
     queue: impl IntoIterator<Item = Value>,
     turn: impl IntoIterator<Item = Value>,
@@ -115,8 +117,16 @@ pub fn layout(
         messages.push(summary_message(summary));
     }
     messages.extend(queue);
-    if at == CoreMemoryAt::Turn {
-        messages.push(json!({"role": "user", "content": format!("{MEMORY_HEADING}\n{memory}")}));
+    let recalled = recalled
+        .map(|text| format!("\n\n{text}"))
+        .unwrap_or_default();
+    match at {
+        CoreMemoryAt::Turn => messages.push(json!({"role": "user",
+            "content": format!("{MEMORY_HEADING}\n{memory}{recalled}")})),
+        CoreMemoryAt::System if !recalled.is_empty() => {
+            messages.push(json!({"role": "user", "content": recalled.trim_start()}));
+        }
+        CoreMemoryAt::System => {}
     }
     messages.extend(turn);
     messages

@@ -16,6 +16,7 @@ pub mod mail;
 pub mod model;
 mod open;
 mod pause;
+pub mod recall;
 mod save;
 mod state;
 mod step;

@@ -17,8 +17,9 @@ impl Agents {
         let mut turn = self.load_turn(input).await?;
         turn.chain = input.chain.clone();
         let mut progress = Progress::default();
-        if let Some(paused) = paused {
-            self.resume(&mut turn, &mut progress, paused, &input.tool_results);
+        match paused {
+            Some(paused) => self.resume(&mut turn, &mut progress, paused, &input.tool_results),
+            None => turn.recalled = self.recall_before(&turn).await?,
         }
         Ok((turn, progress))
     }
@@ -160,6 +161,7 @@ impl Agents {
             system,
             epoch,
             memory_at: self.config.core_memory_at,
+            recalled: None,
             alerted,
             read_only: false,
             replies_as_text: self.config.replies_as_text,

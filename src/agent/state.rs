@@ -18,6 +18,8 @@ pub(super) struct Turn {
     pub system: Option<String>,
     /// The agent's memory epoch `system` was compiled at (it is stored only if still current).
     pub epoch: i64,
+    /// What [`super::recall`] found out of view for this turn's message.
+    pub recalled: Option<String>,
     /// Where core memory goes in the prompt.
     pub memory_at: super::config::CoreMemoryAt,
     pub alerted: bool,
@@ -110,6 +112,7 @@ impl Turn {
         context::layout(
             self.memory_at,
             self.system.as_deref().unwrap_or_default(),
+            self.recalled.as_deref(),
             self.summary.as_ref(),
             self.queue.iter().map(context::wire_message),
             self.buffer.iter().map(buffered_wire),
@@ -178,7 +181,7 @@ pub fn raw_measure(turn: &Turn) -> (usize, usize) {
         super::config::CoreMemoryAt::Turn => {
             crate::tokens::count(turn.system.as_deref().unwrap_or_default())
         }
-    };
+    } + turn.recalled.as_deref().map_or(0, crate::tokens::count);
     let fixed = context::message_tokens(&messages[0]) + memory + turn.tools_tokens;
     (all + turn.tools_tokens, fixed)
 }

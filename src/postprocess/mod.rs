@@ -196,6 +196,7 @@ impl PostProcessor {
     }
 
     async fn run(&self, job: Job) {
+        let started = std::time::Instant::now();
         let outcome = match (job.kind.as_str(), job.scope.clone()) {
             (EXTRACT, Some(scope)) => {
                 let outcome = jobs::extract(self, &job, &scope).await;
@@ -215,9 +216,12 @@ impl PostProcessor {
             (kind, _) => Err(format!("unknown job kind '{kind}'")),
         };
         let id = job.id;
+        let elapsed = started.elapsed();
+        self.metrics.observe_job(&job.kind, elapsed);
+        let elapsed_ms = elapsed.as_millis() as u64;
         let (outcome, retry) = match outcome {
             Ok(report) => {
-                tracing::info!(job = id, kind = %job.kind, %report, "memory job done");
+                tracing::info!(job = id, kind = %job.kind, %report, elapsed_ms, "memory job done");
                 self.metrics.count_job(&job.kind, "done");
                 (Ok(report), None)
             }
@@ -227,7 +231,7 @@ impl PostProcessor {
                     now_ms() + backoff
                 });
                 let label = if retry.is_some() { "retry" } else { "failed" };
-                tracing::warn!(job = id, kind = %job.kind, attempts = job.attempts, %error, label, "memory job failed");
+                tracing::warn!(job = id, kind = %job.kind, attempts = job.attempts, %error, label, elapsed_ms, "memory job failed");
                 self.metrics.count_job(&job.kind, label);
                 (Err(error), retry)
             }

@@ -225,6 +225,7 @@ async fn explicit(
     let messages = context::layout(
         at,
         &memory,
+        None,
         summary.as_ref(),
         history.iter().cloned(),
         new.iter().cloned(),

@@ -288,6 +288,11 @@ async fn a_malformed_memory_llm_answer_fails_the_job_visibly_and_changes_nothing
         metrics.contains(r#"memproxy_memory_jobs_total{kind="extract",outcome="failed"} 1"#),
         "{metrics}"
     );
+    // Every attempt's running time is observed, the failed ones too.
+    assert!(
+        metrics.contains(r#"memproxy_memory_job_seconds_count{kind="extract"}"#),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]

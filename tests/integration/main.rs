@@ -26,6 +26,7 @@ mod explicit_cache;
 mod explicit_edges;
 mod explicit_hygiene;
 mod explicit_memory;
+mod explicit_recall;
 mod explicit_tools;
 mod explicit_wire;
 mod exposure;

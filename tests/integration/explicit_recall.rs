@@ -1,0 +1,100 @@
+//! Explicit mode, recall before the turn: once a message has left the agent's window, a new
+//! message it matches brings it back beside core memory without the agent searching; messages
+//! still in view are not repeated; `explicit.recall_before_turn = 0` leaves it to the tools.
+
+use serde_json::Value;
+
+use crate::common::{harness_with, Harness};
+use crate::explicit::{model_requests, reply_of, say, send, steps, user_payloads};
+
+const FACT: &str = "My sister Ximena plays the bassoon in Leeds.";
+const QUESTION: &str = "Which instrument does my sister Ximena play?";
+
+/// Fills the agent's 3,000-token window until its first message is evicted.
+async fn overflow(h: &Harness, user: &str) {
+    let filler = "apple ".repeat(250);
+    for turn in 0..20 {
+        let text = if turn == 0 {
+            format!("{FACT} {filler}")
+        } else {
+            format!("Turn {turn}. {filler}")
+        };
+        h.mock.push(send(&format!("Noted turn {turn}.")));
+        say(h, user, &text).await;
+        let evicted = steps(h, user, "default")
+            .await
+            .iter()
+            .any(|s| s["tool"] == "(evict)");
+        if evicted {
+            return;
+        }
+    }
+    panic!("no eviction in 20 turns");
+}
+
+/// The agent's request of the turn that asked `question`, and its memory message.
+fn asked(h: &Harness, question: &str) -> (Value, String) {
+    let request = model_requests(h)
+        .into_iter()
+        .rev()
+        .find(|r| {
+            user_payloads(r)
+                .last()
+                .is_some_and(|p| p["message"] == question)
+        })
+        .expect("the question's request");
+    let memory = request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with("[Core memory, as it is now]"))
+        .expect("memory message")
+        .to_owned();
+    (request, memory)
+}
+
+#[tokio::test]
+async fn an_evicted_message_is_recalled_beside_core_memory() {
+    let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
+    overflow(&h, "ro").await;
+    h.mock.push(send("Ximena plays the bassoon."));
+    let body = say(&h, "ro", QUESTION).await;
+    assert_eq!(reply_of(&body), "Ximena plays the bassoon.");
+    let (request, memory) = asked(&h, QUESTION);
+    let recalled = memory
+        .split_once("[Found in your archival and recall memory")
+        .map(|(_, items)| items)
+        .unwrap_or_else(|| panic!("nothing recalled: {memory}"));
+    assert!(
+        recalled.contains("user said: \"My sister Ximena plays the bassoon in Leeds."),
+        "{recalled}"
+    );
+    // The evicted message itself is not back in the queue, and what is in view is not repeated.
+    assert!(!user_payloads(&request)
+        .iter()
+        .any(|p| p["message"].as_str().is_some_and(|m| m.starts_with(FACT))));
+    let last_turn = user_payloads(&request)
+        .iter()
+        .filter_map(|p| p["message"].as_str())
+        .filter(|m| m.starts_with("Turn "))
+        .last()
+        .map(|m| m[..8].to_owned())
+        .expect("a filler turn in view");
+    assert!(!recalled.contains(&last_turn), "{last_turn} is in view");
+}
+
+#[tokio::test]
+async fn turned_off_the_agent_sees_only_its_window() {
+    let h = harness_with(|c| {
+        c.explicit.context_window_tokens = 3000;
+        c.explicit.recall_before_turn = 0;
+    })
+    .await;
+    overflow(&h, "so").await;
+    h.mock.push(send("I do not know."));
+    say(&h, "so", QUESTION).await;
+    let (_, memory) = asked(&h, QUESTION);
+    assert!(!memory.contains("Ximena"), "{memory}");
+    assert!(!memory.contains("[Found in"), "{memory}");
+}
