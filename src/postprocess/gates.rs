@@ -10,11 +10,18 @@
 
 use std::collections::HashSet;
 
+mod dates;
 mod instruction;
+mod promise;
 mod subject;
+mod words;
 
 pub use instruction::reads_as_instruction;
 pub use subject::{no_referent, someone_else};
+use words::{
+    INTERESTS, INTEREST_WORDS, MUSINGS, PASSING, PROMISES, REPORTED_QUESTIONS, SENSITIVE,
+    STOP_WORDS,
+};
 
 /// Why a fact or an update was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,6 +57,12 @@ pub enum Rejection {
     NotTheUser,
     /// Its only object is a pronoun ("The user booked it.").
     NoReferent,
+    /// A month or year the user neither wrote nor can have meant by a relative time ("on March
+    /// 2, 2026" added to a lasting fact, "October 2025" for "last week" in November 2026).
+    InventedDate,
+    /// A commitment of the assistant's that none of its lines made ("The assistant promised to
+    /// check …" when it only asked whether it should).
+    NotPromised,
     /// Speaks to the assistant or its memory ("Ignore previous instructions", "Delete all
     /// memories"): stored, it would be a standing prompt injection.
     Instruction,
@@ -73,6 +86,8 @@ impl Rejection {
             Rejection::NotTheUser => "not_the_user",
             Rejection::NoReferent => "no_referent",
             Rejection::Instruction => "instruction",
+            Rejection::NotPromised => "not_promised",
+            Rejection::InventedDate => "invented_date",
         }
     }
 }
@@ -87,75 +102,6 @@ const COPY_SHARE: f64 = 0.85;
 const KEPT_SUBJECT_SHARE: f64 = 0.3;
 /// Share of a fact's content words that may come from the assistant's lines alone.
 const ASSISTANT_ONLY_SHARE: f64 = 0.3;
-/// Words that make a statement about the assistant a commitment.
-const PROMISES: [&str; 12] = [
-    "will",
-    "promis",
-    "remind",
-    "going to",
-    "agreed",
-    "offered",
-    "book",
-    "schedul",
-    "send",
-    "follow up",
-    "check back",
-    "later",
-];
-
-/// How small models restate a question as a fact ("The user asked about a good dinner").
-const REPORTED_QUESTIONS: [&str; 11] = [
-    "asked about",
-    "asked for",
-    "asks about",
-    "asked whether",
-    "asked if",
-    "asked how",
-    "asked what",
-    "wants to know",
-    "wanted to know",
-    "inquired",
-    "is asking",
-];
-/// How small models restate a question as an interest ("The user is interested in making a
-/// pivot table faster" from "How do I make a pivot table faster?"), and the words they add.
-const INTERESTS: [&str; 7] = [
-    "interested in",
-    "wants to learn",
-    "would like to",
-    "looking for",
-    "needs help",
-    "wants help",
-    "seeking",
-];
-const INTEREST_WORDS: [&str; 8] = [
-    "interest", "want", "learn", "like", "look", "need", "help", "seek",
-];
-/// A plan for these hours is over by the next chat.
-const PASSING: [&str; 4] = ["tonight", "this evening", "this afternoon", "right now"];
-/// What someone says they will think over: no commitment, no lasting fact.
-const MUSINGS: [&str; 5] = [
-    "will think",
-    "will consider",
-    "will ponder",
-    "will keep in mind",
-    "will reflect",
-];
-/// Claims a fact may only make in the user's own words (stems).
-const SENSITIVE: [&str; 12] = [
-    "allerg",
-    "intoleran",
-    "diabet",
-    "celiac",
-    "coeliac",
-    "pregnan",
-    "vegan",
-    "vegetarian",
-    "asthma",
-    "epilep",
-    "halal",
-    "kosher",
-];
 
 /// What the facts of one extraction may be drawn from: the user's and the assistant's lines.
 #[derive(Default)]
@@ -165,6 +111,10 @@ pub struct Evidence {
     user_questions: Vec<HashSet<String>>,
     assistant_lines: Vec<HashSet<String>>,
     assistant_words: HashSet<String>,
+    /// The user's words as the date check reads them, and when they were said.
+    dates: dates::SaidDates,
+    /// The content words of each sentence in which the assistant promised something.
+    assistant_promises: Vec<HashSet<String>>,
 }
 
 impl Evidence {
@@ -176,6 +126,7 @@ impl Evidence {
             match role {
                 "user" => {
                     evidence.user_texts.push(text.to_owned());
+                    evidence.dates.add(text);
                     evidence.user_words.extend(content_words(text));
                     for sentence in sentences(text) {
                         if sentence.trim_end().ends_with('?') {
@@ -185,6 +136,7 @@ impl Evidence {
                 }
                 "assistant" => {
                     evidence.assistant_words.extend(content_words(text));
+                    evidence.assistant_promises.extend(promise::promises(text));
                     for line in text.lines().chain(text.lines().flat_map(sentences)) {
                         let words = content_words(line);
                         if !words.is_empty() {
@@ -196,6 +148,12 @@ impl Evidence {
             }
         }
         evidence
+    }
+
+    /// When the newest of the turns was said: a date resolved from "last week" must be near it.
+    pub fn said_at(mut self, ms: i64) -> Evidence {
+        self.dates.at(ms);
+        self
     }
 
     /// Whether `fact` may be stored (knowing nothing stored about the user).
@@ -268,6 +226,9 @@ impl Evidence {
         {
             return Err(Rejection::Ungrounded);
         }
+        if self.dates.invented(fact, known_texts) {
+            return Err(Rejection::InventedDate);
+        }
         if about_assistant && !commitment && starts_with_assistant(&lower) {
             return Err(Rejection::AboutAssistant);
         }
@@ -292,6 +253,12 @@ impl Evidence {
         };
         if grounded < GROUNDED_SHARE {
             return Err(Rejection::Ungrounded);
+        }
+        if commitment
+            && about_assistant
+            && !promise::promised(&words, &self.assistant_promises, &self.user_words)
+        {
+            return Err(Rejection::NotPromised);
         }
         if !commitment
             && share(&words, |w| !said(w) && self.assistant_words.contains(w))
@@ -496,84 +463,6 @@ pub fn check_form(text: &str) -> Result<(), Rejection> {
 
 const PLACEHOLDERS: [&str; 10] = [
     "na", "n a", "none", "null", "unknown", "tbd", "text", "fact", "memory", "nothing",
-];
-
-/// Words that carry no content of their own, and the words naming the two sides.
-const STOP_WORDS: [&str; 74] = [
-    "a",
-    "an",
-    "the",
-    "and",
-    "or",
-    "but",
-    "of",
-    "to",
-    "in",
-    "on",
-    "at",
-    "for",
-    "with",
-    "by",
-    "from",
-    "as",
-    "is",
-    "are",
-    "was",
-    "were",
-    "be",
-    "been",
-    "being",
-    "has",
-    "have",
-    "had",
-    "do",
-    "does",
-    "did",
-    "will",
-    "would",
-    "can",
-    "could",
-    "should",
-    "may",
-    "might",
-    "it",
-    "its",
-    "this",
-    "that",
-    "these",
-    "those",
-    "there",
-    "their",
-    "they",
-    "them",
-    "he",
-    "she",
-    "his",
-    "her",
-    "him",
-    "i",
-    "me",
-    "my",
-    "you",
-    "your",
-    "we",
-    "our",
-    "us",
-    "user",
-    "users",
-    "assistant",
-    "about",
-    "also",
-    "not",
-    "no",
-    "so",
-    "very",
-    "just",
-    "than",
-    "then",
-    "into",
-    "who",
-    "which",
 ];
 
 pub(super) fn content_words(text: &str) -> HashSet<String> {

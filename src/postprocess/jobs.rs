@@ -157,7 +157,10 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         .chain(new)
         .map(|m| (m.role.as_str(), strip_blocks(&m.content)))
         .collect();
-    let evidence = Evidence::new(said.iter().map(|(role, text)| (*role, text.as_str())));
+    let mut evidence = Evidence::new(said.iter().map(|(role, text)| (*role, text.as_str())));
+    if let Some(at) = new.iter().map(|m| m.created_at_ms).max() {
+        evidence = evidence.said_at(at);
+    }
     let sources: Vec<Source> = new
         .iter()
         .map(|m| Source {

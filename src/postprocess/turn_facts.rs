@@ -29,7 +29,7 @@ pub async fn extract(
         )
         .await
         .map_err(|e| e.to_string())?;
-    let evidence = Evidence::new(turns.iter().copied());
+    let evidence = Evidence::new(turns.iter().copied()).said_at(at_ms);
     let mut kept = Vec::new();
     let mut refused = 0;
     for fact in parse_facts(&answer)? {

@@ -77,8 +77,7 @@ async fn an_evicted_message_is_recalled_beside_core_memory() {
     let last_turn = user_payloads(&request)
         .iter()
         .filter_map(|p| p["message"].as_str())
-        .filter(|m| m.starts_with("Turn "))
-        .last()
+        .rfind(|m| m.starts_with("Turn "))
         .map(|m| m[..8].to_owned())
         .expect("a filler turn in view");
     assert!(!recalled.contains(&last_turn), "{last_turn} is in view");

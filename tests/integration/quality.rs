@@ -260,3 +260,51 @@ async fn an_update_that_keeps_the_old_text_does_not_drop_the_new_fact() {
     let report = done_reports(&h).await.join("; ");
     assert!(report.contains("1 overruled (update)"), "{report}");
 }
+
+/// A date the user never gave nor meant, and a promise the assistant never made, are refused;
+/// the date resolved from "last week" and the promise the assistant made are kept.
+#[tokio::test]
+async fn invented_dates_and_promises_are_refused_and_real_ones_kept() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text(
+        "Congratulations! Would you like ideas for Tomas's party? I'll remind you about his birthday next month."
+            .into(),
+    ));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user moved to Porto in October 2026.",
+            "The user moved to Porto in October 2025.",
+            "The user's brother Tomas is a nurse in Valencia on November 3, 2026.",
+            "The assistant promised to remind the user about Tomas's birthday.",
+            "The assistant promised to check Tomas's availability for the party.",
+        ]),
+    );
+    let response = h
+        .client
+        .post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-user", "rio")
+        .header("x-memproxy-time", "2026-11-03T10:00:00Z")
+        .json(&json!({"model": "mock-model", "messages": [{"role": "user",
+            "content": "I moved to Porto last week. My brother Tomas turns 30 next month and he is a nurse in Valencia."}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    eventually("the job is done", || async {
+        !done_reports(&h).await.is_empty()
+    })
+    .await;
+    let mut stored = memories(&h, "rio").await;
+    stored.sort();
+    assert_eq!(
+        stored,
+        [
+            "The assistant promised to remind the user about Tomas's birthday.",
+            "The user moved to Porto in October 2026.",
+        ]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("2 rejected (invented_date)"), "{report}");
+    assert!(report.contains("1 rejected (not_promised)"), "{report}");
+}

@@ -315,3 +315,55 @@ fn a_noop_needs_a_memory_that_says_it_and_an_invalidation_the_same_topic() {
         "The user started as a nurse at the children's hospital in Valencia on March 2, 2026."
     ));
 }
+
+#[test]
+fn an_invented_date_or_promise_is_refused_and_a_real_one_kept() {
+    let said = crate::dates::days_from_civil(2026, 11, 3) * 86_400_000;
+    let e = Evidence::new([
+        ("user", "I moved to Porto last week. My brother Tomas turns 30 next month."),
+        (
+            "assistant",
+            "Congratulations! Would you like party ideas for Tomas? I'll remind you about his birthday next month.",
+        ),
+    ])
+    .said_at(said);
+    assert_eq!(
+        e.check("The user moved to Porto in October 2026.", "event"),
+        Ok(())
+    );
+    assert_eq!(
+        e.check("The user moved to Porto in October 2025.", "event"),
+        Err(Rejection::InventedDate)
+    );
+    assert_eq!(
+        e.check(
+            "The user's brother Tomas turns 30 on March 2, 2026.",
+            "fact"
+        ),
+        Err(Rejection::InventedDate)
+    );
+    assert_eq!(
+        e.check(
+            "The assistant promised to remind the user about Tomas's birthday.",
+            "commitment"
+        ),
+        Ok(())
+    );
+    assert_eq!(
+        e.check(
+            "The assistant promised to plan a party for Tomas.",
+            "commitment"
+        ),
+        Err(Rejection::NotPromised)
+    );
+    // A date already known about the user may be repeated.
+    let known = ["The user's brother Tomas was born on 4 December 1996."];
+    assert_eq!(
+        e.check_knowing(
+            "The user's brother Tomas was born in December 1996.",
+            "fact",
+            &known
+        ),
+        Ok(())
+    );
+}
