@@ -19,7 +19,7 @@ impl Agents {
         let mut progress = Progress::default();
         match paused {
             Some(paused) => self.resume(&mut turn, &mut progress, paused, &input.tool_results),
-            None => turn.recalled = self.recall_before(&turn).await?,
+            None => turn.recall_candidates = self.recall_before(&turn).await?,
         }
         Ok((turn, progress))
     }
@@ -161,6 +161,7 @@ impl Agents {
             system,
             epoch,
             memory_at: self.config.core_memory_at,
+            recall_candidates: Vec::new(),
             recalled: None,
             alerted,
             read_only: false,

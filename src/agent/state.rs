@@ -18,7 +18,9 @@ pub(super) struct Turn {
     pub system: Option<String>,
     /// The agent's memory epoch `system` was compiled at (it is stored only if still current).
     pub epoch: i64,
-    /// What [`super::recall`] found out of view for this turn's message.
+    /// What [`super::recall`] found out of view for this turn's message, not yet fitted.
+    pub recall_candidates: Vec<crate::memory::Hit>,
+    /// What of it is shown this turn.
     pub recalled: Option<String>,
     /// Where core memory goes in the prompt.
     pub memory_at: super::config::CoreMemoryAt,

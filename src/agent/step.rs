@@ -222,6 +222,7 @@ impl Agents {
     ) -> Result<(), TurnError> {
         let window = self.config.context_window(&input.model);
         self.ensure_system(turn).await?;
+        self.fit_recall(turn, window);
         let (total, fixed) = self.measure(turn);
         if fixed as f64 >= window as f64 * self.config.evict_ratio {
             return Err(TurnError::ContextTooSmall {

@@ -97,3 +97,32 @@ async fn turned_off_the_agent_sees_only_its_window() {
     assert!(!memory.contains("Ximena"), "{memory}");
     assert!(!memory.contains("[Found in"), "{memory}");
 }
+
+/// At a window the instructions and tools nearly fill (explicit@2k), what is recalled shrinks to
+/// the room left below the eviction threshold: the turn is answered, never refused as too small.
+#[tokio::test]
+async fn at_a_small_window_recall_takes_only_the_room_left() {
+    let h = harness_with(|c| c.explicit.context_window_tokens = 2000).await;
+    for turn in 0..12 {
+        let text = if turn == 3 {
+            FACT.to_owned()
+        } else {
+            format!("Small talk number {turn} about the weather and the traffic today.")
+        };
+        h.mock.push(send(&format!("Noted {turn}.")));
+        say(&h, "to", &text).await;
+    }
+    h.mock.push(send("Ximena plays the bassoon."));
+    let body = say(&h, "to", QUESTION).await;
+    assert_eq!(reply_of(&body), "Ximena plays the bassoon.");
+    let (request, memory) = asked(&h, QUESTION);
+    let tools = request["tools"].to_string();
+    let prompt = request["messages"].to_string();
+    let tokens = memproxy::tokens::count(&tools) + memproxy::tokens::count(&prompt);
+    // The JSON around the messages counts too: an over-estimate of the prompt.
+    assert!(
+        tokens < 2000,
+        "{tokens} tokens sent at a 2,000-token window"
+    );
+    assert!(memory.contains("Ximena"), "{memory}");
+}
