@@ -156,6 +156,18 @@ impl Evidence {
         self
     }
 
+    /// `fact` without a date phrase the user neither gave nor can have meant ("The user moved to
+    /// Porto in October 2026." for "last week" in February: the prompt's example copied), when
+    /// cutting it out leaves a fact that passes the date check; `None` when there is nothing to
+    /// cut. Small models add such dates to facts that are right without them.
+    pub fn undated(&self, fact: &str) -> Option<String> {
+        if !self.dates.invented(fact, &[]) {
+            return None;
+        }
+        let cut = dates::strip(fact)?;
+        (!self.dates.invented(&cut, &[]) && check_form(&cut).is_ok()).then_some(cut)
+    }
+
     /// Whether `fact` may be stored (knowing nothing stored about the user).
     pub fn check(&self, fact: &str, kind: &str) -> Result<(), Rejection> {
         self.check_knowing(fact, kind, &[])

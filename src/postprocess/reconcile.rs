@@ -94,8 +94,14 @@ pub(super) async fn reconcile(
     let mut seen = std::collections::HashSet::new();
     let mut fresh: Vec<(usize, Fact)> = Vec::new();
     let mut candidates: Vec<(i64, String, i64)> = Vec::new();
-    for (index, fact) in facts.into_iter().enumerate() {
+    for (index, mut fact) in facts.into_iter().enumerate() {
         if !origin.stated {
+            // A date the user never gave is cut out; the fact itself may well be right.
+            if let Some(undated) = evidence.undated(&fact.text) {
+                tracing::info!(job = origin.job, from = %fact.text, to = %undated, "memory fact: invented date removed");
+                *counts.entry("undated".to_owned()).or_default() += 1;
+                fact.text = undated;
+            }
             if let Err(reason) = gates::check_form(&fact.text) {
                 let label = reject(&mut counts, &fact.text, reason);
                 outcomes[index] = Some(outcome(&label, None, None));

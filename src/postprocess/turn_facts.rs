@@ -32,7 +32,10 @@ pub async fn extract(
     let evidence = Evidence::new(turns.iter().copied()).said_at(at_ms);
     let mut kept = Vec::new();
     let mut refused = 0;
-    for fact in parse_facts(&answer)? {
+    for mut fact in parse_facts(&answer)? {
+        if let Some(undated) = evidence.undated(&fact.text) {
+            fact.text = undated;
+        }
         match evidence.check(&fact.text, &fact.kind) {
             Ok(()) => kept.push(fact.text),
             Err(reason) => {

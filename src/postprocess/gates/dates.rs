@@ -140,6 +140,64 @@ impl SaidDates {
     }
 }
 
+/// Words that open a date phrase, and what may stand between them and the date.
+const OPENERS: [&str; 8] = ["in", "on", "since", "during", "by", "around", "from", "of"];
+const MODIFIERS: [&str; 5] = ["early", "mid", "late", "the", "around"];
+
+/// `fact` without the date phrase it ends with or carries ("The user moved to Porto in October
+/// 2026." → "The user moved to Porto."), when the phrase opens with a preposition; `None` when
+/// there is no such phrase. What the fact says stays, and the memory's own date says when it was
+/// said.
+pub(super) fn strip(fact: &str) -> Option<String> {
+    let lower = fact.to_lowercase();
+    // Words with their byte spans (lower-casing keeps ASCII offsets; a text with other letters
+    // whose case changes length is left as it is).
+    if lower.len() != fact.len() {
+        return None;
+    }
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut start = None;
+    for (at, c) in lower.char_indices() {
+        match (c.is_alphanumeric(), start) {
+            (true, None) => start = Some(at),
+            (false, Some(from)) => {
+                spans.push((from, at));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = start {
+        spans.push((from, lower.len()));
+    }
+    let words: Vec<&str> = spans.iter().map(|&(a, b)| &lower[a..b]).collect();
+    let is_date = |i: usize| month_of(&words, i).is_some() || year_of(words[i]).is_some();
+    let first = (0..words.len()).find(|&i| is_date(i))?;
+    let mut from = first;
+    if from > 0 && day_of(words[from - 1]).is_some() {
+        from -= 1;
+    }
+    while from > 0 && MODIFIERS.contains(&words[from - 1]) {
+        from -= 1;
+    }
+    if from == 0 || !OPENERS.contains(&words[from - 1]) {
+        return None;
+    }
+    from -= 1;
+    let mut to = first;
+    while to + 1 < words.len() && (is_date(to + 1) || day_of(words[to + 1]).is_some()) {
+        to += 1;
+    }
+    let (cut_from, cut_to) = (spans[from].0, spans[to].1);
+    let mut text = format!("{}{}", fact[..cut_from].trim_end(), &fact[cut_to..]);
+    // "Porto , ." and "Porto ." after the cut.
+    for (bad, good) in [(" ,", ","), (",.", "."), (" .", "."), ("  ", " ")] {
+        text = text.replace(bad, good);
+    }
+    let text = text.trim().to_owned();
+    (text != fact.trim()).then_some(text)
+}
+
 /// The year, month and day `fact` names, each with whether it was `written` by the user.
 fn named(fact: &str, written: impl Fn(&str) -> bool) -> Named {
     let lower = fact.to_lowercase();
@@ -233,6 +291,36 @@ mod tests {
         let s = said(&["I moved last month."], Some((2026, 1, 5)));
         assert!(!s.invented("The user moved in December 2025.", &[]));
         assert!(!s.invented("The user moved in 2025.", &[]));
+    }
+
+    #[test]
+    fn a_date_phrase_is_cut_out_and_the_fact_kept() {
+        for (fact, undated) in [
+            (
+                "The user moved to Porto in October 2026.",
+                Some("The user moved to Porto."),
+            ),
+            (
+                "The user is a nurse in Valencia on March 2, 2026.",
+                Some("The user is a nurse in Valencia."),
+            ),
+            (
+                "The user moved to Porto in late October, for a new job.",
+                Some("The user moved to Porto, for a new job."),
+            ),
+            (
+                "The user started running on 7 May 2023 with a friend.",
+                Some("The user started running with a friend."),
+            ),
+            (
+                "The user has worked here since 2020.",
+                Some("The user has worked here."),
+            ),
+            ("The user's March 2 birthday is a Monday.", None),
+            ("The user may move to Berlin.", None),
+        ] {
+            assert_eq!(strip(fact).as_deref(), undated, "{fact}");
+        }
     }
 
     #[test]
