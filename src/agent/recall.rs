@@ -39,21 +39,26 @@ impl Agents {
             within: Some(within),
             ..RetrievalRequest::default()
         };
+        // One embedding of the message (and of it about "the user", as passages are written)
+        // for both searches.
+        let vectors = self.memory.query_vectors(&query, true).await?;
         let passages = self
             .memory
-            .retrieve(
+            .retrieve_with(
                 &turn.scope,
                 search(Corpus::Passage, Within::Agent(turn.agent.clone())),
+                Some(vectors.clone()),
             )
             .await?;
         let messages = self
             .memory
-            .retrieve(
+            .retrieve_with(
                 &turn.scope,
                 search(
                     Corpus::Message,
                     Within::Conversation(agent_conversation(&turn.agent)),
                 ),
+                Some(vectors),
             )
             .await?;
         let in_view: Vec<i64> = turn.queue.iter().map(|m| m.id).collect();
