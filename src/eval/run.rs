@@ -78,6 +78,9 @@ pub struct RunArgs {
     /// Context window assumed for the model (explicit mode), in tokens.
     #[arg(long)]
     pub context_window: Option<usize>,
+    /// Where explicit-mode agents see core memory: `turn` (the default) or `system`.
+    #[arg(long, value_parser = ["turn", "system"])]
+    pub core_memory_at: Option<String>,
     /// Cap on the model's reply while replaying (replies are mostly discarded).
     #[arg(long, default_value_t = 96)]
     pub replay_max_tokens: u64,
@@ -171,6 +174,9 @@ fn config_for(args: &RunArgs, mode: Mode, data: &Path, tap: &Tap) -> Config {
     config.memory.preprocess_timeout = Duration::from_secs(120);
     config.memory.llm.max_tokens = Some(args.memory_max_tokens);
     config.memory.llm.url.clone_from(&args.memory_upstream);
+    if args.core_memory_at.as_deref() == Some("system") {
+        config.explicit.core_memory_at = crate::agent::CoreMemoryAt::System;
+    }
     if let Some(window) = args.context_window {
         config.explicit.context_window_tokens = window;
     }

@@ -34,6 +34,7 @@ fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path
         model_data_dir: PathBuf::from("unused"),
         embeddings_url: Some(mock.base_url()),
         context_window: None,
+        core_memory_at: None,
         replay_max_tokens: 32,
         answer_max_tokens: 64,
         memory_max_tokens: 256,
