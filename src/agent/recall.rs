@@ -92,18 +92,6 @@ impl Agents {
     }
 }
 
-/// The best `count` hits within `budget` tokens: archival passages and the user's and agent's
-/// messages that are not in view, each text once, shown oldest first.
-pub fn select(
-    passages: Vec<Hit>,
-    messages: Vec<Hit>,
-    in_view: &[i64],
-    count: usize,
-    budget: usize,
-) -> Vec<Hit> {
-    within(candidates(passages, messages, in_view), count, budget)
-}
-
 /// Archival passages and the user's and agent's messages not in view, best first.
 fn candidates(passages: Vec<Hit>, messages: Vec<Hit>, in_view: &[i64]) -> Vec<Hit> {
     let mut hits: Vec<Hit> = passages
@@ -162,6 +150,17 @@ pub fn render(hits: &[Hit]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a turn shows: the candidates' best `count` within `budget`.
+    fn select(
+        passages: Vec<Hit>,
+        messages: Vec<Hit>,
+        in_view: &[i64],
+        count: usize,
+        budget: usize,
+    ) -> Vec<Hit> {
+        within(candidates(passages, messages, in_view), count, budget)
+    }
 
     fn hit(id: i64, role: Option<&str>, text: &str, score: f64, at: i64) -> Hit {
         Hit {
