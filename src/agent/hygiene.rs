@@ -9,7 +9,10 @@
 //!   Refused rather than rewritten: in a block the agent writes, "I" may be the agent itself ("I
 //!   promised to remind them"), so a silent rewrite could put the agent's words in the user's
 //!   mouth. The suggestion makes the retry a copy.
-//! - A line the block already holds (case and punctuation aside) is refused as a duplicate.
+//! - A line the block already holds (case and punctuation aside) is refused as a duplicate, and in
+//!   `human` so is a rewording that adds nothing ("The user bought a grinder." under "The user
+//!   bought a new grinder, a Baratza Encore."), manners ("The user thanks the assistant."), and a
+//!   question restated as a fact (the gates' `check_core_line`).
 //! - A fact the user said of someone else ("my cat ate grass" saved as "The user ate grass"), or
 //!   one whose only object is a pronoun ("The user booked it."), is refused (the implicit gates'
 //!   own checks).
@@ -196,6 +199,14 @@ fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Resul
                     .to_owned(),
             );
         }
+        let block = if PLACEHOLDERS.contains(&value.trim()) {
+            ""
+        } else {
+            value
+        };
+        if let Err(reason) = gates::check_core_line(content, &said, block) {
+            return Err(core_line_refused(reason));
+        }
     }
     let new = normalized(content);
     if !new.is_empty()
@@ -206,6 +217,22 @@ fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Resul
         ));
     }
     Ok(())
+}
+
+/// The tool message for a `human` line the gates refused: what to do instead.
+fn core_line_refused(reason: gates::Rejection) -> String {
+    match reason {
+        gates::Rejection::Courtesy => {
+            "Not saved: that is manners, not a fact about the user. Answer the user instead.".to_owned()
+        }
+        gates::Rejection::Question | gates::Rejection::FromQuestion => {
+            "Not saved: the user asked this, and a question is no fact about them. Answer it with send_message; save only what the user tells you about themselves.".to_owned()
+        }
+        gates::Rejection::Restated => {
+            "Not saved: block 'human' already says this. If a fact changed, use core_memory_replace on its line; otherwise answer the user.".to_owned()
+        }
+        other => format!("Not saved ({}).", other.as_str()),
+    }
 }
 
 fn capitalized(text: &str) -> String {
@@ -298,6 +325,35 @@ mod tests {
         );
         assert!(append("human", "", "The user's dog loves the new flat.", &said).is_ok());
         assert!(append("human", "", "The user booked it.", &said).is_err());
+    }
+
+    #[test]
+    fn manners_questions_and_rewordings_in_human_are_refused_with_guidance() {
+        let value = "The user bought a new grinder, a Baratza Encore.";
+        let thanks = append(
+            "human",
+            value,
+            "The user thanks the assistant.",
+            &said("Thanks!"),
+        );
+        assert!(thanks.is_err_and(|m| m.contains("manners")));
+        let asked = said("Any tips for sleeping after night shifts?");
+        let sleep = append(
+            "human",
+            value,
+            "The user has a preference for a good night's sleep.",
+            &asked,
+        );
+        assert!(sleep.is_err_and(|m| m.contains("send_message")));
+        let again = append(
+            "human",
+            value,
+            "The user bought a grinder from Baratza.",
+            &[],
+        );
+        assert!(again.is_err_and(|m| m.contains("core_memory_replace")));
+        // Over the placeholder nothing is restated.
+        assert!(append("human", PLACEHOLDERS[0], "The user is known as Ada.", &[]).is_ok());
     }
 
     #[test]

@@ -10,17 +10,21 @@
 
 use std::collections::HashSet;
 
+mod asked;
+mod core_line;
 mod dates;
 mod instruction;
 mod promise;
 mod subject;
 mod words;
 
+pub use asked::drawn_from_question;
+pub use core_line::{check_core_line, restated};
 pub use instruction::reads_as_instruction;
 pub use subject::{no_referent, someone_else};
 use words::{
-    INTERESTS, INTEREST_WORDS, MUSINGS, PASSING, PROMISES, REPORTED_QUESTIONS, SENSITIVE,
-    STOP_WORDS,
+    COURTESY, INTERESTS, INTEREST_WORDS, MUSINGS, PASSING, PROMISES, REPORTED_QUESTIONS, SAYING,
+    SENSITIVE, STOP_WORDS,
 };
 
 /// Why a fact or an update was refused.
@@ -31,6 +35,9 @@ pub enum Rejection {
     /// Fewer than [`MIN_WORDS`] words: not self-contained.
     TooShort,
     Question,
+    /// Drawn from what the user asked, not from anything they stated ("The user has a preference
+    /// for a good night's sleep" from "Any tips for sleeping after night shifts?").
+    FromQuestion,
     /// A list item or heading cut out of an answer ("1. Data Migration").
     ListFragment,
     /// (Nearly) word for word a line of the assistant's.
@@ -57,6 +64,11 @@ pub enum Rejection {
     NotTheUser,
     /// Its only object is a pronoun ("The user booked it.").
     NoReferent,
+    /// Only manners ("The user thanks the assistant.").
+    Courtesy,
+    /// Says nothing a core-memory block does not say already ("The user bought a grinder." under
+    /// "The user bought a new grinder, a Baratza Encore.").
+    Restated,
     /// A month or year the user neither wrote nor can have meant by a relative time ("on March
     /// 2, 2026" added to a lasting fact, "October 2025" for "last week" in November 2026).
     InventedDate,
@@ -74,6 +86,9 @@ impl Rejection {
             Rejection::Placeholder => "placeholder",
             Rejection::TooShort => "too_short",
             Rejection::Question => "question",
+            Rejection::FromQuestion => "from_question",
+            Rejection::Courtesy => "courtesy",
+            Rejection::Restated => "restated",
             Rejection::ListFragment => "list_fragment",
             Rejection::CopyOfAssistant => "copy_of_assistant",
             Rejection::CopyOfQuestion => "copy_of_question",
@@ -109,6 +124,8 @@ pub struct Evidence {
     user_texts: Vec<String>,
     user_words: HashSet<String>,
     user_questions: Vec<HashSet<String>>,
+    /// What the user stated and what they only asked.
+    asked: asked::Asked,
     assistant_lines: Vec<HashSet<String>>,
     assistant_words: HashSet<String>,
     /// The user's words as the date check reads them, and when they were said.
@@ -128,6 +145,7 @@ impl Evidence {
                     evidence.user_texts.push(text.to_owned());
                     evidence.dates.add(text);
                     evidence.user_words.extend(content_words(text));
+                    evidence.asked.add(text);
                     for sentence in sentences(text) {
                         if sentence.trim_end().ends_with('?') {
                             evidence.user_questions.push(content_words(sentence));
@@ -265,6 +283,9 @@ impl Evidence {
         };
         if grounded < GROUNDED_SHARE {
             return Err(Rejection::Ungrounded);
+        }
+        if !commitment && self.asked.only_asked(&words, &known, GROUNDED_SHARE) {
+            return Err(Rejection::FromQuestion);
         }
         if commitment
             && about_assistant
@@ -469,6 +490,14 @@ pub fn check_form(text: &str) -> Result<(), Rejection> {
     }
     if lower.split_whitespace().count() < MIN_WORDS {
         return Err(Rejection::TooShort);
+    }
+    let words = content_words(trimmed);
+    if !words.is_empty()
+        && words
+            .iter()
+            .all(|w| COURTESY.iter().any(|c| w.starts_with(c)) || SAYING.contains(&w.as_str()))
+    {
+        return Err(Rejection::Courtesy);
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Explicit mode saving what matters, with scripted agents:
 //! - core-memory hygiene: writes the way small models make them (a user fact in `persona`, a fact
-//!   in the first person, a duplicate line, a first write over the `human` placeholder) are refused
+//!   in the first person, a duplicate line or a rewording of one, manners, a question restated, a
+//!   first write over the `human` placeholder) are refused
 //!   with what to do instead, the agent retries, and the blocks end as they should;
 //! - the background save of a fact the agent did not save, after the answer;
 //! - past the eviction threshold, the pressure alert and the agent's save come before eviction.
@@ -93,6 +94,60 @@ async fn small_model_mistakes_are_refused_with_guidance_and_the_blocks_stay_clea
     h.mock.push(send("Fine."));
     say(&h, "di", "Who are you?").await;
     assert_eq!(block(&h, "di", "persona").await, persona_before);
+}
+
+/// What a small agent saves in place of facts, seen in real runs: manners, the user's question
+/// restated, a rewording of a line the block has. Each is refused with what to do instead; the
+/// agent's real fact in the same turn is kept.
+#[tokio::test]
+async fn manners_questions_and_rewordings_are_not_saved() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(append(
+        "human",
+        "The user bought a new grinder, a Baratza Encore.",
+    ));
+    h.mock
+        .push(append("human", "The user thanks the assistant."));
+    h.mock.push(send("Enjoy it!"));
+    say(
+        &h,
+        "fa",
+        "Thanks! Yesterday I bought a new grinder, a Baratza Encore.",
+    )
+    .await;
+    let thanks = last_result(&h);
+    assert_eq!(thanks["status"], "Failed");
+    assert!(thanks["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("manners"));
+
+    h.mock.push(append(
+        "human",
+        "The user has a preference for a fine grind size.",
+    ));
+    h.mock
+        .push(append("human", "The user bought a grinder from Baratza."));
+    h.mock.push(send("Medium-coarse."));
+    say(&h, "fa", "What grind size is best for a French press?").await;
+    let requests = model_requests(&h);
+    let mut results = tool_results(requests.last().expect("a model request"));
+    // This turn's two results (the earlier turn's are still in view).
+    let results = results.split_off(results.len().saturating_sub(2));
+    let messages: Vec<&str> = results
+        .iter()
+        .map(|r| r["message"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        results.iter().all(|r| r["status"] == "Failed")
+            && messages.iter().any(|m| m.contains("asked this"))
+            && messages.iter().any(|m| m.contains("core_memory_replace")),
+        "{messages:?}"
+    );
+    assert_eq!(
+        block(&h, "fa", "human").await,
+        "The user bought a new grinder, a Baratza Encore."
+    );
 }
 
 #[tokio::test]

@@ -312,3 +312,48 @@ async fn invented_dates_and_promises_are_refused_and_real_ones_kept() {
     assert!(report.contains("1 rejected (invented_date)"), "{report}");
     assert!(report.contains("1 rejected (not_promised)"), "{report}");
 }
+
+/// What the user only asked about, and manners, are no facts: a scripted memory LLM that
+/// restates the user's question as a preference, and thanks as a fact, stores neither; the fact
+/// in the same message is kept, and so is one that a question gives a date and an owner to.
+#[tokio::test]
+async fn questions_restated_as_facts_and_manners_are_refused() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock
+        .push(Reply::Text("Congratulations on the new job!".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user has a preference for a good night's sleep.",
+            "The user thanks the assistant.",
+            "The user is a nurse at the children's hospital.",
+            "The user plans dinner for their anniversary on June 12.",
+        ]),
+    );
+    let response = h
+        .client
+        .post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-user", "ines")
+        .json(&json!({"model": "mock-model", "messages": [{"role": "user",
+            "content": "Thanks! I'm a nurse at the children's hospital. Any tips for sleeping after night shifts? And can you help me plan dinner for our anniversary on June 12?"}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    eventually("the job is done", || async {
+        !done_reports(&h).await.is_empty()
+    })
+    .await;
+    let mut stored = memories(&h, "ines").await;
+    stored.sort();
+    assert_eq!(
+        stored,
+        [
+            "The user is a nurse at the children's hospital.",
+            "The user plans dinner for their anniversary on June 12.",
+        ]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("from_question"), "{report}");
+    assert!(report.contains("courtesy"), "{report}");
+}

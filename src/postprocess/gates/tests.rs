@@ -56,6 +56,8 @@ fn junk_is_refused_with_its_reason() {
             "The user loves sleeping on the keyboard.",
             Rejection::Ungrounded,
         ),
+        ("The user thanks the assistant.", Rejection::Courtesy),
+        ("The user said hello and thanks a lot.", Rejection::Courtesy),
     ] {
         assert_eq!(e.check(text, "fact"), Err(reason), "{text}");
     }
@@ -363,6 +365,43 @@ fn an_invented_date_or_promise_is_refused_and_a_real_one_kept() {
             "The user's brother Tomas was born in December 1996.",
             "fact",
             &known
+        ),
+        Ok(())
+    );
+}
+
+#[test]
+fn what_the_user_only_asked_is_no_fact_and_a_detail_in_a_question_is() {
+    let e = Evidence::new([
+        (
+            "user",
+            "Hi! I'm Marta. I just started as a nurse in Valencia.",
+        ),
+        ("assistant", "Welcome, Marta!"),
+        (
+            "user",
+            "Long week. Any tips for sleeping after night shifts?",
+        ),
+        (
+            "user",
+            "Can you help me plan dinner for our anniversary on June 12?",
+        ),
+    ]);
+    assert_eq!(
+        e.check(
+            "The user has a preference for a good night's sleep.",
+            "preference"
+        ),
+        Err(Rejection::FromQuestion)
+    );
+    assert_eq!(
+        e.check("The user works night shifts as a nurse.", "fact"),
+        Ok(())
+    );
+    assert_eq!(
+        e.check(
+            "The user plans dinner for their anniversary on June 12.",
+            "event"
         ),
         Ok(())
     );

@@ -18,10 +18,13 @@ pub(super) const PROMISES: [&str; 12] = [
 ];
 
 /// How small models restate a question as a fact ("The user asked about a good dinner").
-pub(super) const REPORTED_QUESTIONS: [&str; 11] = [
+pub(super) const REPORTED_QUESTIONS: [&str; 14] = [
     "asked about",
     "asked for",
     "asks about",
+    "asks for",
+    "asks how",
+    "asks what",
     "asked whether",
     "asked if",
     "asked how",
@@ -45,6 +48,24 @@ pub(super) const INTERESTS: [&str; 7] = [
 pub(super) const INTEREST_WORDS: [&str; 8] = [
     "interest", "want", "learn", "like", "look", "need", "help", "seek",
 ];
+/// Stems of words of courtesy: a line made only of them ("The user thanks the assistant.") is
+/// manners, not a fact.
+pub(super) const COURTESY: [&str; 12] = [
+    "thank",
+    "hello",
+    "hi",
+    "hey",
+    "greet",
+    "welcom",
+    "appreciat",
+    "bye",
+    "goodby",
+    "pleas",
+    "sorry",
+    "apologi",
+];
+/// Words of saying, which a line of courtesy may hold too ("The user said hello and thanks.").
+pub(super) const SAYING: [&str; 6] = ["say", "said", "express", "again", "lot", "much"];
 /// A plan for these hours is over by the next chat.
 pub(super) const PASSING: [&str; 4] = ["tonight", "this evening", "this afternoon", "right now"];
 /// What someone says they will think over: no commitment, no lasting fact.

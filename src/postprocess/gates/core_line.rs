@@ -1,0 +1,94 @@
+//! The gates an explicit-mode agent's own line for its `human` block passes. The agent sees the
+//! conversation, so its lines need no grounding in this turn's messages (it may save what was
+//! said turns ago); what it may not save is manners ("The user thanks the assistant."), a
+//! question restated ("The user asks for a quick breakfast"), what the user only asked about,
+//! or a rewording of what the block already says ("The user bought a grinder." under "The user
+//! bought a new grinder, a Baratza Encore."). Pure: explicit mode's hygiene maps each rejection
+//! to the tool message the agent retries from.
+
+use super::{
+    asked::drawn_from_question, check_form, content_words, share, Rejection, REPORTED_QUESTIONS,
+};
+
+/// Share of a line's content words the block must hold already for the line to say nothing new.
+/// Dates and numbers count: "The deadline moved to November 30." is news beside "October 15".
+const RESTATED_SHARE: f64 = 0.75;
+
+/// Whether `line` is among what `block` already says: nearly all its content words are there.
+pub fn restated(block: &str, line: &str) -> bool {
+    let (block, line) = (content_words(block), content_words(line));
+    !line.is_empty() && share(&line, |w| block.contains(w)) >= RESTATED_SHARE
+}
+
+/// Whether the agent may add `line` to its `human` block `block`, the user having said `said`
+/// this turn.
+pub fn check_core_line(line: &str, said: &[&str], block: &str) -> Result<(), Rejection> {
+    if let Err(reason @ (Rejection::Courtesy | Rejection::Question)) = check_form(line) {
+        return Err(reason);
+    }
+    let lower = line.to_lowercase();
+    if REPORTED_QUESTIONS.iter().any(|q| lower.contains(q)) {
+        return Err(Rejection::Question);
+    }
+    let known: Vec<&str> = block.lines().collect();
+    if drawn_from_question(line, said, &known) {
+        return Err(Rejection::FromQuestion);
+    }
+    if restated(block, line) {
+        return Err(Rejection::Restated);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manners_questions_and_rewordings_are_refused() {
+        let block =
+            "The user takes their coffee black.\nThe user bought a new grinder, a Baratza Encore.";
+        for (line, said, reason) in [
+            (
+                "The user thanks the assistant.",
+                "Thanks!",
+                Rejection::Courtesy,
+            ),
+            (
+                "The user asks for a quick breakfast before a 7am shift.",
+                "Can you suggest a quick breakfast?",
+                Rejection::Question,
+            ),
+            (
+                "The user has a preference for a good night's sleep.",
+                "Any tips for sleeping after night shifts?",
+                Rejection::FromQuestion,
+            ),
+            ("The user bought a grinder.", "", Rejection::Restated),
+            (
+                "The user bought a grinder from Baratza.",
+                "",
+                Rejection::Restated,
+            ),
+        ] {
+            assert_eq!(check_core_line(line, &[said], block), Err(reason), "{line}");
+        }
+    }
+
+    #[test]
+    fn news_passes_even_when_it_shares_words() {
+        let block = "The user's thesis deadline is October 15.\nThe user is Ada.";
+        for line in [
+            "The user's deadline moved to November 30.",
+            "The user switched from the French press to a V60 pour-over.",
+            // Said turns ago: the agent sees the whole conversation.
+            "The user works as a data analyst at Fabrikam.",
+        ] {
+            assert_eq!(
+                check_core_line(line, &["How do I make a pivot table faster?"], block),
+                Ok(()),
+                "{line}"
+            );
+        }
+    }
+}
