@@ -10,8 +10,8 @@ use super::state::Turn;
 use super::turn::TurnError;
 use super::Agents;
 use crate::dates;
-use crate::memory::{Hit, RetrievalRequest};
-use crate::store::{agent_conversation, Corpus, Within};
+use crate::memory::{Hit, MemoryResult, RetrievalRequest};
+use crate::store::{agent_conversation, Corpus, UserScope, Within};
 
 /// Share of the window kept free below the eviction threshold for the step's own growth.
 const MARGIN_RATIO: f64 = 0.05;
@@ -25,8 +25,40 @@ impl Agents {
     /// The candidates to recall for this turn (best first), searched when it opens; which of them
     /// are shown is decided on its first step ([`Self::fit_recall`]).
     pub(super) async fn recall_before(&self, turn: &Turn) -> Result<Vec<Hit>, TurnError> {
+        let in_view: Vec<i64> = turn.queue.iter().map(|m| m.id).collect();
+        Ok(self
+            .recall_candidates(&turn.scope, &turn.agent, &turn.said, &in_view)
+            .await?)
+    }
+
+    /// What recall before the turn would show for `said` when the queue holds `in_view`, within
+    /// a tenth of the window (a turn shows less when the window is nearly full): for the
+    /// console's simulator.
+    pub async fn recall_preview(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        said: &[String],
+        in_view: &[i64],
+    ) -> MemoryResult<Option<String>> {
+        let hits = self.recall_candidates(scope, agent, said, in_view).await?;
+        let budget = self.config.context_window_tokens / 10;
+        Ok(render(&within(
+            hits,
+            self.config.recall_before_turn,
+            budget,
+        )))
+    }
+
+    async fn recall_candidates(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        said: &[String],
+        in_view: &[i64],
+    ) -> MemoryResult<Vec<Hit>> {
         let count = self.config.recall_before_turn;
-        let query = turn.said.join("\n");
+        let query = said.join("\n");
         if count == 0 || query.trim().is_empty() {
             return Ok(Vec::new());
         }
@@ -34,7 +66,7 @@ impl Agents {
             query: query.clone(),
             corpora: vec![corpus],
             // Messages still in view are dropped afterwards: ask for enough to fill `count`.
-            top_k: count + turn.queue.len(),
+            top_k: count + in_view.len(),
             candidates: 40,
             within: Some(within),
             ..RetrievalRequest::default()
@@ -45,24 +77,23 @@ impl Agents {
         let passages = self
             .memory
             .retrieve_with(
-                &turn.scope,
-                search(Corpus::Passage, Within::Agent(turn.agent.clone())),
+                scope,
+                search(Corpus::Passage, Within::Agent(agent.to_owned())),
                 Some(vectors.clone()),
             )
             .await?;
         let messages = self
             .memory
             .retrieve_with(
-                &turn.scope,
+                scope,
                 search(
                     Corpus::Message,
-                    Within::Conversation(agent_conversation(&turn.agent)),
+                    Within::Conversation(agent_conversation(agent)),
                 ),
                 Some(vectors),
             )
             .await?;
-        let in_view: Vec<i64> = turn.queue.iter().map(|m| m.id).collect();
-        Ok(candidates(passages, messages, &in_view))
+        Ok(candidates(passages, messages, in_view))
     }
 
     /// Shows the best candidates that fit (once a turn, so every step's prompt is the same):

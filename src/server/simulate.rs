@@ -218,6 +218,17 @@ async fn explicit(
         .filter(|m| m.role == "user")
         .map(|m| json!({"role": "user", "content": json!({"type": "user_message", "message": m.text(), "time": crate::dates::timestamp(crate::store::now_ms())}).to_string()}))
         .collect();
+    // What recall before the turn would add for the new messages.
+    let said: Vec<String> = request.messages[start..]
+        .iter()
+        .filter(|m| m.role == "user")
+        .map(|m| m.text())
+        .collect();
+    let in_view: Vec<i64> = queue.iter().map(|m| m.id).collect();
+    let recalled = state
+        .agents
+        .recall_preview(&scope(tenant, user), agent, &said, &in_view)
+        .await?;
     let mut history: Vec<Value> = queue.iter().map(context::wire_message).collect();
     if state.agents.config().replies_as_text {
         history = context::replies_as_text(history);
@@ -225,7 +236,7 @@ async fn explicit(
     let messages = context::layout(
         at,
         &memory,
-        None,
+        recalled.as_deref(),
         summary.as_ref(),
         history.iter().cloned(),
         new.iter().cloned(),
@@ -252,6 +263,7 @@ async fn explicit(
             tokens::count(&Value::Array(tools.clone()).to_string()),
         ),
         section("summary", summary_tokens),
+        section("recalled", recalled.as_deref().map_or(0, tokens::count)),
         section("history", count(&history)),
         section("new message", count(&new)),
     ];

@@ -2,9 +2,9 @@
 //! message it matches brings it back beside core memory without the agent searching; messages
 //! still in view are not repeated; `explicit.recall_before_turn = 0` leaves it to the tools.
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
-use crate::common::{harness_with, Harness};
+use crate::common::{harness_with, post_json, Harness};
 use crate::explicit::{model_requests, reply_of, say, send, steps, user_payloads};
 
 const FACT: &str = "My sister Ximena plays the bassoon in Leeds.";
@@ -58,6 +58,25 @@ fn asked(h: &Harness, question: &str) -> (Value, String) {
 async fn an_evicted_message_is_recalled_beside_core_memory() {
     let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
     overflow(&h, "ro").await;
+    // The console's simulator shows what the turn will recall, before it is asked.
+    let simulated = post_json(
+        &h,
+        "/memproxy/v1/simulate",
+        &json!({"user": "ro", "strategy": "explicit",
+            "request": {"model": "m", "messages": [{"role": "user", "content": QUESTION}]}}),
+    )
+    .await;
+    let shown = simulated["payload"]["messages"].to_string();
+    assert!(
+        shown.contains("[Found in your archival and recall memory")
+            && shown.contains("Ximena plays the bassoon in Leeds"),
+        "{shown}"
+    );
+    assert!(simulated["sections"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|s| s["name"] == "recalled" && s["tokens"].as_u64() > Some(0)));
     h.mock.push(send("Ximena plays the bassoon."));
     let body = say(&h, "ro", QUESTION).await;
     assert_eq!(reply_of(&body), "Ximena plays the bassoon.");
