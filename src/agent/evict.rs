@@ -192,8 +192,48 @@ fn render(message: &StoredMessage) -> Option<String> {
                 .trim()
                 .to_owned()
         }
+        // A reply's acknowledgement says nothing the reply did not.
+        ("tool", _) if message.content.contains(super::tools::SENT) => return None,
         ("tool", _) => clip(&message.content, 300),
         _ => return None,
     };
     (!text.is_empty()).then(|| format!("[{when}] {}: {text}", message.role))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(role: &str, content: &str) -> StoredMessage {
+        StoredMessage {
+            id: 1,
+            conversation: "agent:default".to_owned(),
+            position: 1,
+            role: role.to_owned(),
+            content: content.to_owned(),
+            name: None,
+            tool_calls: None,
+            tool_call_id: None,
+            created_at_ms: 0,
+            token_count: 0,
+            superseded: false,
+            search_text: None,
+        }
+    }
+
+    #[test]
+    fn summary_material_is_what_was_said_without_acknowledgements() {
+        let ack = format!(
+            r#"{{"status":"OK","message":"{}","time":"x"}}"#,
+            super::super::tools::SENT
+        );
+        assert_eq!(render(&message("tool", &ack)), None);
+        let found = render(&message(
+            "tool",
+            r#"{"status":"OK","message":"1 result: I live in Porto."}"#,
+        ))
+        .expect("a search result is material");
+        assert!(found.contains("I live in Porto."), "{found}");
+        assert_eq!(render(&message("user", "raw wrapper")), None);
+    }
 }

@@ -26,7 +26,7 @@ use crate::memory::MemoryService;
 use crate::store::UserScope;
 
 pub use client::{ClientCall, ClientTools};
-pub use reply::SEND_MESSAGE;
+pub use reply::{SEND_MESSAGE, SENT};
 
 /// What a call asks of the loop besides its result.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,6 +6,8 @@ use serde_json::{json, Map, Value};
 use super::{function, required, Effect, Tool, ToolOutcome, ToolScope};
 
 pub const SEND_MESSAGE: &str = "send_message";
+/// The result of a `send_message` call: it says nothing the reply does not.
+pub const SENT: &str = "Sent message successfully.";
 
 pub struct SendMessage;
 
@@ -26,9 +28,7 @@ impl Tool for SendMessage {
 
     async fn execute(&self, _: &ToolScope<'_>, arguments: &Map<String, Value>) -> ToolOutcome {
         match required(arguments, "message") {
-            Ok(message) => {
-                ToolOutcome::ok("Sent message successfully.").with(Effect::Reply(message))
-            }
+            Ok(message) => ToolOutcome::ok(SENT).with(Effect::Reply(message)),
             Err(failed) => failed,
         }
     }
