@@ -235,6 +235,7 @@ impl Agents {
             config: &self.config,
             user_said: &turn.said,
             clock: turn.clock,
+            tool_set: turn.tool_set,
             messaging: (!turn.peers.is_empty()).then(|| Messaging {
                 agents: self,
                 model,

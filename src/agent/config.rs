@@ -54,6 +54,12 @@ pub struct ExplicitConfig {
     /// when a turn opens and shown with core memory (at most a tenth of the window); 0 turns it
     /// off and leaves every search to the agent's tools.
     pub recall_before_turn: usize,
+    /// Below this context window (tokens) the agent is offered the compact tool set and
+    /// instructions: core memory, `conversation_search` and `send_message`, about 500 tokens
+    /// fewer per step, where the full set would take most of the window (recall before the turn
+    /// still searches archival memory and the conversation for each new message). 0: always the
+    /// full MemGPT set.
+    pub compact_below_tokens: usize,
     /// Longest wait of `send_message_to_agent_and_wait_for_reply` for the other agent's reply.
     #[serde(with = "humantime_serde")]
     pub agent_reply_timeout: Duration,
@@ -109,11 +115,31 @@ impl Default for ExplicitConfig {
             background_save: true,
             core_memory_at: CoreMemoryAt::Turn,
             recall_before_turn: 4,
+            compact_below_tokens: 4096,
         }
     }
 }
 
+/// Which memory tools (and matching instructions) a turn offers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tools {
+    /// MemGPT's: core, archival and recall memory, `send_message`.
+    #[default]
+    Full,
+    /// Core memory, `conversation_search`, `send_message`: for small windows.
+    Compact,
+}
+
 impl ExplicitConfig {
+    /// The tool set for `model`'s window.
+    pub fn tools(&self, model: &str) -> Tools {
+        if self.context_window(model) < self.compact_below_tokens {
+            Tools::Compact
+        } else {
+            Tools::Full
+        }
+    }
+
     pub fn context_window(&self, model: &str) -> usize {
         self.context_windows
             .get(model)

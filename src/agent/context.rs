@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use super::config::CoreMemoryAt;
+use super::config::{CoreMemoryAt, Tools};
 use crate::dates;
 pub use crate::store::CLIENT_BLOCK;
 use crate::store::{AgentCounts, CoreBlock, StoredMessage, Summary};
@@ -35,24 +35,52 @@ no longer fit in view: conversation_search and conversation_search_date.
 When the user tells you something worth keeping (a name, a preference, a plan, a change), save \
 it before you answer. When asked about the past, search before you answer.";
 
+/// The instructions of the compact tool set ([`Tools::Compact`]): the same rules in fewer words,
+/// naming only the tools it offers.
+const COMPACT_INSTRUCTIONS: &str = "\
+You are a conversational agent with a long-term memory that you manage yourself with functions.
+
+- Reply to the user with send_message: text outside a function call is never shown to them.
+- User messages arrive as JSON ({\"type\": \"user_message\", ...}); \"heartbeat\" and \
+\"system_alert\" messages come from the system.
+- Set request_heartbeat to true to act again after a function; send_message ends your turn.
+
+Your memory:
+- Core memory {WHERE} is always in view. The \"human\" block is what you know about the user: \
+answer questions about them from it. When the user tells you something worth keeping (a name, a \
+preference, a plan, a change), save it there first with core_memory_append, one short line in the \
+third person (\"The user ...\"), only what the user said; use core_memory_replace when a fact \
+changes. The \"persona\" block is only about you, never about the user.
+- Older messages and saved passages that match the newest message are shown with core memory; \
+conversation_search finds others.";
+
 /// Heading of the message that shows core memory at the turn ([`CoreMemoryAt::Turn`]).
 pub const MEMORY_HEADING: &str = "[Core memory, as it is now]";
 
 /// The instructions at the top of the system message (no memory in them: they never change).
-pub fn instructions(at: CoreMemoryAt) -> String {
+pub fn instructions(at: CoreMemoryAt, set: Tools) -> String {
     let place = match at {
         CoreMemoryAt::System => "(below)",
         CoreMemoryAt::Turn => {
             "(shown, as it is now, in the message headed [Core memory] just before the newest user message)"
         }
     };
-    BASE_INSTRUCTIONS.replace("{WHERE}", place)
+    let text = match set {
+        Tools::Full => BASE_INSTRUCTIONS,
+        Tools::Compact => COMPACT_INSTRUCTIONS,
+    };
+    text.replace("{WHERE}", place)
 }
 
 /// Memory metadata and core memory blocks. It depends on memory only (its date is that of the
 /// newest block change, `now_ms` when no block has one), so it is byte-identical from one
 /// compilation to the next while memory is unchanged: upstream prompt caches keep serving it.
-pub fn compile_memory(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -> String {
+pub fn compile_memory(
+    blocks: &[CoreBlock],
+    counts: &AgentCounts,
+    now_ms: i64,
+    set: Tools,
+) -> String {
     let modified = blocks
         .iter()
         .map(|b| b.updated_at_ms)
@@ -64,10 +92,14 @@ pub fn compile_memory(blocks: &[CoreBlock], counts: &AgentCounts, now_ms: i64) -
         "### Memory [last modified: {}]\n\
          {hidden} earlier messages between you and the user are in recall memory (not in view; \
          use conversation_search).\n\
-         {} passages are in archival memory (use archival_memory_search).\n\n\
+         {} passages are in archival memory ({}).\n\n\
          Core memory:",
         dates::timestamp(modified),
         counts.passages,
+        match set {
+            Tools::Full => "use archival_memory_search",
+            Tools::Compact => "those that match the newest message are shown with core memory",
+        },
     );
     for block in blocks {
         let size = format!("{}/{}", block.value.chars().count(), block.char_limit);
@@ -101,7 +133,7 @@ pub fn is_compiled_memory(text: &str) -> bool {
 /// stored queue, then this turn's messages, with core memory where `at` puts it and what was
 /// recalled for the turn ([`super::recall`]) just before the turn's messages.
 pub fn layout(
-    at: CoreMemoryAt,
+    (at, set): (CoreMemoryAt, Tools),
     memory: &str,
     recalled: Option<&str>,
     summary: Option<&Summary>,
@@ -109,8 +141,8 @@ pub fn layout(
     turn: impl IntoIterator<Item = Value>,
 ) -> Vec<Value> {
     let system = match at {
-        CoreMemoryAt::System => format!("{}\n\n{memory}", instructions(at)),
-        CoreMemoryAt::Turn => instructions(at),
+        CoreMemoryAt::System => format!("{}\n\n{memory}", instructions(at, set)),
+        CoreMemoryAt::Turn => instructions(at, set),
     };
     let mut messages = vec![json!({"role": "system", "content": system})];
     if let Some(summary) = summary {
@@ -204,10 +236,15 @@ pub fn message_tokens(message: &Value) -> usize {
     tokens::count_message(role, content) + calls
 }
 
-/// Tokens the tool schemas add to every request (counted once).
-pub fn tools_tokens() -> usize {
-    static TOKENS: OnceLock<usize> = OnceLock::new();
-    *TOKENS.get_or_init(|| tokens::count(&Value::Array(super::tools::schemas()).to_string()))
+/// Tokens the memory tools' schemas add to every request (counted once per set).
+pub fn tools_tokens(set: Tools) -> usize {
+    static FULL: OnceLock<usize> = OnceLock::new();
+    static COMPACT: OnceLock<usize> = OnceLock::new();
+    let cell = match set {
+        Tools::Full => &FULL,
+        Tools::Compact => &COMPACT,
+    };
+    *cell.get_or_init(|| tokens::count(&Value::Array(super::tools::schemas(set)).to_string()))
 }
 
 /// How many of the oldest `queue` messages to evict so that `total` falls to `target` tokens:
@@ -287,10 +324,13 @@ mod tests {
             in_context: 4,
             passages: 3,
         };
-        let text = compile_memory(&blocks, &counts, 0);
+        let text = compile_memory(&blocks, &counts, 0, Tools::Full);
         assert!(text.contains("<human characters=\"9/2000\">\nName: Ada\n</human>"));
         // Compiled later with memory unchanged: the same bytes.
-        assert_eq!(text, compile_memory(&blocks, &counts, 86_400_000));
+        assert_eq!(
+            text,
+            compile_memory(&blocks, &counts, 86_400_000, Tools::Full)
+        );
         assert!(text.contains("6 earlier messages"));
         assert!(text.contains("3 passages"));
     }

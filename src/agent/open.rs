@@ -92,7 +92,8 @@ impl Agents {
             view.blocks.push(client_block(text));
         }
         let now = input.clock.unwrap_or_else(now_ms);
-        let system = context::compile_memory(&view.blocks, &view.counts, now);
+        let tool_set = self.config.tools(&input.model);
+        let system = context::compile_memory(&view.blocks, &view.counts, now, tool_set);
         let (scope, agent) = (input.scope.clone(), input.agent.clone());
         let peers = self
             .memory
@@ -140,9 +141,10 @@ impl Agents {
             })
             .collect();
         // With other agents of the user, the turn offers the messaging tools too.
-        let (tools, client) = super::tools::for_request(&input.params, &peers);
+        let tool_set = self.config.tools(&input.model);
+        let (tools, client) = super::tools::for_request(&input.params, &peers, tool_set);
         let tools_tokens = if client.is_empty() && peers.is_empty() {
-            context::tools_tokens()
+            context::tools_tokens(tool_set)
         } else {
             crate::tokens::count(&serde_json::Value::Array(tools.schemas()).to_string())
         };
@@ -161,6 +163,7 @@ impl Agents {
             system,
             epoch,
             memory_at: self.config.core_memory_at,
+            tool_set,
             recall_candidates: Vec::new(),
             recalled: None,
             alerted,

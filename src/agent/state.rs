@@ -24,6 +24,8 @@ pub(super) struct Turn {
     pub recalled: Option<String>,
     /// Where core memory goes in the prompt.
     pub memory_at: super::config::CoreMemoryAt,
+    /// The memory tools offered, and the instructions that name them.
+    pub tool_set: super::config::Tools,
     pub alerted: bool,
     /// `X-Memproxy-Record: false`: search only, store nothing.
     pub read_only: bool,
@@ -112,7 +114,7 @@ impl Turn {
 
     fn wire_messages(&self) -> Vec<Value> {
         context::layout(
-            self.memory_at,
+            (self.memory_at, self.tool_set),
             self.system.as_deref().unwrap_or_default(),
             self.recalled.as_deref(),
             self.summary.as_ref(),

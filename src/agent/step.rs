@@ -13,7 +13,7 @@ use super::context;
 use super::lenient::{self, PlainAnswer};
 use super::model::{ChatModel, ModelAnswer, ModelError};
 use super::state::{clip, raw_measure, system_notice, Turn};
-use super::tools::SEND_MESSAGE;
+use super::tools::{Tools, SEND_MESSAGE};
 use super::turn::{Ending, Stop, TurnError, TurnInput};
 use super::Agents;
 use crate::openai::Usage;
@@ -245,7 +245,10 @@ impl Agents {
             // (small models answer the last message they see).
             turn.buffer.insert(0, system_notice(
                 "system_alert",
-                "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core or archival memory now.",
+                match turn.tool_set {
+                    Tools::Full => "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core or archival memory now.",
+                    Tools::Compact => "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core memory now.",
+                },
                 turn.now(),
             ));
             turn.alerted = true;
@@ -336,7 +339,12 @@ impl Agents {
                 ))
             })
             .await?;
-        turn.system = Some(context::compile_memory(&blocks, &counts, turn.now()));
+        turn.system = Some(context::compile_memory(
+            &blocks,
+            &counts,
+            turn.now(),
+            turn.tool_set,
+        ));
         turn.epoch = epoch;
         Ok(())
     }

@@ -206,7 +206,11 @@ async fn explicit(
         summary,
         queue,
     } = state.agents.view(&scope(tenant, user), agent).await?;
-    let memory = context::compile_memory(&blocks, &counts, crate::store::now_ms());
+    let tool_set = state
+        .agents
+        .config()
+        .tools(request.model.as_deref().unwrap_or_default());
+    let memory = context::compile_memory(&blocks, &counts, crate::store::now_ms(), tool_set);
     let at = state.agents.config().core_memory_at;
     let start = request
         .messages
@@ -234,7 +238,7 @@ async fn explicit(
         history = context::replies_as_text(history);
     }
     let messages = context::layout(
-        at,
+        (at, tool_set),
         &memory,
         recalled.as_deref(),
         summary.as_ref(),
@@ -243,7 +247,7 @@ async fn explicit(
     );
     let block_tokens: usize = blocks.iter().map(|b| tokens::count(&b.value)).sum();
     // The memory tools with the client's own, as the turn would offer them.
-    let tools = crate::agent::tools::for_request(&request.extra, &[])
+    let tools = crate::agent::tools::for_request(&request.extra, &[], tool_set)
         .0
         .schemas();
     let system_tokens = context::message_tokens(&messages[0])

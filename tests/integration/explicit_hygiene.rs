@@ -223,7 +223,12 @@ const PLACEHOLDER: &str = "Nothing is known about the user yet.";
 
 #[tokio::test]
 async fn past_the_eviction_threshold_the_agent_saves_first_and_eviction_waits() {
-    let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
+    // MemGPT's full tool set, archival memory included, at a small window.
+    let h = harness_with(|c| {
+        c.explicit.context_window_tokens = 3000;
+        c.explicit.compact_below_tokens = 0;
+    })
+    .await;
     h.mock.push(send("Hello!"));
     say(&h, "fa", "The secret code is PAPAYA-42, keep it safe.").await;
     // One message that takes the prompt from well under the alert threshold (75%) straight past

@@ -148,3 +148,59 @@ async fn at_a_small_window_recall_takes_only_the_room_left() {
     // Counted with the JSON around it: an over-estimate of what cannot be evicted.
     assert!(fixed < 1600 * 9 / 10, "{fixed} fixed tokens: {memory}");
 }
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Below `explicit.compact_below_tokens` the agent is offered core memory, conversation_search
+/// and send_message, with instructions that name only those; a call to a tool of the full set
+/// fails with the tools there are. At the default window it has MemGPT's full set.
+#[tokio::test]
+async fn at_a_small_window_the_agent_gets_the_compact_tool_set() {
+    let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
+    h.mock.push(crate::explicit::call(
+        "archival_memory_insert",
+        json!({"content": "The user plays chess.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Noted."));
+    say(&h, "co", "I play chess.").await;
+    let requests = model_requests(&h);
+    assert_eq!(
+        tool_names(&requests[0]),
+        [
+            "core_memory_append",
+            "core_memory_replace",
+            "conversation_search",
+            "send_message"
+        ]
+    );
+    let system = requests[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        system.contains("answer questions about them from it")
+            && !system.contains("archival_memory"),
+        "{system}"
+    );
+    let failed = crate::explicit::tool_results(&requests[1])
+        .pop()
+        .expect("a result");
+    assert_eq!(failed["status"], "Failed");
+    assert!(
+        failed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no function 'archival_memory_insert'")),
+        "{failed}"
+    );
+
+    let full = harness_with(|_| {}).await;
+    full.mock.push(send("Hi."));
+    say(&full, "co", "Hello.").await;
+    assert_eq!(tool_names(&model_requests(&full)[0]).len(), 7);
+}

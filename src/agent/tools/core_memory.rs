@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
-use super::{function, required, Effect, Tool, ToolOutcome, ToolScope};
+use super::{function, required, Effect, Tool, ToolOutcome, ToolScope, Tools};
 use crate::agent::hygiene;
 use crate::agent::lenient::text_arg;
 
@@ -115,6 +115,7 @@ pub(crate) async fn edit_block(
         tools.agent.to_owned(),
         label.to_owned(),
     );
+    let set = tools.tool_set;
     let mut edit = Some(edit);
     let mut refusal: Option<ToolOutcome> = None;
     let (edited, refusal) = tools
@@ -132,8 +133,12 @@ pub(crate) async fn edit_block(
                 })?;
                 let length = value.chars().count() as i64;
                 if length > block.char_limit {
+                    let elsewhere = match set {
+                        Tools::Full => ", or keep the details in archival memory with archival_memory_insert",
+                        Tools::Compact => "",
+                    };
                     return Err(format!(
-                        "block '{}' would hold {length} characters, over its limit of {}. Shorten it with core_memory_replace, or keep the details in archival memory with archival_memory_insert.",
+                        "block '{}' would hold {length} characters, over its limit of {}. Shorten it with core_memory_replace{elsewhere}.",
                         block.label, block.char_limit
                     ));
                 }

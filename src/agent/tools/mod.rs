@@ -25,6 +25,7 @@ use crate::dates;
 use crate::memory::MemoryService;
 use crate::store::UserScope;
 
+pub use super::config::Tools;
 pub use client::{ClientCall, ClientTools};
 pub use reply::{SEND_MESSAGE, SENT};
 
@@ -94,6 +95,8 @@ pub struct ToolScope<'a> {
     pub user_said: &'a [String],
     /// The turn's clock (`X-Memproxy-Time`), for what the tools date.
     pub clock: Option<i64>,
+    /// The memory tools the turn offers (a message points only to those).
+    pub tool_set: Tools,
     /// What the messaging tools need (`None`: the agent has no other agents).
     pub messaging: Option<Messaging<'a>>,
 }
@@ -149,6 +152,26 @@ impl Registry {
                 ],
             })
             .clone()
+    }
+
+    /// The memory tools a turn offers: all of them, or at a small window ([`Tools::Compact`])
+    /// core memory, `conversation_search` and `send_message` (recall before the turn searches
+    /// archival memory and the conversation for every new message).
+    pub fn memory_for(set: Tools) -> Registry {
+        static COMPACT: OnceLock<Registry> = OnceLock::new();
+        match set {
+            Tools::Full => Registry::memory(),
+            Tools::Compact => COMPACT
+                .get_or_init(|| Registry {
+                    tools: vec![
+                        Arc::new(core_memory::Append),
+                        Arc::new(core_memory::Replace),
+                        Arc::new(conversation::Search),
+                        Arc::new(reply::SendMessage),
+                    ],
+                })
+                .clone(),
+        }
     }
 
     /// The messaging tools (for an agent whose user has other agents: `peers`).
@@ -217,9 +240,10 @@ impl Registry {
 pub fn for_request(
     params: &Map<String, Value>,
     peers: &[crate::store::AgentRecord],
+    set: Tools,
 ) -> (Registry, ClientTools) {
     let client = ClientTools::from_request(params);
-    let mut registry = Registry::memory();
+    let mut registry = Registry::memory_for(set);
     if !peers.is_empty() {
         registry = registry.with(Registry::messaging(peers));
     }
@@ -227,8 +251,8 @@ pub fn for_request(
 }
 
 /// The memory tools' schemas.
-pub fn schemas() -> Vec<Value> {
-    Registry::memory().schemas()
+pub fn schemas(set: Tools) -> Vec<Value> {
+    Registry::memory_for(set).schemas()
 }
 
 /// Whether a traced step's tool changes memory.
@@ -245,7 +269,7 @@ fn function(name: &str, description: &str, properties: Value, required: &[&str])
     if name != SEND_MESSAGE {
         properties[HEARTBEAT] = json!({
             "type": "boolean",
-            "description": "true to get control back right after this function runs (for example to call send_message next); false to end your turn."
+            "description": "true to act again after this function (for example to call send_message next); false ends your turn."
         });
         required.push(HEARTBEAT);
     }
