@@ -55,7 +55,7 @@ pub struct ExplicitConfig {
     /// off and leaves every search to the agent's tools.
     pub recall_before_turn: usize,
     /// Below this context window (tokens) the agent is offered the compact tool set and
-    /// instructions: core memory, `conversation_search` and `send_message`, about 500 tokens
+    /// instructions: core memory, `conversation_search` and `send_message`, about 470 tokens
     /// fewer per step, where the full set would take most of the window (recall before the turn
     /// still searches archival memory and the conversation for each new message). 0: always the
     /// full MemGPT set.
