@@ -2,6 +2,7 @@
 //! scores, tokens, latency), and narrower measurements on benchmark data (figures, not assertions).
 
 pub mod ceiling;
+mod client;
 pub mod dataset;
 mod locomo;
 mod report;

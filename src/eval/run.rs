@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -17,13 +17,14 @@ use tokio::net::TcpListener;
 
 use super::dataset::{self, Conversation, Format};
 use super::score;
-use super::tap::{Call, Tap};
+use super::tap::Tap;
 use super::work::{account, Work};
-use crate::config::{Config, Secret};
+use crate::config::Config;
 use crate::dates;
 use crate::mode::Mode;
 
 use super::ceiling::{self, EvalStrategy};
+use super::client::{book, drain, judge, upstream_key, Client, EVAL_USER};
 
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
@@ -131,17 +132,6 @@ pub struct PairResult {
     pub store: Option<super::store_stats::StoreStats>,
 }
 
-/// The user every replay speaks as (each pair has a fresh store).
-const EVAL_USER: &str = "eval";
-
-fn upstream_key() -> Option<Secret> {
-    std::env::var("MEMPROXY_UPSTREAM_API_KEY")
-        .or_else(|_| std::env::var("OPENAI_API_KEY"))
-        .ok()
-        .filter(|k| !k.trim().is_empty())
-        .map(Secret::new)
-}
-
 fn config_for(args: &RunArgs, mode: Mode, data: &Path, tap: &Tap) -> Config {
     let mut config = Config {
         data_dir: data.to_owned(),
@@ -192,106 +182,6 @@ fn system_prompt(conversation: &Conversation, time_ms: Option<i64>) -> String {
         ),
         None => conversation.system.clone(),
     }
-}
-
-/// Waits until what the last exchanges set off is done (their hooks, which queue extraction, and
-/// agents' background saves) and the post-processing queue is empty: the next session must find
-/// what it learned.
-async fn drain(server: &crate::server::RunningServer) -> anyhow::Result<()> {
-    for _ in 0..36_000 {
-        if !server.state.after_exchange.is_empty() {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
-        }
-        let pending = server
-            .state
-            .memory
-            .blocking(|store, _| {
-                let page = crate::store::Page::default();
-                Ok(store.list_jobs(Some("queued"), page)?.len()
-                    + store.list_jobs(Some("running"), page)?.len())
-            })
-            .await?;
-        if pending == 0 {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    anyhow::bail!("post-processing did not finish within an hour")
-}
-
-struct Client<'a> {
-    http: reqwest::Client,
-    base: String,
-    args: &'a RunArgs,
-    tap: &'a Tap,
-    mode: Mode,
-}
-
-struct Answer {
-    text: String,
-    calls: Vec<Call>,
-    total_ms: f64,
-}
-
-impl Client<'_> {
-    async fn send(
-        &self,
-        conversation: &str,
-        time_ms: Option<i64>,
-        messages: Vec<Value>,
-        record: bool,
-        max_tokens: u64,
-    ) -> anyhow::Result<Answer> {
-        let mut body = json!({"messages": messages, "temperature": 0, "max_tokens": max_tokens});
-        if let Some(model) = &self.args.model {
-            body["model"] = json!(model);
-        }
-        let mut request = self
-            .http
-            .post(format!("{}/v1/chat/completions", self.base))
-            .header("x-memproxy-user", EVAL_USER)
-            .header("x-memproxy-conversation", conversation)
-            .header("x-memproxy-record", if record { "true" } else { "false" })
-            .json(&body);
-        if let Some(time) = time_ms {
-            request = request.header("x-memproxy-time", time.to_string());
-        }
-        let before = self.tap.len();
-        let started = Instant::now();
-        let response = request.send().await?;
-        let status = response.status();
-        let reply: Value = response.json().await.unwrap_or(Value::Null);
-        let total_ms = started.elapsed().as_secs_f64() * 1e3;
-        if !status.is_success() {
-            anyhow::bail!(
-                "{} answered {status}: {}",
-                self.mode,
-                reply["error"]["message"]
-            );
-        }
-        Ok(Answer {
-            text: reply["choices"][0]["message"]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            calls: self.tap.since(before),
-            total_ms,
-        })
-    }
-}
-
-/// Memproxy's own time for one request: the client's total minus the LLM calls it waited for
-/// (implicit mode's memory calls run after the answer, off the request path).
-fn book(pair: &mut PairResult, mode: Mode, answer: &Answer) {
-    let waited: f64 = answer
-        .calls
-        .iter()
-        .filter(|call| call.kind == "chat" || mode == Mode::Explicit)
-        .map(|call| call.ms)
-        .sum();
-    pair.overhead_ms.push((answer.total_ms - waited).max(0.0));
-    pair.total_ms.push(answer.total_ms);
 }
 
 /// Replays one conversation through one strategy on fresh memory.
@@ -497,31 +387,6 @@ async fn run_pair(
     account(&mut pair, mode, &tap.since(start), &requests);
     server.shutdown().await;
     Ok(pair)
-}
-
-/// Asks the judge model directly (not through memproxy; not counted as the strategy's work).
-async fn judge(
-    args: &RunArgs,
-    model: &str,
-    question: &str,
-    gold: &str,
-    answer: &str,
-) -> Option<bool> {
-    let body = json!({"model": model, "temperature": 0, "max_tokens": 8, "messages": [
-        {"role": "system", "content": score::JUDGE_PROMPT},
-        {"role": "user", "content": score::judge_material(question, gold, answer)},
-    ]});
-    let mut request = reqwest::Client::new()
-        .post(format!(
-            "{}/chat/completions",
-            args.upstream.trim_end_matches('/')
-        ))
-        .json(&body);
-    if let Some(key) = upstream_key() {
-        request = request.bearer_auth(key.expose());
-    }
-    let reply: Value = request.send().await.ok()?.json().await.ok()?;
-    score::judge_verdict(reply["choices"][0]["message"]["content"].as_str()?)
 }
 
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
