@@ -149,14 +149,15 @@ impl Agents {
             return Ok(Next::GiveUp);
         }
         let reason = if failed {
-            "[This is an automated system message hidden from the user] Function call failed, returning control."
+            "[This is an automated system message hidden from the user] Function call failed, returning control.".to_owned()
         } else if heartbeat {
-            "[This is an automated system message hidden from the user] Function called using request_heartbeat=true, returning control."
+            "[This is an automated system message hidden from the user] Function called using request_heartbeat=true, returning control.".to_owned()
         } else {
-            "[This is an automated system message hidden from the user] The function ran, but the user has not received a reply yet: answer them with send_message."
+            // Quoted, so that a small model answers the user and not this notice.
+            format!("[This is an automated system message hidden from the user] The function ran, but the user has not received a reply yet: answer their message (\"{}\") with send_message.", turn.newest_said())
         };
         let now = turn.now();
-        turn.buffer.push(system_notice("heartbeat", reason, now));
+        turn.buffer.push(system_notice("heartbeat", &reason, now));
         Ok(Next::Step)
     }
 
@@ -202,6 +203,20 @@ impl Agents {
                 ToolOutcome::failed(format!(
                     "{name} was not run: the app takes one function call at a time; call it again after {}'s result",
                     client_calls[0].name
+                )),
+                false,
+            );
+        }
+        if name == SEND_MESSAGE
+            && arguments
+                .get("message")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|m| turn.repeats_a_reply(m))
+        {
+            return (
+                ToolOutcome::failed(format!(
+                    "not sent: you said exactly that before. Answer the user's newest message (\"{}\").",
+                    turn.newest_said()
                 )),
                 false,
             );

@@ -194,15 +194,27 @@ pub fn wire_message(message: &StoredMessage) -> Value {
 /// calls often answer nothing at all; a history that reads like a conversation they handle.
 /// Memory-tool calls stay calls.
 pub fn replies_as_text(messages: Vec<Value>) -> Vec<Value> {
+    // A send_message that failed was never said: it stays a call, with the result that says why.
+    let failed: Vec<Value> = messages
+        .iter()
+        .filter(|m| {
+            m["role"] == "tool"
+                && m["content"]
+                    .as_str()
+                    .is_some_and(|c| c.starts_with(r#"{"status":"Failed""#))
+        })
+        .map(|m| m["tool_call_id"].clone())
+        .collect();
     let mut replaced: Vec<Value> = Vec::new();
     let mut rendered = Vec::with_capacity(messages.len());
     for message in messages {
         let calls = message["tool_calls"].as_array();
         let only_replies = calls.is_some_and(|calls| {
             !calls.is_empty()
-                && calls
-                    .iter()
-                    .all(|c| c["function"]["name"] == super::tools::SEND_MESSAGE)
+                && calls.iter().all(|c| {
+                    c["function"]["name"] == super::tools::SEND_MESSAGE
+                        && !failed.contains(&c["id"])
+                })
         });
         if message["role"] == "assistant" && only_replies {
             let calls = calls.cloned().unwrap_or_default();
@@ -307,6 +319,13 @@ mod tests {
             json!({"role": "assistant", "content": "Hello!"})
         );
         assert_eq!(rendered[3]["tool_call_id"], "c2");
+        // A send_message that failed was never said: the call and why it failed stay.
+        let failed = vec![
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c3", "type": "function",
+                "function": {"name": "send_message", "arguments": "{\"message\": \"Hello!\"}"}}]}),
+            json!({"role": "tool", "tool_call_id": "c3", "content": "{\"status\":\"Failed\",\"message\":\"not sent\"}"}),
+        ];
+        assert_eq!(replies_as_text(failed.clone()), failed);
     }
 
     #[test]

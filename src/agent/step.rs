@@ -271,7 +271,7 @@ impl Agents {
     fn on_text(&self, turn: &mut Turn, progress: &mut Progress, asked: &Asked) -> Next {
         let (answer, step) = (&asked.answer, progress.step);
         let unusable = match lenient::plain_answer(&answer.content, &turn.said) {
-            PlainAnswer::Reply(reply) => {
+            PlainAnswer::Reply(reply) if !turn.repeats_a_reply(&reply) => {
                 // A plain answer is the reply: small models often skip send_message.
                 turn.buffer.push(crate::store::AgentMessage {
                     role: "assistant".to_owned(),
@@ -288,13 +288,11 @@ impl Agents {
                     stop: Stop::PlainText,
                 });
             }
-            unusable => unusable,
+            PlainAnswer::Reply(_) => "(repeat)",
+            PlainAnswer::Empty => "(empty)",
+            PlainAnswer::Echo => "(echo)",
         };
-        let what = if unusable == PlainAnswer::Empty {
-            "(empty)"
-        } else {
-            "(echo)"
-        };
+        let what = unusable;
         let record = turn.step(
             step,
             what,
@@ -310,11 +308,12 @@ impl Agents {
             // Greedy decoding repeats itself, so something must change: no tools at all.
             Phase::MustReply => progress.narrow(Phase::PlainOnly),
             Phase::Open => {
-                let nudge = system_notice(
-                    "heartbeat",
-                    "[This is an automated system message hidden from the user] You did not answer the user. Answer them now with send_message.",
-                    turn.now(),
-                );
+                let reason = if what == "(repeat)" {
+                    format!("[This is an automated system message hidden from the user] You said exactly that before. Answer the user's newest message (\"{}\") now with send_message.", turn.newest_said())
+                } else {
+                    "[This is an automated system message hidden from the user] You did not answer the user. Answer them now with send_message.".to_owned()
+                };
+                let nudge = system_notice("heartbeat", &reason, turn.now());
                 turn.transient.push(nudge.content.clone());
                 turn.buffer.push(nudge);
                 progress.narrow(Phase::MustReply);

@@ -242,3 +242,59 @@ async fn a_call_written_with_type_as_its_name_runs_and_an_enveloped_reply_is_the
         ["core_memory_append:ok", "(text):reply"]
     );
 }
+
+/// A small model that once answered off the point copies that answer into every later turn (seen
+/// with Qwen2.5-1.5B: "I'm sorry, but I don't know what you're asking. Can you please rephrase
+/// your question?" to four different messages). A reply said word for word before is not taken:
+/// as plain text it is asked again with the user's message quoted, as a send_message call it
+/// fails with the same guidance; a short one ("You're welcome!") may be said twice.
+#[tokio::test]
+async fn a_reply_said_word_for_word_before_is_asked_again() {
+    const OFF: &str = "I'm sorry, but I don't know what you're asking. Can you please rephrase?";
+    let h = harness_with(|_| {}).await;
+    h.mock.push(Reply::Text(OFF.to_owned()));
+    say(&h, "re", "What's a good dinner for tonight?").await;
+
+    h.mock.push(Reply::Text(OFF.to_owned()));
+    h.mock.push(send(OFF));
+    h.mock.push(send("Your sister will love a spicy curry."));
+    let body = say(
+        &h,
+        "re",
+        "My sister visits on Saturday. She loves spicy food.",
+    )
+    .await;
+    assert_eq!(reply_of(&body), "Your sister will love a spicy curry.");
+    let requests = model_requests(&h);
+    let nudge = requests[requests.len() - 2].to_string();
+    assert!(
+        nudge.contains("You said exactly that before")
+            && nudge.contains("My sister visits on Saturday"),
+        "{nudge}"
+    );
+    let trace = statuses(&steps(&h, "re", "default").await);
+    let last = requests.last().expect("a request");
+    let refused = tool_results(last)
+        .pop()
+        .unwrap_or_else(|| panic!("a result: {trace:?} {last}"));
+    assert_eq!(refused["status"], "Failed");
+    assert!(refused["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("said exactly that before")));
+    let trace = statuses(&steps(&h, "re", "default").await);
+    assert_eq!(
+        trace[trace.len() - 3..],
+        [
+            "(repeat):failed",
+            "send_message:failed",
+            "send_message:reply"
+        ]
+    );
+
+    // Short courtesies may repeat.
+    h.mock.push(Reply::Text("You're welcome!".to_owned()));
+    say(&h, "re", "Thanks!").await;
+    h.mock.push(Reply::Text("You're welcome!".to_owned()));
+    let body = say(&h, "re", "Thanks again!").await;
+    assert_eq!(reply_of(&body), "You're welcome!");
+}
