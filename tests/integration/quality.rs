@@ -261,6 +261,28 @@ async fn an_update_that_keeps_the_old_text_does_not_drop_the_new_fact() {
     assert!(report.contains("1 overruled (update)"), "{report}");
 }
 
+/// Sends `text` as `user`'s one message in implicit mode (said at `time`), waits for its
+/// extraction job and returns the user's memories, sorted.
+async fn extracted(h: &Harness, user: &str, time: Option<&str>, text: &str) -> Vec<String> {
+    let mut request = h
+        .client
+        .post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-user", user)
+        .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content": text}]}));
+    if let Some(time) = time {
+        request = request.header("x-memproxy-time", time);
+    }
+    let response = request.send().await.expect("answer");
+    assert_eq!(response.status(), 200);
+    eventually("the job is done", || async {
+        !done_reports(h).await.is_empty()
+    })
+    .await;
+    let mut stored = memories(h, user).await;
+    stored.sort();
+    stored
+}
+
 /// A date the user never gave nor meant is cut out of the fact (or, where it cannot be, the fact
 /// is refused), and a promise the assistant never made is refused; the promise it made is kept.
 #[tokio::test]
@@ -280,23 +302,13 @@ async fn invented_dates_and_promises_are_refused_and_real_ones_kept() {
             "The assistant promised to check Tomas's availability for the party.",
         ]),
     );
-    let response = h
-        .client
-        .post(h.url("/implicit/v1/chat/completions"))
-        .header("x-memproxy-user", "rio")
-        .header("x-memproxy-time", "2026-11-03T10:00:00Z")
-        .json(&json!({"model": "mock-model", "messages": [{"role": "user",
-            "content": "I moved to Porto last week. My brother Tomas turns 30 next month and he is a nurse in Valencia."}]}))
-        .send()
-        .await
-        .expect("answer");
-    assert_eq!(response.status(), 200);
-    eventually("the job is done", || async {
-        !done_reports(&h).await.is_empty()
-    })
+    let stored = extracted(
+        &h,
+        "rio",
+        Some("2026-11-03T10:00:00Z"),
+        "I moved to Porto last week. My brother Tomas turns 30 next month and he is a nurse in Valencia.",
+    )
     .await;
-    let mut stored = memories(&h, "rio").await;
-    stored.sort();
     assert_eq!(
         stored,
         [
@@ -330,22 +342,13 @@ async fn questions_restated_as_facts_and_manners_are_refused() {
             "The user plans dinner for their anniversary on June 12.",
         ]),
     );
-    let response = h
-        .client
-        .post(h.url("/implicit/v1/chat/completions"))
-        .header("x-memproxy-user", "ines")
-        .json(&json!({"model": "mock-model", "messages": [{"role": "user",
-            "content": "Thanks! I'm a nurse at the children's hospital. Any tips for sleeping after night shifts? And can you help me plan dinner for our anniversary on June 12?"}]}))
-        .send()
-        .await
-        .expect("answer");
-    assert_eq!(response.status(), 200);
-    eventually("the job is done", || async {
-        !done_reports(&h).await.is_empty()
-    })
+    let stored = extracted(
+        &h,
+        "ines",
+        None,
+        "Thanks! I'm a nurse at the children's hospital. Any tips for sleeping after night shifts? And can you help me plan dinner for our anniversary on June 12?",
+    )
     .await;
-    let mut stored = memories(&h, "ines").await;
-    stored.sort();
     assert_eq!(
         stored,
         [
