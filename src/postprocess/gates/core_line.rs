@@ -14,10 +14,33 @@ use super::{
 /// Dates and numbers count: "The deadline moved to November 30." is news beside "October 15".
 const RESTATED_SHARE: f64 = 0.75;
 
-/// Whether `line` is among what `block` already says: nearly all its content words are there.
+/// Whether `line` is among what `block` already says: one of its lines about the same subject
+/// holds nearly all the line's content words ("The user loves spicy food." is news beside "The
+/// user's sister loves spicy food.").
 pub fn restated(block: &str, line: &str) -> bool {
-    let (block, line) = (content_words(block), content_words(line));
-    !line.is_empty() && share(&line, |w| block.contains(w)) >= RESTATED_SHARE
+    let (subject, words) = (subject_of(line), content_words(line));
+    !words.is_empty()
+        && block.lines().any(|known| {
+            let known_words = content_words(known);
+            subject_of(known) == subject
+                && share(&words, |w| known_words.contains(w)) >= RESTATED_SHARE
+        })
+}
+
+/// Whom a line is about: "user" for "The user …", "user's sister" for "The user's sister …",
+/// else its first word ("Tomas").
+fn subject_of(line: &str) -> String {
+    let words: Vec<String> = line
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let word = |i: usize| words.get(i).map_or("", String::as_str);
+    match (word(0), word(1)) {
+        ("the", "user's") => format!("user's {}", word(2)),
+        ("the", "user") => "user".to_owned(),
+        (first, _) => first.to_owned(),
+    }
 }
 
 /// Whether the agent may add `line` to its `human` block `block`, the user having said `said`
@@ -77,12 +100,15 @@ mod tests {
 
     #[test]
     fn news_passes_even_when_it_shares_words() {
-        let block = "The user's thesis deadline is October 15.\nThe user is Ada.";
+        let block = "The user's thesis deadline is October 15.\nThe user is Ada.\nThe user's sister loves spicy food.";
         for line in [
             "The user's deadline moved to November 30.",
+            "The user loves spicy food.",
             "The user switched from the French press to a V60 pour-over.",
             // Said turns ago: the agent sees the whole conversation.
             "The user works as a data analyst at Fabrikam.",
+            // Another subject.
+            "The user's sister is Ada's friend.",
         ] {
             assert_eq!(
                 check_core_line(line, &["How do I make a pivot table faster?"], block),
