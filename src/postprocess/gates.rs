@@ -262,11 +262,15 @@ impl Evidence {
         if about_assistant && !commitment && starts_with_assistant(&lower) {
             return Err(Rejection::AboutAssistant);
         }
+        // The assistant often repeats the user's news ("Congratulations on your new role at
+        // Contoso!"): a fact the user said nearly word for word is theirs.
+        let users_own = share(&words, |w| self.user_words.contains(w)) >= COPY_SHARE;
         if !commitment {
-            if self
-                .assistant_lines
-                .iter()
-                .any(|line| near_copy(&words, line))
+            if !users_own
+                && self
+                    .assistant_lines
+                    .iter()
+                    .any(|line| near_copy(&words, line))
             {
                 return Err(Rejection::CopyOfAssistant);
             }

@@ -406,3 +406,24 @@ fn what_the_user_only_asked_is_no_fact_and_a_detail_in_a_question_is() {
         Ok(())
     );
 }
+
+#[test]
+fn the_users_news_repeated_by_the_assistant_is_still_theirs() {
+    let e = Evidence::new([
+        (
+            "user",
+            "Update: I left Fabrikam. I'm now a machine learning engineer at Contoso.",
+        ),
+        (
+            "assistant",
+            "The user is now a machine learning engineer at Contoso. Congratulations!",
+        ),
+    ]);
+    assert_eq!(
+        e.check(
+            "The user is now a machine learning engineer at Contoso.",
+            "fact"
+        ),
+        Ok(())
+    );
+}
