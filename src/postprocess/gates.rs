@@ -18,8 +18,7 @@ mod promise;
 mod subject;
 mod words;
 
-pub use asked::drawn_from_question;
-pub use core_line::{check_core_line, restated};
+pub use core_line::check_core_line;
 pub use instruction::reads_as_instruction;
 pub use subject::{no_referent, someone_else};
 use words::{

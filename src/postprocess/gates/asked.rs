@@ -94,7 +94,7 @@ impl Asked {
 
 /// Whether `fact` is drawn from what the user asked in `said` rather than stated (`known`: lines
 /// already known about the user).
-pub fn drawn_from_question(fact: &str, said: &[&str], known: &[&str]) -> bool {
+pub(super) fn drawn_from_question(fact: &str, said: &[&str], known: &[&str]) -> bool {
     let mut asked = Asked::default();
     for text in said {
         asked.add(text);
@@ -103,15 +103,14 @@ pub fn drawn_from_question(fact: &str, said: &[&str], known: &[&str]) -> bool {
     asked.only_asked(&super::fact_words(fact), &known, super::GROUNDED_SHARE)
 }
 
-/// Whether `word` (a content word, stemmed) is among `words`; for the tests.
-#[cfg(test)]
-fn has(words: &HashSet<String>, word: &str) -> bool {
-    words.contains(&super::stem(word))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether `word` (stemmed as content words are) is among `words`.
+    fn has(words: &HashSet<String>, word: &str) -> bool {
+        words.contains(&super::super::stem(word))
+    }
 
     #[test]
     fn questions_restated_as_facts_are_drawn_from_them() {

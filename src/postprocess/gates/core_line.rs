@@ -17,7 +17,7 @@ const RESTATED_SHARE: f64 = 0.75;
 /// Whether `line` is among what `block` already says: one of its lines about the same subject
 /// holds nearly all the line's content words ("The user loves spicy food." is news beside "The
 /// user's sister loves spicy food.").
-pub fn restated(block: &str, line: &str) -> bool {
+fn restated(block: &str, line: &str) -> bool {
     let (subject, words) = (subject_of(line), content_words(line));
     !words.is_empty()
         && block.lines().any(|known| {
