@@ -16,7 +16,9 @@
 //! - A fact the user said of someone else ("my cat ate grass" saved as "The user ate grass"), or
 //!   one whose only object is a pronoun ("The user booked it."), is refused (the implicit gates'
 //!   own checks).
-//! - The newest fact wins: a new home, workplace or job replaces the line of the old one.
+//! - The newest fact wins: a new home, workplace or job ("is now an engineer at Contoso", "left
+//!   Fabrikam") takes the place of the line it makes untrue, which is kept at the end, marked
+//!   [`FORMER`], as history (the gates' `supersedes`, which implicit memory uses too).
 //! - Text that reads as an instruction to the model ("Ignore previous instructions…", "Delete all
 //!   memories") is refused in every block: core memory is shown on every turn.
 
@@ -91,51 +93,48 @@ pub fn append(label: &str, value: &str, content: &str, said: &[String]) -> Resul
     if trimmed.is_empty() || PLACEHOLDERS.contains(&trimmed) {
         return Ok(content.to_owned());
     }
-    // The newest fact wins: a new home or workplace replaces the line of the old one (the agent
-    // appends and seldom replaces, so both would stay as current).
+    // The newest fact wins: a new home, workplace or job takes the old line's place (the agent
+    // appends and seldom replaces, so both would stay as current), and the old line is kept,
+    // marked, as the block's history ("What was my job before?").
     if label == "human" {
-        if let Some(kind) = relation(content) {
-            let mut replaced = false;
-            let lines: Vec<&str> = value
-                .lines()
-                .filter_map(|line| {
-                    if relation(line) != Some(kind) {
-                        return Some(line);
-                    }
-                    let first = !replaced;
-                    replaced = true;
-                    first.then_some(content)
-                })
-                .collect();
-            if replaced {
-                return Ok(lines.join("\n"));
-            }
-        }
+        return Ok(superseding(value, content));
     }
     Ok(format!("{value}\n{content}"))
 }
 
-const ADVERBS: [&str; 6] = [
-    "now ",
-    "recently ",
-    "just ",
-    "has ",
-    "currently ",
-    "has just ",
-];
+/// Marks a line of the `human` block that a newer one made no longer true.
+pub const FORMER: &str = "No longer true: ";
 
-/// Which one-at-a-time fact a line of the `human` block states ("The user moved to Porto." is
-/// where they live).
-fn relation(line: &str) -> Option<&'static str> {
-    let lower = line.trim().to_lowercase();
-    let mut rest = lower.strip_prefix("the user ")?;
-    while let Some(adverb) = ADVERBS.iter().find(|a| rest.starts_with(**a)) {
-        rest = &rest[adverb.len()..];
+/// Lines of history a `human` block keeps; the oldest goes first.
+const MAX_FORMER: usize = 2;
+
+/// `value` with `content` added: in the place of the first line it supersedes (at the end of the
+/// current lines when none), the superseded lines moved to the history at the block's end.
+fn superseding(value: &str, content: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    // Older history first, then what this line makes untrue.
+    let (mut former, mut untrue): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    let mut placed = false;
+    for line in value.lines() {
+        if line.starts_with(FORMER) {
+            former.push(line.to_owned());
+        } else if gates::supersedes(content, line) {
+            if !placed {
+                lines.push(content.to_owned());
+                placed = true;
+            }
+            untrue.push(format!("{FORMER}{}", line.trim()));
+        } else {
+            lines.push(line.to_owned());
+        }
     }
-    gates::RELATIONS
-        .iter()
-        .find(|(_, phrases)| phrases.iter().any(|p| rest.starts_with(p)))
-        .map(|(kind, _)| *kind)
+    if !placed {
+        lines.push(content.to_owned());
+    }
+    former.append(&mut untrue);
+    let drop = former.len().saturating_sub(MAX_FORMER);
+    lines.extend(former.into_iter().skip(drop));
+    lines.join("\n")
 }
 
 /// Checks the new text of a `core_memory_replace` the same way (a replacement is a write too).
@@ -291,18 +290,38 @@ mod tests {
     }
 
     #[test]
-    fn a_new_home_or_workplace_replaces_the_old_line() {
-        let value = "The user is Ada.\nThe user lives in Lisbon.\nThe user works at Fabrikam.";
+    fn a_new_home_or_workplace_replaces_the_old_line_which_stays_as_history() {
+        let value = "The user is Ada.\nThe user lives in Lisbon.\nThe user works as a data analyst at Fabrikam.";
         assert_eq!(
             append("human", value, "The user moved to Porto in October.", &[]),
-            Ok("The user is Ada.\nThe user moved to Porto in October.\nThe user works at Fabrikam.".to_owned())
+            Ok("The user is Ada.\nThe user moved to Porto in October.\nThe user works as a data analyst at Fabrikam.\nNo longer true: The user lives in Lisbon.".to_owned())
+        );
+        // Seen with the real 1.5B model: the background save's lines for "I left Fabrikam. I'm
+        // now a machine learning engineer at Contoso."
+        let contoso = append(
+            "human",
+            value,
+            "The user is now a machine learning engineer at Contoso.",
+            &[],
         );
         assert_eq!(
-            append("human", value, "The user now works at Contoso.", &[]),
-            Ok(
-                "The user is Ada.\nThe user lives in Lisbon.\nThe user now works at Contoso."
-                    .to_owned()
-            )
+            contoso,
+            Ok("The user is Ada.\nThe user lives in Lisbon.\nThe user is now a machine learning engineer at Contoso.\nNo longer true: The user works as a data analyst at Fabrikam.".to_owned())
+        );
+        let left = append("human", value, "The user left Fabrikam.", &[]);
+        assert_eq!(
+            left,
+            Ok("The user is Ada.\nThe user lives in Lisbon.\nThe user left Fabrikam.\nNo longer true: The user works as a data analyst at Fabrikam.".to_owned())
+        );
+        // History is not superseded again, and only the newest lines of it are kept.
+        let mut block = value.to_owned();
+        for city in ["Porto", "Braga", "Faro"] {
+            block =
+                append("human", &block, &format!("The user moved to {city}."), &[]).expect("saved");
+        }
+        assert_eq!(
+            block,
+            "The user is Ada.\nThe user moved to Faro.\nThe user works as a data analyst at Fabrikam.\nNo longer true: The user moved to Porto.\nNo longer true: The user moved to Braga."
         );
         // Other facts are appended; another block keeps every line.
         assert_eq!(

@@ -15,11 +15,13 @@ mod core_line;
 mod dates;
 mod instruction;
 mod promise;
+mod relation;
 mod subject;
 mod words;
 
 pub use core_line::check_core_line;
 pub use instruction::reads_as_instruction;
+pub use relation::{carries, same_topic, states_one_at_a_time, supersedes};
 pub use subject::{no_referent, someone_else};
 use words::{
     COURTESY, INTERESTS, INTEREST_WORDS, MUSINGS, PASSING, PROMISES, REPORTED_QUESTIONS, SAYING,
@@ -383,79 +385,6 @@ fn without_dates(words: HashSet<String>) -> HashSet<String> {
         .into_iter()
         .filter(|w| !dates.contains(w) && !w.chars().all(|c| c.is_ascii_digit()))
         .collect()
-}
-
-/// Whether the text of an UPDATE carries the new `fact`: it covers it, or states the same
-/// one-at-a-time fact with the fact's other words ("Ana lives in Porto." carries "Ana moved to
-/// Porto."). An update that keeps the old text, or rewrites it into something else, does not.
-pub fn carries(text: &str, fact: &str) -> bool {
-    if covers(text, fact) {
-        return true;
-    }
-    let kind = relation(fact);
-    if kind.is_none() || kind != relation(text) {
-        return false;
-    }
-    let phrase_words: HashSet<String> = RELATIONS
-        .iter()
-        .filter(|(k, _)| Some(*k) == kind)
-        .flat_map(|(_, phrases)| phrases.iter().flat_map(|p| content_words(p)))
-        .collect();
-    let rest: HashSet<String> = without_dates(fact_words(fact))
-        .difference(&phrase_words)
-        .cloned()
-        .collect();
-    let text = content_words(text);
-    !rest.is_empty() && share(&rest, |w| text.contains(w)) >= COVERED_SHARE
-}
-
-/// Facts of which a user has one at a time: where they live, where they work, their job.
-pub const RELATIONS: [(&str, &[&str]); 3] = [
-    (
-        "home",
-        &[
-            "lives in",
-            "moved to",
-            "relocated to",
-            "is based in",
-            "lives near",
-        ],
-    ),
-    (
-        "workplace",
-        &[
-            "works at",
-            "works for",
-            "is employed at",
-            "is employed by",
-            "started working at",
-            "got a job at",
-        ],
-    ),
-    ("job", &["works as", "is employed as", "job is"]),
-];
-
-/// Which one-at-a-time fact a text states, wherever the phrase is in it.
-fn relation(text: &str) -> Option<&'static str> {
-    let lower = format!(" {} ", text.to_lowercase());
-    RELATIONS
-        .iter()
-        .find(|(_, phrases)| phrases.iter().any(|p| lower.contains(&format!(" {p} "))))
-        .map(|(kind, _)| *kind)
-}
-
-/// Whether `fact` is about what the stored memory `old` is about (they share a content word
-/// beyond their subject, or state the same one-at-a-time fact: "moved to Berlin" and "lives in
-/// Paris"), so that it may retire it as no longer true. A small model's
-/// INVALIDATE of an unrelated memory ("allergic to penicillin" retiring "teaches chemistry")
-/// would destroy a correct fact; when unsure, both are kept.
-pub fn same_topic(fact: &str, old: &str) -> bool {
-    let (fact_relation, old_relation) = (relation(fact), relation(old));
-    if fact_relation.is_some() && fact_relation == old_relation {
-        return true;
-    }
-    let (fact, old) = (fact_words(fact), fact_words(old));
-    fact.intersection(&old).next().is_some()
 }
 
 /// The checks of a text on its own: no placeholder, no question, no instruction to the model, no

@@ -19,6 +19,9 @@ use crate::strategy::inject::quoted;
 /// Stored memories compared with each new fact.
 const CANDIDATES_PER_FACT: usize = 5;
 
+/// Stored memories searched for an older home, job or workplace a new fact supersedes.
+const RIVALS_PER_FACT: usize = 10;
+
 /// Where the facts come from.
 pub(super) struct Origin<'a> {
     /// The job, for the logs (none for a fact saved over MCP).
@@ -94,6 +97,8 @@ pub(super) async fn reconcile(
     let mut seen = std::collections::HashSet::new();
     let mut fresh: Vec<(usize, Fact)> = Vec::new();
     let mut candidates: Vec<(i64, String, i64)> = Vec::new();
+    // Stored memories a new fact may supersede, beyond the candidates.
+    let mut rivals: Vec<(i64, String, i64)> = Vec::new();
     for (index, mut fact) in facts.into_iter().enumerate() {
         if !origin.stated {
             // A date the user never gave is cut out; the fact itself may well be right.
@@ -147,6 +152,30 @@ pub(super) async fn reconcile(
                 candidates.push((hit.id, hit.text, hit.created_at_ms));
             }
         }
+        // A new home, job or workplace: the old one may read too differently to be a candidate
+        // ("is now an engineer at Contoso" and "works as an analyst at Fabrikam"), so it is
+        // looked for more widely, for the newest-wins rule only.
+        if gates::states_one_at_a_time(&fact.text) {
+            let request = RetrievalRequest {
+                query: fact.text.clone(),
+                corpora: vec![Corpus::Memory],
+                top_k: RIVALS_PER_FACT,
+                min_similarity: 0.2,
+                ..RetrievalRequest::default()
+            };
+            let hits = pp
+                .memory
+                .retrieve(scope, request)
+                .await
+                .map_err(|e| e.to_string())?;
+            for hit in hits {
+                if gates::supersedes(&fact.text, &hit.text)
+                    && !rivals.iter().any(|(id, _, _)| *id == hit.id)
+                {
+                    rivals.push((hit.id, hit.text, hit.created_at_ms));
+                }
+            }
+        }
         fresh.push((index, fact));
     }
     let finish =
@@ -168,7 +197,7 @@ pub(super) async fn reconcile(
     let mut touched = std::collections::HashSet::new();
     for ((index, fact), decision) in fresh.into_iter().zip(decisions) {
         let decision = match decision {
-            Decision::Update(id, _) | Decision::Invalidate(id) if !touched.insert(id) => {
+            Decision::Update(id, _) | Decision::Invalidate(id) if touched.contains(&id) => {
                 tracing::info!(job = origin.job, memory = id, fact = %fact.text, "a second decision about one memory in one job: the fact is added instead");
                 Decision::Add
             }
@@ -216,6 +245,26 @@ pub(super) async fn reconcile(
             }
             decision => decision,
         };
+        // The newest fact wins: older memories this one makes untrue are retired (kept as
+        // history), whatever the memory LLM decided about them; an ADD retires the first itself.
+        let superseded: Vec<i64> = match &decision {
+            Decision::Add | Decision::Invalidate(_) => candidates
+                .iter()
+                .chain(&rivals)
+                .filter(|(id, old, at)| {
+                    *at <= said_at_ms && !touched.contains(id) && gates::supersedes(&fact.text, old)
+                })
+                .map(|(id, _, _)| *id)
+                .collect(),
+            _ => Vec::new(),
+        };
+        let decision = match (decision, superseded.first()) {
+            (Decision::Add, Some(first)) => Decision::Invalidate(*first),
+            (decision, _) => decision,
+        };
+        if let Decision::Update(id, _) | Decision::Invalidate(id) = &decision {
+            touched.insert(*id);
+        }
         let applied = apply(
             pp,
             scope,
@@ -227,6 +276,21 @@ pub(super) async fn reconcile(
         )
         .await?;
         *counts.entry(applied.event.clone()).or_default() += 1;
+        for id in superseded {
+            if !touched.insert(id) {
+                continue;
+            }
+            tracing::info!(job = origin.job, memory = id, fact = %fact.text, "newest wins: an older memory the fact makes untrue is retired");
+            match pp
+                .memory
+                .retire_memory(scope, id, false, &origin.cause)
+                .await
+            {
+                Ok(()) => *counts.entry("superseded".to_owned()).or_default() += 1,
+                Err(MemoryError::Store(StoreError::NotFound(_))) => {}
+                Err(error) => return Err(error.to_string()),
+            }
+        }
         outcomes[index] = Some(applied);
     }
     Ok(finish(counts, outcomes, "no changes"))

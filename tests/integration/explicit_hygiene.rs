@@ -219,6 +219,45 @@ async fn a_fact_the_agent_did_not_save_is_saved_in_the_background_after_the_answ
     );
 }
 
+/// Seen with the real 1.5B model on the job-change dialogue: the agent answered the news without
+/// saving it, the background save added the new job below the old one, and the agent went on
+/// answering from the old line. The new job now takes the old line's place, which is kept, marked,
+/// as history.
+#[tokio::test]
+async fn a_new_job_saved_in_the_background_takes_the_old_ones_place() {
+    let h = harness_with(|c| c.explicit.background_save = true).await;
+    let analyst = "The user works as a data analyst at Fabrikam.";
+    h.mock.push(append("human", analyst));
+    h.mock.push(send("Nice to meet you!"));
+    say(
+        &h,
+        "jo",
+        "I work as a data analyst at Fabrikam. Mostly SQL and dashboards.",
+    )
+    .await;
+    assert_eq!(block(&h, "jo", "human").await, analyst);
+
+    h.mock.push(send("Congrats on the new role at Contoso!"));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        crate::common::facts(&[
+            "The user left Fabrikam.",
+            "The user is now a machine learning engineer at Contoso.",
+        ]),
+    );
+    say(
+        &h,
+        "jo",
+        "Update: I left Fabrikam. I'm now a machine learning engineer at Contoso.",
+    )
+    .await;
+    let expected = "The user left Fabrikam.\nThe user is now a machine learning engineer at Contoso.\nNo longer true: The user works as a data analyst at Fabrikam.";
+    crate::common::eventually("the background save", || async {
+        block(&h, "jo", "human").await == expected
+    })
+    .await;
+}
+
 const PLACEHOLDER: &str = "Nothing is known about the user yet.";
 
 #[tokio::test]

@@ -144,3 +144,50 @@ async fn a_first_person_question_finds_facts_about_the_user() {
     .await;
     assert_eq!(by_keyword, [fact]);
 }
+
+/// Seen with the real 1.5B memory LLM on the job-change dialogue: its UPDATE of the old job was
+/// overruled (the text lost the old subject), the new job was added, and the old one stayed
+/// current beside it. The newest-wins rule retires it whatever the memory LLM decided.
+#[tokio::test]
+async fn a_new_job_retires_the_old_one_when_the_memory_llms_update_is_overruled() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    let analyst = "The user works as a data analyst at Fabrikam.";
+    h.mock.push_marked("MEMPROXY-EXTRACT", facts(&[analyst]));
+    let said = "I work as a data analyst at Fabrikam. Mostly SQL and dashboards.";
+    let response = implicit_chat(&h, "rio", json!([{"role": "user", "content": said}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the first job", || async { jobs_done(&h).await == 1 }).await;
+
+    let contoso = "The user is now a machine learning engineer at Contoso.";
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[contoso, "The user has a cat named Miso."]),
+    );
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(
+            json!({"decisions": [
+                {"fact": 0, "action": "UPDATE", "memory": 0, "text": "The user is a data analyst."},
+                {"fact": 1, "action": "ADD"}]})
+            .to_string(),
+        ),
+    );
+    let news = "Update: I left Fabrikam. I'm now a machine learning engineer at Contoso. My cat Miso says hi.";
+    let response = implicit_chat(&h, "rio", json!([{"role": "user", "content": news}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the second job", || async { jobs_done(&h).await == 2 }).await;
+    let mut live = memories(&h, "rio").await;
+    live.sort();
+    assert_eq!(live, ["The user has a cat named Miso.", contoso]);
+
+    // The old job is history, not gone.
+    let all = get_json(&h, "/memproxy/v1/users/rio/memories?include_invalid=true").await;
+    let retired: Vec<&str> = all["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| !m["valid_until_ms"].is_null())
+        .filter_map(|m| m["text"].as_str())
+        .collect();
+    assert_eq!(retired, [analyst], "{all}");
+}
