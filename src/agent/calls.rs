@@ -207,19 +207,26 @@ impl Agents {
                 false,
             );
         }
-        if name == SEND_MESSAGE
-            && arguments
-                .get("message")
-                .and_then(serde_json::Value::as_str)
-                .is_some_and(|m| turn.repeats_a_reply(m))
-        {
-            return (
-                ToolOutcome::failed(format!(
-                    "not sent: you said exactly that before. Answer the user's newest message (\"{}\").",
-                    turn.newest_said()
-                )),
-                false,
-            );
+        let message = (name == SEND_MESSAGE)
+            .then(|| arguments.get("message").and_then(serde_json::Value::as_str))
+            .flatten();
+        if let Some(message) = message {
+            let why = if turn.repeats_a_reply(message) {
+                Some("you said exactly that before")
+            } else if lenient::echoes(message, &turn.said) {
+                Some("that is the user's own message")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return (
+                    ToolOutcome::failed(format!(
+                        "not sent: {why}. Answer the user's newest message (\"{}\").",
+                        turn.newest_said()
+                    )),
+                    false,
+                );
+            }
         }
         if name == SEND_MESSAGE && pausing {
             return (

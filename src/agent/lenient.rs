@@ -209,15 +209,58 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
         }
         // `{"message": "..."}`: a send_message without the call.
         if let Some(Value::String(message)) = map.get("message") {
+            if echoes(message, user_said) {
+                return PlainAnswer::Echo;
+            }
             return PlainAnswer::Reply(message.trim().to_owned());
         }
     }
+    if echoes(trimmed, user_said) {
+        return PlainAnswer::Echo;
+    }
     PlainAnswer::Reply(trimmed.to_owned())
+}
+
+/// Whether `text` is one of the user's messages of this turn said back (case, spacing and
+/// quotes aside): seen with a 1.5B model, which answered "Miso ate some grass this morning." with
+/// those very words, and a question with the question.
+pub fn echoes(text: &str, user_said: &[String]) -> bool {
+    let normal = |text: &str| {
+        text.trim()
+            .trim_matches(['"', '\'', '\u{201c}', '\u{201d}'])
+            .split_whitespace()
+            .map(str::to_lowercase)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let text = normal(text);
+    !text.is_empty() && user_said.iter().any(|said| normal(said) == text)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_users_message_said_back_is_an_echo() {
+        let said = vec!["Miso ate some grass this morning.".to_owned()];
+        assert_eq!(
+            plain_answer("miso ate some  grass this morning.", &said),
+            PlainAnswer::Echo
+        );
+        assert_eq!(
+            plain_answer("\"Miso ate some grass this morning.\"", &said),
+            PlainAnswer::Echo
+        );
+        assert_eq!(
+            plain_answer(r#"{"message": "Miso ate some grass this morning."}"#, &said),
+            PlainAnswer::Echo
+        );
+        assert_eq!(
+            plain_answer("Miso ate some grass? Cats often do.", &said),
+            PlainAnswer::Reply("Miso ate some grass? Cats often do.".to_owned())
+        );
+    }
     use serde_json::json;
 
     #[test]

@@ -308,11 +308,12 @@ impl Agents {
             // Greedy decoding repeats itself, so something must change: no tools at all.
             Phase::MustReply => progress.narrow(Phase::PlainOnly),
             Phase::Open => {
-                let reason = if what == "(repeat)" {
-                    format!("[This is an automated system message hidden from the user] You said exactly that before. Answer the user's newest message (\"{}\") now with send_message.", turn.newest_said())
-                } else {
-                    "[This is an automated system message hidden from the user] You did not answer the user. Answer them now with send_message.".to_owned()
+                let what_went_wrong = match what {
+                    "(repeat)" => "You said exactly that before.",
+                    "(echo)" => "You did not answer the user (you repeated a message).",
+                    _ => "You did not answer the user.",
                 };
+                let reason = format!("[This is an automated system message hidden from the user] {what_went_wrong} Answer the user's newest message (\"{}\") now with send_message.", turn.newest_said());
                 let nudge = system_notice("heartbeat", &reason, turn.now());
                 turn.transient.push(nudge.content.clone());
                 turn.buffer.push(nudge);

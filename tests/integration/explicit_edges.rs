@@ -298,3 +298,35 @@ async fn a_reply_said_word_for_word_before_is_asked_again() {
     let body = say(&h, "re", "Thanks again!").await;
     assert_eq!(reply_of(&body), "You're welcome!");
 }
+
+/// Seen with the real 1.5B model: it answered "Miso ate some grass this morning." with those very
+/// words, and a question with the question. The user's own message said back is no answer: as text
+/// the step is asked again, as a send_message it fails.
+#[tokio::test]
+async fn the_users_message_said_back_is_asked_again() {
+    let h = harness_with(|_| {}).await;
+    let said = "Which vet do I take Miso to?";
+    h.mock.push(Reply::Text(format!("\"{said}\"")));
+    h.mock.push(send("which vet do I take  Miso to?"));
+    h.mock.push(send("You haven't told me that."));
+    let body = say(&h, "ec", said).await;
+    assert_eq!(reply_of(&body), "You haven't told me that.");
+    let requests = model_requests(&h);
+    let nudge = requests[requests.len() - 2].to_string();
+    assert!(
+        nudge.contains("you repeated a message") && nudge.contains(said),
+        "{nudge}"
+    );
+    let refused = tool_results(requests.last().expect("a request"))
+        .pop()
+        .expect("a result");
+    assert_eq!(refused["status"], "Failed");
+    assert!(refused["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("the user's own message")));
+    let trace = statuses(&steps(&h, "ec", "default").await);
+    assert_eq!(
+        trace[trace.len() - 3..],
+        ["(echo):failed", "send_message:failed", "send_message:reply"]
+    );
+}
