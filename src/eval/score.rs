@@ -70,6 +70,8 @@ pub fn abstains(prediction: &str) -> bool {
         "do not have",
         "haven't told",
         "have not told",
+        "hasn't told",
+        "has not told",
         "didn't mention",
         "did not mention",
         "not mentioned",
@@ -150,6 +152,7 @@ mod tests {
         assert!(!contains("You live in Portofino.", "Porto"));
         assert!(abstains("I'm sorry, you haven't told me that."));
         assert!(abstains("I don’t know."));
+        assert!(abstains("The user has not told you their dog's name."));
         assert!(!abstains("Your dog is called Pixel."));
         let retrieved: Vec<String> = ["D1:1", "D2:3", "D1:4"]
             .iter()
