@@ -195,8 +195,19 @@ pub(super) async fn reconcile(
     // Memories this job already changed: a second decision about one of them saw text that is
     // no longer there, so its fact is added instead.
     let mut touched = std::collections::HashSet::new();
+    // Texts this job wrote (content hashes).
+    let mut written = std::collections::HashSet::new();
     for ((index, fact), decision) in fresh.into_iter().zip(decisions) {
         let decision = match decision {
+            // The memory was already replaced in this job, by the very text this update asks
+            // for ("lives in Lisbon" retired by "lives in Porto", then updated to it).
+            Decision::Update(id, text)
+                if touched.contains(&id) && written.contains(&content_hash(&text)) =>
+            {
+                *counts.entry("duplicate".to_owned()).or_default() += 1;
+                outcomes[index] = Some(outcome("duplicate", None, None));
+                continue;
+            }
             Decision::Update(id, _) | Decision::Invalidate(id) if touched.contains(&id) => {
                 tracing::info!(job = origin.job, memory = id, fact = %fact.text, "a second decision about one memory in one job: the fact is added instead");
                 Decision::Add
@@ -265,6 +276,11 @@ pub(super) async fn reconcile(
         if let Decision::Update(id, _) | Decision::Invalidate(id) = &decision {
             touched.insert(*id);
         }
+        let wrote = match &decision {
+            Decision::Update(_, text) => Some(content_hash(text)),
+            Decision::Add | Decision::Invalidate(_) => Some(content_hash(&fact.text)),
+            Decision::Noop(_) => None,
+        };
         let applied = apply(
             pp,
             scope,
@@ -276,6 +292,7 @@ pub(super) async fn reconcile(
         )
         .await?;
         *counts.entry(applied.event.clone()).or_default() += 1;
+        written.extend(wrote);
         for id in superseded {
             if !touched.insert(id) {
                 continue;
