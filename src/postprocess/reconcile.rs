@@ -119,18 +119,7 @@ pub(super) async fn reconcile(
             outcomes[index] = Some(outcome("duplicate", None, None));
             continue;
         }
-        let request = RetrievalRequest {
-            query: fact.text.clone(),
-            corpora: vec![Corpus::Memory],
-            top_k: CANDIDATES_PER_FACT,
-            min_similarity: 0.5,
-            ..RetrievalRequest::default()
-        };
-        let hits = pp
-            .memory
-            .retrieve(scope, request)
-            .await
-            .map_err(|e| e.to_string())?;
+        let hits = similar(pp, scope, &fact.text, CANDIDATES_PER_FACT, 0.5).await?;
         if let Some(same) = hits
             .iter()
             .find(|h| content_hash(&h.text) == content_hash(&fact.text))
@@ -156,19 +145,7 @@ pub(super) async fn reconcile(
         // ("is now an engineer at Contoso" and "works as an analyst at Fabrikam"), so it is
         // looked for more widely, for the newest-wins rule only.
         if gates::states_one_at_a_time(&fact.text) {
-            let request = RetrievalRequest {
-                query: fact.text.clone(),
-                corpora: vec![Corpus::Memory],
-                top_k: RIVALS_PER_FACT,
-                min_similarity: 0.2,
-                ..RetrievalRequest::default()
-            };
-            let hits = pp
-                .memory
-                .retrieve(scope, request)
-                .await
-                .map_err(|e| e.to_string())?;
-            for hit in hits {
+            for hit in similar(pp, scope, &fact.text, RIVALS_PER_FACT, 0.2).await? {
                 if gates::supersedes(&fact.text, &hit.text)
                     && !rivals.iter().any(|(id, _, _)| *id == hit.id)
                 {
@@ -311,6 +288,27 @@ pub(super) async fn reconcile(
         outcomes[index] = Some(applied);
     }
     Ok(finish(counts, outcomes, "no changes"))
+}
+
+/// Live memories like `text`: the best `top_k` by keyword, and by vector from `min_similarity`.
+async fn similar(
+    pp: &PostProcessor,
+    scope: &UserScope,
+    text: &str,
+    top_k: usize,
+    min_similarity: f32,
+) -> Result<Vec<crate::memory::Hit>, String> {
+    let request = RetrievalRequest {
+        query: text.to_owned(),
+        corpora: vec![Corpus::Memory],
+        top_k,
+        min_similarity,
+        ..RetrievalRequest::default()
+    };
+    pp.memory
+        .retrieve(scope, request)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// A job's report: "2 added, 1 rejected (question)", sorted.
