@@ -287,7 +287,7 @@ pub fn states_one_at_a_time(text: &str) -> bool {
 /// one-at-a-time fact of the same subject, and `new` either names another value ("is now an
 /// engineer at Contoso" over "works as an analyst at Fabrikam") or ends the old one ("left
 /// Fabrikam"). A new text that says less than the old one ("works at Fabrikam" after "works as an
-/// analyst at Fabrikam") retires nothing.
+/// analyst at Fabrikam"), or all of it and more, retires nothing.
 pub fn supersedes(new: &str, old: &str) -> bool {
     let (Some(new), Some(old)) = (claim(new), claim(old)) else {
         return false;
@@ -298,7 +298,9 @@ pub fn supersedes(new: &str, old: &str) -> bool {
     if new.ended {
         return new.object.is_subset(&old.object);
     }
-    !new.object.is_subset(&old.object)
+    // Another value: each says something the other does not. A text that says all the old one
+    // said and more ("moved to Porto for a new job" after "moved to Porto") leaves it true.
+    !new.object.is_subset(&old.object) && !old.object.is_subset(&new.object)
 }
 
 #[cfg(test)]
@@ -325,15 +327,23 @@ mod tests {
         ));
         assert!(supersedes("The user's job is nursing.", analyst));
         assert!(supersedes("Ana moved to Braga.", "Ana lives in Porto."));
-        // More detail about the same job is newer, and wins.
-        assert!(supersedes(analyst, "The user works at Fabrikam."));
+        assert!(supersedes(
+            "The user moved to Porto for a new job.",
+            "The user lives in Lisbon with their dog Pixel."
+        ));
     }
 
     #[test]
     fn what_is_not_plainly_a_change_supersedes_nothing() {
         let analyst = "The user works as a data analyst at Fabrikam.";
-        // Less than the old text, or the same.
+        // Less than the old text, the same, or more of it: the old one is still true (seen with
+        // the real 1.5B model: "moved to Porto for a new job" marked "moved to Porto" untrue).
         assert!(!supersedes("The user works at Fabrikam.", analyst));
+        assert!(!supersedes(analyst, "The user works at Fabrikam."));
+        assert!(!supersedes(
+            "The user moved to Porto for a new job.",
+            "The user moved to Porto."
+        ));
         assert!(!supersedes(analyst, analyst));
         assert!(!supersedes(
             "The user lives in Porto.",
