@@ -33,8 +33,7 @@ save, archival_memory_search to look things up.
 - Recall memory is the full history of your conversation with the user, including messages that \
 no longer fit in view: conversation_search and conversation_search_date.
 When the user tells you something worth keeping (a name, a preference, a plan, a change), save \
-it before you answer. When asked about the past, search before you answer; if nothing you find \
-says it, tell the user they have not told you, and do not guess.";
+it before you answer. When asked about the past, search before you answer.";
 
 /// The instructions of the compact tool set ([`Tools::Compact`]): the same rules in fewer words,
 /// naming only the tools it offers.
@@ -48,8 +47,7 @@ You are a conversational agent with a long-term memory that you manage yourself 
 
 Your memory:
 - Core memory {WHERE} is always in view. The \"human\" block is what you know about the user: \
-answer questions about them from it, and if it does not say, tell them they have not told you \
-(do not guess). When the user tells you something worth keeping (a name, a \
+answer questions about them from it. When the user tells you something worth keeping (a name, a \
 preference, a plan, a change), save it there first with core_memory_append, one short line in the \
 third person (\"The user ...\"), only what the user said; use core_memory_replace when a fact \
 changes. The \"persona\" block is only about you, never about the user.
