@@ -1,5 +1,5 @@
 //! Fuzzing on stable Rust (issue 14): property tests that throw generated and mutated inputs at
-//! every parser memproxy has, in-process and over real HTTP.
+//! every parser memproxy has, in-process and over real HTTP, and at the memory gates.
 //!
 //! Each target runs `MEMPROXY_FUZZ_CASES` cases (its default when unset: a bounded run for CI) and
 //! prints how many it ran. A long run on demand:
@@ -12,6 +12,7 @@
 //! `tests/fuzz/regressions/` (commit it: it is replayed first on every later run).
 
 mod config_file;
+mod gates;
 mod http;
 mod json;
 mod parsers;
