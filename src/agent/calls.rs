@@ -211,17 +211,13 @@ impl Agents {
             .then(|| arguments.get("message").and_then(serde_json::Value::as_str))
             .flatten();
         if let Some(message) = message {
-            let why = if turn.repeats_a_reply(message) {
-                Some("you said exactly that before")
-            } else if lenient::echoes(message, &turn.said) {
-                Some("that is the user's own message")
-            } else {
-                None
-            };
-            if let Some(why) = why {
+            if let Some(why) = turn
+                .unusable(message)
+                .map(super::unusable::Unusable::feedback)
+            {
                 return (
                     ToolOutcome::failed(format!(
-                        "not sent: {why}. Answer the user's newest message (\"{}\").",
+                        "not sent. {why}. Answer the user's newest message (\"{}\").",
                         turn.newest_said()
                     )),
                     false,

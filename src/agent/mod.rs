@@ -22,6 +22,7 @@ mod state;
 mod step;
 pub mod tools;
 mod turn;
+mod unusable;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

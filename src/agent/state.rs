@@ -61,40 +61,7 @@ pub(super) struct Turn {
     pub chain: Vec<String>,
 }
 
-/// Words from which a reply said again word for word counts as a repeat ("You're welcome!" may
-/// well be said twice).
-const REPEAT_MIN_WORDS: usize = 6;
-
 impl Turn {
-    /// Whether `reply` says word for word what one of the agent's last three replies in view
-    /// said: a small model that once answered off the point ("I'm sorry, but I don't know what
-    /// you're asking.") copies that answer into every later turn. A turn resumed with the app's
-    /// function results answers from them, and may well say the same as before ("It is sunny in
-    /// Lisbon").
-    pub fn repeats_a_reply(&self, reply: &str) -> bool {
-        if self.resumed {
-            return false;
-        }
-        let normal = |text: &str| {
-            text.split_whitespace()
-                .map(str::to_lowercase)
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let reply = normal(reply);
-        if reply.split(' ').count() < REPEAT_MIN_WORDS {
-            return false;
-        }
-        self.queue
-            .iter()
-            .rev()
-            .filter(|m| m.role == "assistant")
-            .filter_map(|m| m.search_text.as_deref())
-            .filter(|text| !text.trim().is_empty())
-            .take(3)
-            .any(|text| normal(text) == reply)
-    }
-
     /// The user's newest message of this turn, clipped, to quote in a notice.
     pub fn newest_said(&self) -> String {
         clip(self.said.last().map_or("", |s| s.trim()), 200)

@@ -270,29 +270,30 @@ impl Agents {
     /// envelope) a narrower next step.
     fn on_text(&self, turn: &mut Turn, progress: &mut Progress, asked: &Asked) -> Next {
         let (answer, step) = (&asked.answer, progress.step);
-        let unusable = match lenient::plain_answer(&answer.content, &turn.said) {
-            PlainAnswer::Reply(reply) if !turn.repeats_a_reply(&reply) => {
-                // A plain answer is the reply: small models often skip send_message.
-                turn.buffer.push(crate::store::AgentMessage {
-                    role: "assistant".to_owned(),
-                    content: answer.content.clone(),
-                    tool_calls: None,
-                    tool_call_id: None,
-                    search_text: reply.clone(),
-                    created_at_ms: turn.now(),
-                });
-                let record = turn.step(step, "(text)", String::new(), "reply", reply.clone());
-                fill(record, answer, asked.latency);
-                return Next::End(Ending::Reply {
-                    text: reply,
-                    stop: Stop::PlainText,
-                });
-            }
-            PlainAnswer::Reply(_) => "(repeat)",
-            PlainAnswer::Empty => "(empty)",
-            PlainAnswer::Echo => "(echo)",
+        let (what, why) = match lenient::plain_answer(&answer.content, &turn.said) {
+            PlainAnswer::Reply(reply) => match turn.unusable(&reply) {
+                None => {
+                    // A plain answer is the reply: small models often skip send_message.
+                    turn.buffer.push(crate::store::AgentMessage {
+                        role: "assistant".to_owned(),
+                        content: answer.content.clone(),
+                        tool_calls: None,
+                        tool_call_id: None,
+                        search_text: reply.clone(),
+                        created_at_ms: turn.now(),
+                    });
+                    let record = turn.step(step, "(text)", String::new(), "reply", reply.clone());
+                    fill(record, answer, asked.latency);
+                    return Next::End(Ending::Reply {
+                        text: reply,
+                        stop: Stop::PlainText,
+                    });
+                }
+                Some(why) => (why.label(), why.feedback()),
+            },
+            PlainAnswer::Empty => ("(empty)", "You did not answer the user"),
+            PlainAnswer::Echo => ("(echo)", "You repeated a message instead of answering"),
         };
-        let what = unusable;
         let record = turn.step(
             step,
             what,
@@ -308,12 +309,7 @@ impl Agents {
             // Greedy decoding repeats itself, so something must change: no tools at all.
             Phase::MustReply => progress.narrow(Phase::PlainOnly),
             Phase::Open => {
-                let what_went_wrong = match what {
-                    "(repeat)" => "You said exactly that before.",
-                    "(echo)" => "You did not answer the user (you repeated a message).",
-                    _ => "You did not answer the user.",
-                };
-                let reason = format!("[This is an automated system message hidden from the user] {what_went_wrong} Answer the user's newest message (\"{}\") now with send_message.", turn.newest_said());
+                let reason = format!("[This is an automated system message hidden from the user] {why}. Answer the user's newest message (\"{}\") now with send_message.", turn.newest_said());
                 let nudge = system_notice("heartbeat", &reason, turn.now());
                 turn.transient.push(nudge.content.clone());
                 turn.buffer.push(nudge);

@@ -314,7 +314,7 @@ async fn the_users_message_said_back_is_asked_again() {
     let requests = model_requests(&h);
     let nudge = requests[requests.len() - 2].to_string();
     assert!(
-        nudge.contains("you repeated a message") && nudge.contains(said),
+        nudge.contains("You repeated a message") && nudge.contains(said),
         "{nudge}"
     );
     let refused = tool_results(requests.last().expect("a request"))
@@ -328,5 +328,67 @@ async fn the_users_message_said_back_is_asked_again() {
     assert_eq!(
         trace[trace.len() - 3..],
         ["(echo):failed", "send_message:failed", "send_message:reply"]
+    );
+}
+
+/// Seen with the real 1.5B model: on job-change the agent explained `core_memory_replace` to the
+/// user with a JSON example, and that text became the reply; elsewhere it answered with an earlier
+/// message of the user's, or with its own persona text. None of these is shown: as text the step
+/// is asked again, as a send_message it fails with the reason.
+#[tokio::test]
+async fn a_lesson_on_functions_an_earlier_message_or_the_persona_is_asked_again() {
+    let h = harness_with(|_| {}).await;
+    let earlier = "I work as a nurse at the city hospital.";
+    h.mock.push(send("Noted, you are a nurse."));
+    say(&h, "tl", earlier).await;
+
+    h.mock.push(Reply::Text(
+        "To change your job, call core_memory_replace with {\"label\": \"human\"}.".to_owned(),
+    ));
+    h.mock.push(send(earlier));
+    h.mock
+        .push(send("You work as a nurse at the city hospital."));
+    let body = say(&h, "tl", "Where do I work?").await;
+    assert_eq!(reply_of(&body), "You work as a nurse at the city hospital.");
+    let requests = model_requests(&h);
+    let nudge = requests[requests.len() - 2].to_string();
+    assert!(
+        nudge.contains("must never see function names") && nudge.contains("Where do I work?"),
+        "{nudge}"
+    );
+    let refused = tool_results(requests.last().expect("a request"))
+        .pop()
+        .expect("a result");
+    assert_eq!(refused["status"], "Failed");
+    assert!(refused["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("the user's own message")));
+    let trace = statuses(&steps(&h, "tl", "default").await);
+    assert_eq!(
+        trace[trace.len() - 3..],
+        [
+            "(tools):failed",
+            "send_message:failed",
+            "send_message:reply"
+        ]
+    );
+
+    // The persona block said back.
+    h.mock.push(Reply::Text(
+        "I keep notes about the person I talk with and use them.".to_owned(),
+    ));
+    h.mock.push(send("Good night!"));
+    let body = say(&h, "tl", "Good night.").await;
+    assert_eq!(reply_of(&body), "Good night!");
+    let requests = model_requests(&h);
+    assert!(requests
+        .last()
+        .expect("a request")
+        .to_string()
+        .contains("That is your persona text"));
+    let trace = statuses(&steps(&h, "tl", "default").await);
+    assert_eq!(
+        trace[trace.len() - 2..],
+        ["(echo):failed", "send_message:reply"]
     );
 }

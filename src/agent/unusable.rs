@@ -1,0 +1,155 @@
+//! Replies a small model writes that are no answer to show the user: a reply it already gave, the
+//! user's own message said back (this turn's, or one still in view), its own persona text, or a
+//! lesson on its memory functions ("To update your memory, call `core_memory_replace` with …").
+//! Each is asked again with a notice saying what went wrong (as plain text) or refused as a
+//! failed `send_message` (the same failure-as-feedback MemGPT uses).
+
+use super::lenient;
+use super::state::Turn;
+use super::tools::Registry;
+
+/// Words from which a reply said again word for word counts as a repeat ("You're welcome!" may
+/// well be said twice), or a reply found in the persona block counts as copied from it.
+const REPEAT_MIN_WORDS: usize = 6;
+
+/// Words from which an earlier message of the user's said back is an echo ("Yes" may answer a
+/// question now as it did before).
+const ECHO_MIN_WORDS: usize = 4;
+
+/// Why a reply is not shown to the user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unusable {
+    /// One of the agent's last three replies, word for word.
+    Repeat,
+    /// A message of the user's said back (this turn's or an earlier one in view).
+    Echo,
+    /// The agent's own persona text said back.
+    Persona,
+    /// Names one of the agent's own functions: it described a call instead of making it.
+    NamesTool,
+}
+
+impl Unusable {
+    /// The step trace's label for the unused answer.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unusable::Repeat => "(repeat)",
+            Unusable::Echo | Unusable::Persona => "(echo)",
+            Unusable::NamesTool => "(tools)",
+        }
+    }
+
+    /// What went wrong, said to the agent.
+    pub fn feedback(self) -> &'static str {
+        match self {
+            Unusable::Repeat => "You said exactly that before",
+            Unusable::Echo => "That is the user's own message",
+            Unusable::Persona => "That is your persona text, not an answer",
+            Unusable::NamesTool => {
+                "The user must never see function names: call a function, or answer in plain words"
+            }
+        }
+    }
+}
+
+fn normal(text: &str) -> String {
+    text.trim()
+        .trim_matches(['"', '\'', '\u{201c}', '\u{201d}'])
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `text`'s words, lowercased, without punctuation (a sentence cut from a longer text matches).
+fn bare(text: &str) -> String {
+    text.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The text of the compiled memory's `<persona …>` section, if it has one.
+fn persona_of(system: &str) -> Option<&str> {
+    let open = system.find("<persona")?;
+    let body = &system[open..];
+    let start = body.find('>')? + 1;
+    let end = body.find("</persona>")?;
+    body.get(start..end)
+}
+
+impl Turn {
+    /// Whether `reply` says word for word what one of the agent's last three replies in view
+    /// said: a small model that once answered off the point ("I'm sorry, but I don't know what
+    /// you're asking.") copies that answer into every later turn. A turn resumed with the app's
+    /// function results answers from them, and may well say the same as before ("It is sunny in
+    /// Lisbon").
+    pub fn repeats_a_reply(&self, reply: &str) -> bool {
+        if self.resumed {
+            return false;
+        }
+        let reply = normal(reply);
+        if reply.split(' ').count() < REPEAT_MIN_WORDS {
+            return false;
+        }
+        self.queue
+            .iter()
+            .rev()
+            .filter(|m| m.role == "assistant")
+            .filter_map(|m| m.search_text.as_deref())
+            .filter(|text| !text.trim().is_empty())
+            .take(3)
+            .any(|text| normal(text) == reply)
+    }
+
+    /// Why `reply` may not be shown to the user; `None`: it may.
+    pub fn unusable(&self, reply: &str) -> Option<Unusable> {
+        if self.repeats_a_reply(reply) {
+            return Some(Unusable::Repeat);
+        }
+        let long = |text: &&String| normal(text).split(' ').count() >= ECHO_MIN_WORDS;
+        let earlier: Vec<String> = self
+            .queue
+            .iter()
+            .filter(|m| m.role == "user")
+            .filter_map(|m| m.search_text.as_ref())
+            .filter(long)
+            .cloned()
+            .collect();
+        if lenient::echoes(reply, &self.said) || lenient::echoes(reply, &earlier) {
+            return Some(Unusable::Echo);
+        }
+        let text = bare(reply);
+        let persona = self.system.as_deref().and_then(persona_of).map(bare);
+        if text.split(' ').count() >= REPEAT_MIN_WORDS
+            && persona.is_some_and(|persona| persona.contains(&text))
+        {
+            return Some(Unusable::Persona);
+        }
+        let own = Registry::memory()
+            .names()
+            .into_iter()
+            .chain(self.tools.names())
+            .filter(|name| !self.client.offers(name))
+            .any(|name| reply.contains(name));
+        own.then_some(Unusable::NamesTool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_persona_section_is_read_from_the_compiled_memory() {
+        let system = "Core memory:\n<persona characters=\"40/2000\">\nI am a helpful assistant.\n</persona>\n<human characters=\"0/2000\">\n\n</human>";
+        assert_eq!(persona_of(system), Some("\nI am a helpful assistant.\n"));
+        assert_eq!(persona_of("no blocks"), None);
+        assert_eq!(normal("  \"Hello   There\" "), "hello there");
+        assert_eq!(
+            bare("I keep notes, and use them."),
+            "i keep notes and use them"
+        );
+    }
+}
