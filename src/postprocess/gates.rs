@@ -289,7 +289,15 @@ impl Evidence {
         if grounded < GROUNDED_SHARE {
             return Err(Rejection::Ungrounded);
         }
-        if !commitment && self.asked.only_asked(&words, &known, GROUNDED_SHARE) {
+        if !commitment
+            && (self.asked.only_asked(&words, &known, GROUNDED_SHARE)
+                || self.asked.answer_told_as_the_users(
+                    &words,
+                    &known,
+                    |w| self.assistant_words.contains(w),
+                    GROUNDED_SHARE,
+                ))
+        {
             return Err(Rejection::FromQuestion);
         }
         if commitment

@@ -360,3 +360,44 @@ async fn questions_restated_as_facts_and_manners_are_refused() {
     assert!(report.contains("from_question"), "{report}");
     assert!(report.contains("courtesy"), "{report}");
 }
+
+/// Junk the 1.5B memory LLM wrote on the scenario suite, each refused end to end: a fact about
+/// the user's brother told as the user's by name ("The user Tomas …"), "him" with nobody named,
+/// a promise of nothing in particular, and the assistant's answer to a question told as the
+/// user's. The facts of the same message are kept.
+#[tokio::test]
+async fn names_pronouns_empty_promises_and_answers_told_as_the_users_are_refused() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text(
+        "Try standing quad stretches and seated hamstring stretches.".into(),
+    ));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user Tomas moved to Berlin for work.",
+            "The user is interested in visiting him.",
+            "The assistant promised to do exactly that.",
+            "The user recommended standing leg stretches.",
+            "The user's brother Tomas moved to Berlin for work.",
+            "The user might visit their brother Tomas in April.",
+        ]),
+    );
+    let stored = extracted(
+        &h,
+        "tomas-sister",
+        None,
+        "My brother Tomas just moved to Berlin for work, and I might visit him in April. My legs still hurt after the hike. Any stretches you recommend?",
+    )
+    .await;
+    assert_eq!(
+        stored,
+        [
+            "The user might visit their brother Tomas in April.",
+            "The user's brother Tomas moved to Berlin for work.",
+        ]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 rejected (not_the_user)"), "{report}");
+    assert!(report.contains("2 rejected (no_referent)"), "{report}");
+    assert!(report.contains("1 rejected (from_question)"), "{report}");
+}

@@ -92,6 +92,31 @@ impl Asked {
     }
 }
 
+impl Asked {
+    /// Whether a fact with content `words` is the assistant's answer to a question of the user's,
+    /// told as the user's: too few of its words stated to ground it, enough only asked, and some
+    /// said only by the assistant (`answered`). "The user recommended standing leg stretches"
+    /// (from "My legs still hurt!", "Any stretches you recommend?" and the answer's "standing")
+    /// is one; "works night shifts as a nurse" (a statement and a question, nothing of the
+    /// answer's) is not.
+    pub(super) fn answer_told_as_the_users(
+        &self,
+        words: &HashSet<String>,
+        known: &HashSet<String>,
+        answered: impl Fn(&String) -> bool,
+        grounded_share: f64,
+    ) -> bool {
+        if words.is_empty() || words.iter().any(|w| self.specifics.contains(w)) {
+            return false;
+        }
+        let stated = |w: &String| self.stated.contains(w) || known.contains(w);
+        let asked = |w: &String| self.asked.contains(w) && !stated(w);
+        share(words, stated) < grounded_share
+            && share(words, asked) >= grounded_share
+            && words.iter().any(|w| !stated(w) && !asked(w) && answered(w))
+    }
+}
+
 /// Whether `fact` is drawn from what the user asked in `said` rather than stated (`known`: lines
 /// already known about the user).
 pub(super) fn drawn_from_question(fact: &str, said: &[&str], known: &[&str]) -> bool {

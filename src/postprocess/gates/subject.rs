@@ -41,6 +41,59 @@ const OTHERS: [&str; 4] = ["he", "she", "they", "it"];
 /// Pronouns that leave a fact without a referent when nothing else names it.
 const BARE: [&str; 6] = ["it", "them", "this", "that", "these", "those"];
 
+/// Words of doing, promising or stressing that say nothing of what was done ("The assistant
+/// promised to do exactly that."), as stems of content words.
+const FILLERS: [&str; 14] = [
+    "promi", "exact", "real", "actual", "definit", "certain", "sure", "agre", "go", "going",
+    "plan", "want", "tri", "try",
+];
+/// Pronouns for a person, who must be named somewhere in the fact.
+const PERSONAL: [&str; 5] = ["he", "him", "she", "her", "hers"];
+/// Nouns for a person a pronoun may refer to (a trailing "s" aside; "grandparents" and
+/// "stepmother" end in one).
+const PEOPLE: [&str; 40] = [
+    "brother",
+    "sister",
+    "mother",
+    "father",
+    "mom",
+    "mum",
+    "dad",
+    "parent",
+    "wife",
+    "husband",
+    "partner",
+    "boyfriend",
+    "girlfriend",
+    "son",
+    "daughter",
+    "child",
+    "kid",
+    "baby",
+    "friend",
+    "colleague",
+    "coworker",
+    "boss",
+    "manager",
+    "neighbor",
+    "neighbour",
+    "uncle",
+    "aunt",
+    "cousin",
+    "grandmother",
+    "grandfather",
+    "grandma",
+    "grandpa",
+    "niece",
+    "nephew",
+    "doctor",
+    "teacher",
+    "roommate",
+    "fiance",
+    "fiancee",
+    "supervisor",
+];
+
 #[derive(Clone, Debug, PartialEq)]
 enum Subject {
     User,
@@ -162,6 +215,15 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
     }
     let named = words(fact);
     let names = names_of_others(&[user_texts, known].concat());
+    // "The user Tomas moved to Berlin": a small model's fact about the user's brother Tomas.
+    let second = fact.split_whitespace().nth(2).unwrap_or_default();
+    let second = second.trim_matches(|c: char| !c.is_alphanumeric());
+    if second.chars().next().is_some_and(char::is_uppercase) {
+        let lower = second.to_lowercase();
+        if names.contains(&lower) {
+            return Some(lower);
+        }
+    }
     let (mut best_user, mut best_other): (f64, Option<(f64, String)>) = (0.0, None);
     for text in user_texts {
         for (subject, clause) in clauses(text, &names) {
@@ -183,10 +245,35 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
     (share >= 0.5 && share > best_user && (pronoun || !named.contains(&who))).then_some(who)
 }
 
-/// A fact whose only object is a pronoun ("The user booked it."): it says nothing on its own.
+/// A fact whose only object is a pronoun ("The user booked it.", "The assistant promised to do
+/// exactly that."), or that speaks of "him" or "her" without naming anyone ("The user is
+/// interested in visiting him."): it says nothing on its own.
 pub fn no_referent(fact: &str) -> bool {
-    let bare = words(fact).iter().any(|w| BARE.contains(&w.as_str()));
-    bare && content_words(fact).len() <= 1
+    let all = words(fact);
+    let bare = all.iter().any(|w| BARE.contains(&w.as_str()));
+    let content = content_words(fact);
+    let said = content
+        .iter()
+        .filter(|w| {
+            !FILLERS
+                .iter()
+                .any(|f| *w == f || (f.len() >= 4 && w.starts_with(f)))
+        })
+        .count();
+    if bare && (content.len() <= 1 || said == 0) {
+        return true;
+    }
+    let person = all.iter().any(|w| PERSONAL.contains(&w.as_str()));
+    // A name: a capitalized word after the first ("Tomas", "Dr Lee").
+    let named = fact
+        .split_whitespace()
+        .skip(1)
+        .any(|w| w.chars().next().is_some_and(char::is_uppercase) && w != "I");
+    let someone = all.iter().any(|w| {
+        let one = w.strip_suffix('s').unwrap_or(w);
+        PEOPLE.iter().any(|p| w.ends_with(p) || one.ends_with(p))
+    });
+    person && !named && !someone
 }
 
 #[cfg(test)]
@@ -260,6 +347,15 @@ mod tests {
             someone_else("The user just moved to Berlin for work.", &earlier, &[]),
             Some("tomas".to_owned())
         );
+        // A small model's "The user Tomas …" is about Tomas.
+        assert_eq!(
+            someone_else("The user Tomas moved to Berlin for work.", &earlier, &[]),
+            Some("tomas".to_owned())
+        );
+        assert_eq!(
+            someone_else("The user Pixel loves the new flat.", &said, &known),
+            Some("pixel".to_owned())
+        );
         // A capitalized word that opens a sentence is no name.
         let plain = ["Yesterday I moved to Berlin for work."];
         assert_eq!(
@@ -274,5 +370,25 @@ mod tests {
         assert!(no_referent("The user loves them."));
         assert!(!no_referent("The user booked a flight to Porto."));
         assert!(!no_referent("The user has a dog and loves it."));
+        assert!(no_referent("The assistant promised to do exactly that."));
+        assert!(no_referent("The user plans to do it."));
+        assert!(!no_referent(
+            "The assistant promised to book it for Friday."
+        ));
+        // "him" or "her" with nobody named.
+        assert!(no_referent("The user is interested in visiting him."));
+        assert!(no_referent("The user called her yesterday."));
+        assert!(!no_referent(
+            "The user might visit his brother Tomas in April."
+        ));
+        assert!(!no_referent(
+            "The user's sister loves spicy food; she visits on Saturday."
+        ));
+        assert!(!no_referent(
+            "The user visits her grandparents every summer."
+        ));
+        assert!(!no_referent(
+            "The user's boss said he would approve the leave."
+        ));
     }
 }

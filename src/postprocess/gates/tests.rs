@@ -398,6 +398,28 @@ fn what_the_user_only_asked_is_no_fact_and_a_detail_in_a_question_is() {
         e.check("The user works night shifts as a nurse.", "fact"),
         Ok(())
     );
+    // The assistant's answer to a question, told as the user's (one stated word, "legs", does
+    // not ground it).
+    let hike = Evidence::new([
+        (
+            "user",
+            "On Saturday I hiked up Mount Tamalpais with my friend Ben. My legs still hurt!",
+        ),
+        ("assistant", "That's a great hike. Rest those legs!"),
+        ("user", "Any stretches you recommend?"),
+        (
+            "assistant",
+            "Try standing quad stretches and seated hamstring stretches.",
+        ),
+    ]);
+    assert_eq!(
+        hike.check("The user recommended standing leg stretches.", "fact"),
+        Err(Rejection::FromQuestion)
+    );
+    assert_eq!(
+        hike.check("The user's legs hurt after hiking Mount Tamalpais.", "fact"),
+        Ok(())
+    );
     assert_eq!(
         e.check(
             "The user plans dinner for their anniversary on June 12.",
