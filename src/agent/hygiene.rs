@@ -323,6 +323,18 @@ mod tests {
             block,
             "The user is Ada.\nThe user moved to Faro.\nThe user works as a data analyst at Fabrikam.\nNo longer true: The user moved to Porto.\nNo longer true: The user moved to Braga."
         );
+        // Seen with the real 1.5B model on project-deadline: both dates current, the older one
+        // answered.
+        let thesis = "The user is writing a thesis on coral reef bleaching.\nThe deadline for the thesis is October 15.";
+        assert_eq!(
+            append(
+                "human",
+                thesis,
+                "The user's supervisor extended their deadline to November 30.",
+                &[]
+            ),
+            Ok("The user is writing a thesis on coral reef bleaching.\nThe user's supervisor extended their deadline to November 30.\nNo longer true: The deadline for the thesis is October 15.".to_owned())
+        );
         // Other facts are appended; another block keeps every line.
         assert_eq!(
             append("human", value, "The user likes tea.", &[]),

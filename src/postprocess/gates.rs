@@ -13,6 +13,7 @@ use std::collections::HashSet;
 mod asked;
 mod core_line;
 mod dates;
+mod deadline;
 mod instruction;
 mod promise;
 mod relation;

@@ -191,3 +191,43 @@ async fn a_new_job_retires_the_old_one_when_the_memory_llms_update_is_overruled(
         .collect();
     assert_eq!(retired, [analyst], "{all}");
 }
+
+/// Seen with the real 1.5B model on project-deadline: "The deadline for the thesis is October
+/// 15." stayed current beside the extension, and October 15 was answered. A deadline moved to
+/// another date retires the old one, whatever the memory LLM decided (here: ADD).
+#[tokio::test]
+async fn a_moved_deadline_retires_the_old_one() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    let october = "The deadline for the user's thesis is October 15.";
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user is writing a thesis on coral reef bleaching.",
+            october,
+        ]),
+    );
+    let said = "I'm writing my thesis on coral reef bleaching. The deadline is October 15.";
+    let response = implicit_chat(&h, "thesis", json!([{"role": "user", "content": said}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the first job", || async { jobs_done(&h).await == 1 }).await;
+
+    let november = "The user's supervisor extended their deadline to November 30.";
+    h.mock.push_marked("MEMPROXY-EXTRACT", facts(&[november]));
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(json!({"decisions": [{"fact": 0, "action": "ADD"}]}).to_string()),
+    );
+    let news = "Good news, my supervisor extended my deadline to November 30.";
+    let response = implicit_chat(&h, "thesis", json!([{"role": "user", "content": news}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the second job", || async { jobs_done(&h).await == 2 }).await;
+    let mut live = memories(&h, "thesis").await;
+    live.sort();
+    assert_eq!(
+        live,
+        [
+            "The user is writing a thesis on coral reef bleaching.",
+            november
+        ]
+    );
+}

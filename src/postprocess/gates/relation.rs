@@ -288,7 +288,11 @@ pub fn states_one_at_a_time(text: &str) -> bool {
 /// engineer at Contoso" over "works as an analyst at Fabrikam") or ends the old one ("left
 /// Fabrikam"). A new text that says less than the old one ("works at Fabrikam" after "works as an
 /// analyst at Fabrikam"), or all of it and more, retires nothing.
+/// A deadline moved to another date supersedes the old one ([`super::deadline`]).
 pub fn supersedes(new: &str, old: &str) -> bool {
+    if super::deadline::moves(new, old) {
+        return true;
+    }
     let (Some(new), Some(old)) = (claim(new), claim(old)) else {
         return false;
     };
