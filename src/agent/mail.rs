@@ -70,6 +70,7 @@ impl AgentMail {
             model: field("model"),
             client_system: None,
             user_messages: vec![message],
+            app_reply: None,
             tool_results: Vec::new(),
             params: serde_json::Map::new(),
             clock: job.payload["clock"].as_i64(),

@@ -122,23 +122,36 @@ impl Agents {
             peers,
         } = loaded;
         let now = input.clock.unwrap_or_else(now_ms);
-        let buffer = input
-            .user_messages
-            .iter()
+        let app_reply = input
+            .app_reply
+            .as_ref()
+            .filter(|text| input.record && !gave(&queue, text))
             .map(|text| AgentMessage {
-                role: "user".to_owned(),
-                content: match &input.from_agent {
-                    // A message from another agent shows as such, with its sender.
-                    Some(from) => serde_json::json!({"type": "agent_message", "from": from,
-                        "message": text, "time": crate::dates::timestamp(now)})
-                    .to_string(),
-                    None => user_json("user_message", "message", text, now),
-                },
+                role: "assistant".to_owned(),
+                content: text.clone(),
                 tool_calls: None,
                 tool_call_id: None,
                 search_text: text.clone(),
                 created_at_ms: now,
-            })
+            });
+        let buffer = app_reply
+            .into_iter()
+            .chain(input.user_messages.iter().map(|text| {
+                AgentMessage {
+                    role: "user".to_owned(),
+                    content: match &input.from_agent {
+                        // A message from another agent shows as such, with its sender.
+                        Some(from) => serde_json::json!({"type": "agent_message", "from": from,
+                        "message": text, "time": crate::dates::timestamp(now)})
+                        .to_string(),
+                        None => user_json("user_message", "message", text, now),
+                    },
+                    tool_calls: None,
+                    tool_call_id: None,
+                    search_text: text.clone(),
+                    created_at_ms: now,
+                }
+            }))
             .collect();
         // With other agents of the user, the turn offers the messaging tools too.
         let tool_set = self.config.tools(&input.model);
@@ -190,6 +203,27 @@ struct Loaded {
     summary: Option<crate::store::Summary>,
     queue: Vec<crate::store::StoredMessage>,
     peers: Vec<crate::store::AgentRecord>,
+}
+
+/// Whether `text` is one of the agent's last three replies in `queue` (spacing and case aside):
+/// the client's copy of what the agent said. Anything else the app shows as the assistant's (an
+/// edited reply, a conversation it replays) the agent did not say, and records as said.
+fn gave(queue: &[crate::store::StoredMessage], text: &str) -> bool {
+    let normal = |t: &str| {
+        t.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
+    let text = normal(text);
+    queue
+        .iter()
+        .rev()
+        .filter(|m| m.role == "assistant")
+        .filter_map(|m| m.search_text.as_deref())
+        .filter(|t| !t.trim().is_empty())
+        .take(3)
+        .any(|t| normal(t) == text)
 }
 
 fn peers_of(all: Vec<crate::store::AgentRecord>, agent: &str) -> Vec<crate::store::AgentRecord> {

@@ -37,8 +37,13 @@ impl Agents {
     pub async fn save_after_turn(&self, input: TurnInput, outcome: TurnOutcome) {
         let started = std::time::Instant::now();
         let at = input.clock.unwrap_or_else(now_ms);
-        let mut said: Vec<(&str, &str)> =
-            outcome.said.iter().map(|m| ("user", m.as_str())).collect();
+        // What the user answered (their "I'll do exactly that" is about it), then what they said.
+        let mut said: Vec<(&str, &str)> = input
+            .app_reply
+            .iter()
+            .map(|m| ("assistant", m.as_str()))
+            .chain(outcome.said.iter().map(|m| ("user", m.as_str())))
+            .collect();
         said.push(("assistant", outcome.reply().unwrap_or_default()));
         let extracted = crate::postprocess::turn_facts::extract(
             &self.summarizer,

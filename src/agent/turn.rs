@@ -21,6 +21,10 @@ pub struct TurnInput {
     pub client_system: Option<String>,
     /// The new user messages (after the client's last assistant message).
     pub user_messages: Vec<String>,
+    /// The text of the client's last assistant message (one without tool calls): what the user
+    /// saw before writing. When it is not a reply the agent gave (the app edited it, or put it
+    /// there), the agent records it as said ([`super::open`]).
+    pub app_reply: Option<String>,
     /// The results of the client tool calls a paused turn waits for (resuming it).
     pub tool_results: Vec<ToolResult>,
     /// Sampling parameters passed through to every step (temperature, max_tokens, ...), and the

@@ -392,3 +392,78 @@ async fn a_lesson_on_functions_an_earlier_message_or_the_persona_is_asked_again(
         ["(echo):failed", "send_message:reply"]
     );
 }
+
+/// The app's history is what the user saw: when its last assistant message is not a reply the
+/// agent gave (the app edited it, or replays a conversation), the agent records it as said, so
+/// that "Which table did you tell me to ask for?" has its answer in memory. Found on the eval's
+/// booking-by-assistant dialogue, whose suggestion the agent never saw. The agent's own reply
+/// sent back is not recorded twice.
+#[tokio::test]
+async fn an_assistant_message_the_agent_did_not_give_is_recorded_as_said() {
+    let h = harness_with(|_| {}).await;
+    let ask_for = "Can you help me plan dinner for our anniversary on June 12?";
+    h.mock.push(send("Happy to help! Any cuisine you like?"));
+    say(&h, "bo", ask_for).await;
+
+    let suggestion = "I suggest Trattoria Luigi on Elm Street. Ask for table 14 by the fountain.";
+    h.mock.push(send("Enjoy the evening!"));
+    let response = ask(
+        &h,
+        "bo",
+        "default",
+        json!([
+            {"role": "user", "content": ask_for},
+            {"role": "assistant", "content": suggestion},
+            {"role": "user", "content": "Perfect, I'll do exactly that."}
+        ]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    // The agent saw it in this turn, before the user's answer to it.
+    let seen = model_requests(&h).last().expect("a request").to_string();
+    let (at_suggestion, at_answer) = (
+        seen.find("Trattoria Luigi")
+            .expect("the suggestion is shown"),
+        seen.find("exactly that").expect("the answer is shown"),
+    );
+    assert!(at_suggestion < at_answer, "{seen}");
+
+    // The agent's own reply, sent back by the app, is not recorded again.
+    h.mock.push(send("Flowers are a lovely idea."));
+    let response = ask(
+        &h,
+        "bo",
+        "default",
+        json!([
+            {"role": "user", "content": "Perfect, I'll do exactly that."},
+            {"role": "assistant", "content": "Enjoy the evening!"},
+            {"role": "user", "content": "I booked it. Should I bring flowers?"}
+        ]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let stored = get_json(&h, "/memproxy/v1/users/bo/agents/default/messages").await;
+    let said: Vec<&str> = stored["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "assistant")
+        .filter_map(|m| m["search_text"].as_str())
+        .collect();
+    assert_eq!(
+        said,
+        [
+            "Happy to help! Any cuisine you like?",
+            suggestion,
+            "Enjoy the evening!",
+            "Flowers are a lovely idea."
+        ]
+    );
+    let search = get_json(
+        &h,
+        "/memproxy/v1/users/bo/agents/default/messages?q=table%2014",
+    )
+    .await
+    .to_string();
+    assert!(search.contains("table 14"), "{search}");
+}

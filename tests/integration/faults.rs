@@ -491,9 +491,15 @@ async fn faults_in_an_explicit_turn_leave_the_agent_log_consistent() {
                 .filter(|l| l.starts_with("user: ") && l.contains("What do I keep?"))
                 .count();
             assert_eq!(asked, 1, "{fault} stream={stream}: {after:#?}");
+            // The app's "ok" is not the reply the agent gave: it is recorded as said, once.
             assert_eq!(
                 after.len(),
-                before.len() + 2,
+                before.len() + 3,
+                "{fault} stream={stream}: {after:#?}"
+            );
+            assert_eq!(
+                after.iter().filter(|l| *l == "assistant: ok").count(),
+                1,
                 "{fault} stream={stream}: {after:#?}"
             );
         }

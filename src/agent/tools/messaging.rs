@@ -149,6 +149,7 @@ impl Tool for SendAndWait {
                 model: messaging.model_name.to_owned(),
                 client_system: None,
                 user_messages: vec![message],
+                app_reply: None,
                 tool_results: Vec::new(),
                 params: Map::new(),
                 clock: tools.clock,

@@ -1,5 +1,5 @@
 //! What an agent turn takes from the client's chat request: the new user messages (after the
-//! last assistant message), the results of the tool calls that message made (resuming a paused
+//! last assistant message), that message's text, the results of the tool calls that message made (resuming a paused
 //! turn), the client's system prompt, and the parameters (sampling, and its tools).
 
 use crate::agent::{ToolResult, TurnInput};
@@ -75,6 +75,10 @@ pub fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, Pro
         model: request.model.clone().unwrap_or_default(),
         client_system: (!system.is_empty()).then(|| system.join("\n\n")),
         user_messages,
+        app_reply: last_assistant
+            .filter(|_| calls.is_none())
+            .map(|i| request.messages[i].text())
+            .filter(|text| !text.trim().is_empty()),
         tool_results,
         params: request.extra.clone(),
         clock: scope.time_ms,
