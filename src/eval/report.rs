@@ -313,12 +313,19 @@ fn store_rows(summary: &Summary) -> Vec<Vec<String>> {
                 store.duplicates.to_string(),
                 store.rejected_total().to_string(),
                 reasons.join(", "),
+                format!(
+                    "{} → {} ({} retired, {} new)",
+                    store.before_consolidation(),
+                    store.stored,
+                    store.consolidation_retired,
+                    store.consolidation_added
+                ),
             ])
         })
         .collect()
 }
 
-const STORE_HEADER: [&str; 7] = [
+const STORE_HEADER: [&str; 8] = [
     "strategy (memory store)",
     "stored",
     "updated",
@@ -326,6 +333,7 @@ const STORE_HEADER: [&str; 7] = [
     "duplicates",
     "rejected",
     "rejected by reason",
+    "consolidation (live before → after)",
 ];
 
 /// The per-turn table: what one client request cost in upstream work, and how much of the chat
@@ -488,7 +496,7 @@ pub fn html(summary: &Summary) -> String {
 <h2>Strategies</h2>{main}<p>F1 and contains score the answers against the gold answers (for questions whose answer was never given: whether the answer says so). Evidence: share of the evidence turns that reached the model verbatim (retrieving strategies). Memory calls: extraction, reconciliation, summaries and extra agent steps. Overhead: memproxy's own time per request (total minus the LLM calls it waited for).</p>\
 <h2>Per turn</h2>{turns}<p>Chat calls: the answer's and the agent's steps. Prompt shared: the part of each chat prompt (tools, then messages, cl100k tokens) byte-identical to the start of the previous chat call's, which an upstream prefix cache could reuse. Served from cache: what the upstream says it reused, where it says so.</p>\
 <h2>By question category</h2>{categories}\
-<h2>Memory store</h2>{store}<p>Stored: live facts after the replay; updated: rewritten in place; retired: kept as history, no longer true; duplicates: extracted facts already stored; rejected: extracted facts the gates refused.</p>\
+<h2>Memory store</h2>{store}<p>Stored: live facts after the replay; updated: rewritten in place; retired: kept as history, no longer true; duplicates: extracted facts already stored; rejected: extracted facts the gates refused; consolidation: live facts before and after background consolidation (junk and contained facts retired, similar facts merged).</p>\
 <h2>Tokens vs score</h2>{scatter}<h2>Latency</h2>{boxes}</body></html>",
         title = escape(&summary.dataset),
         model = escape(summary.model.as_deref().unwrap_or("(upstream default)")),

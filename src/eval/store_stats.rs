@@ -20,6 +20,12 @@ pub struct StoreStats {
     pub duplicates: u64,
     /// Extracted facts the gates refused, by reason.
     pub rejected: BTreeMap<String, u64>,
+    /// Memories background consolidation retired (junk, contained in another, merged away).
+    #[serde(default)]
+    pub consolidation_retired: u64,
+    /// Memories consolidation's merges wrote.
+    #[serde(default)]
+    pub consolidation_added: u64,
 }
 
 impl StoreStats {
@@ -35,11 +41,39 @@ impl StoreStats {
         for (reason, count) in &other.rejected {
             *self.rejected.entry(reason.clone()).or_default() += count;
         }
+        self.consolidation_retired += other.consolidation_retired;
+        self.consolidation_added += other.consolidation_added;
     }
 
-    /// Adds one job report ("2 added, 1 duplicate, 3 rejected (ungrounded)").
+    /// Live memories before consolidation changed them: what extraction alone would have left.
+    pub fn before_consolidation(&self) -> u64 {
+        (self.stored + self.consolidation_retired).saturating_sub(self.consolidation_added)
+    }
+
+    /// Adds one job report ("2 added, 1 duplicate, 3 rejected (ungrounded)"; a consolidation's
+    /// "1 junk retired, 2 contained retired, 3 merged into 1 (3 retired, 1 new)").
     fn count_report(&mut self, report: &str) {
         for item in report.split(", ") {
+            let number = |text: &str| text.trim().parse::<u64>().ok();
+            if let Some((_, inner)) = item.split_once(" merged into ") {
+                let retired = inner
+                    .split_once('(')
+                    .and_then(|(_, r)| r.strip_suffix(" retired"));
+                self.consolidation_retired += retired.and_then(number).unwrap_or(0);
+                continue;
+            }
+            if let Some(added) = item.strip_suffix(" new)").and_then(number) {
+                self.consolidation_added += added;
+                continue;
+            }
+            if let Some(count) = item
+                .strip_suffix(" junk retired")
+                .or_else(|| item.strip_suffix(" contained retired"))
+                .and_then(number)
+            {
+                self.consolidation_retired += count;
+                continue;
+            }
             let Some((count, label)) = item.split_once(' ') else {
                 continue;
             };
@@ -100,6 +134,15 @@ mod tests {
         assert_eq!(stats.duplicates, 1);
         assert_eq!(stats.rejected["ungrounded"], 4);
         assert_eq!(stats.rejected["question"], 1);
+        assert_eq!(stats.rejected_total(), 5);
+        stats.count_report(
+            "1 junk retired, 2 contained retired, 3 merged into 1 (3 retired, 1 new)",
+        );
+        stats.count_report("merge of 2 rejected (loses_fact)");
+        stats.stored = 10;
+        assert_eq!(stats.consolidation_retired, 6);
+        assert_eq!(stats.consolidation_added, 1);
+        assert_eq!(stats.before_consolidation(), 15);
         assert_eq!(stats.rejected_total(), 5);
     }
 }
