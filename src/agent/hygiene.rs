@@ -123,6 +123,8 @@ fn superseding(value: &str, content: &str) -> String {
                 lines.push(content.to_owned());
                 placed = true;
             }
+            // What of it stays true ("lives with a dog named Pixel") keeps its place.
+            lines.extend(gates::remainder(line.trim()));
             untrue.push(format!("{FORMER}{}", line.trim()));
         } else {
             lines.push(line.to_owned());
@@ -322,6 +324,16 @@ mod tests {
         assert_eq!(
             block,
             "The user is Ada.\nThe user moved to Faro.\nThe user works as a data analyst at Fabrikam.\nNo longer true: The user moved to Porto.\nNo longer true: The user moved to Braga."
+        );
+        // Who the user lives with outlasts the home.
+        assert_eq!(
+            append(
+                "human",
+                "The user lives in Lisbon with a dog named Pixel.\nThe user likes tea.",
+                "The user moved to Porto.",
+                &[]
+            ),
+            Ok("The user moved to Porto.\nThe user lives with a dog named Pixel.\nThe user likes tea.\nNo longer true: The user lives in Lisbon with a dog named Pixel.".to_owned())
         );
         // Seen with the real 1.5B model on project-deadline: both dates current, the older one
         // answered.

@@ -22,11 +22,11 @@ mod words;
 
 pub use core_line::check_core_line;
 pub use instruction::reads_as_instruction;
-pub use relation::{carries, same_topic, states_one_at_a_time, supersedes};
+pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
 pub use subject::{no_referent, someone_else};
 use words::{
-    COURTESY, INTERESTS, INTEREST_WORDS, MUSINGS, PASSING, PROMISES, REPORTED_QUESTIONS, SAYING,
-    SENSITIVE, STOP_WORDS,
+    COURTESY, INTERESTS, INTEREST_WORDS, LIKING, LIKING_SAID, MUSINGS, PASSING, PROMISES,
+    REPORTED_QUESTIONS, SAYING, SENSITIVE, STOP_WORDS,
 };
 
 /// Why a fact or an update was refused.
@@ -300,6 +300,17 @@ impl Evidence {
                 ))
         {
             return Err(Rejection::FromQuestion);
+        }
+        // A liking must be the user's own word: small models turn what the user did into what they like.
+        let liked = |text: &str| {
+            let text = text.to_lowercase();
+            LIKING_SAID.iter().any(|w| text.contains(w))
+        };
+        if LIKING.iter().any(|l| lower.contains(l))
+            && !self.user_texts.iter().any(|t| liked(t))
+            && !known_texts.iter().any(|t| liked(t))
+        {
+            return Err(Rejection::Ungrounded);
         }
         if commitment
             && about_assistant

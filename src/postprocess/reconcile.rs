@@ -235,19 +235,22 @@ pub(super) async fn reconcile(
         };
         // The newest fact wins: older memories this one makes untrue are retired (kept as
         // history), whatever the memory LLM decided about them; an ADD retires the first itself.
-        let superseded: Vec<i64> = match &decision {
+        let mut superseded: Vec<(i64, String, i64)> = match &decision {
             Decision::Add | Decision::Invalidate(_) => candidates
                 .iter()
                 .chain(&rivals)
                 .filter(|(id, old, at)| {
                     *at <= said_at_ms && !touched.contains(id) && gates::supersedes(&fact.text, old)
                 })
-                .map(|(id, _, _)| *id)
+                .cloned()
                 .collect(),
             _ => Vec::new(),
         };
+        // A memory may be both a candidate and a rival.
+        let mut seen = std::collections::HashSet::new();
+        superseded.retain(|(id, _, _)| seen.insert(*id));
         let decision = match (decision, superseded.first()) {
-            (Decision::Add, Some(first)) => Decision::Invalidate(*first),
+            (Decision::Add, Some((first, _, _))) => Decision::Invalidate(*first),
             (decision, _) => decision,
         };
         if let Decision::Update(id, _) | Decision::Invalidate(id) = &decision {
@@ -270,7 +273,20 @@ pub(super) async fn reconcile(
         .await?;
         *counts.entry(applied.event.clone()).or_default() += 1;
         written.extend(wrote);
-        for id in superseded {
+        // What of a retired memory stays true ("lives with a dog named Pixel" when the home
+        // changes) is kept, dated as the old memory was.
+        for (_, old, at) in &superseded {
+            let Some(kept) = gates::remainder(old).filter(|k| gates::check_form(k).is_ok()) else {
+                continue;
+            };
+            let item = vec![(kept, "fact".to_owned(), sources.to_vec())];
+            pp.memory
+                .add_memories_at(scope, item, &origin.cause, *at)
+                .await
+                .map_err(|e| e.to_string())?;
+            *counts.entry("kept_part".to_owned()).or_default() += 1;
+        }
+        for (id, _, _) in superseded {
             if !touched.insert(id) {
                 continue;
             }

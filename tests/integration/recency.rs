@@ -231,3 +231,41 @@ async fn a_moved_deadline_retires_the_old_one() {
         ]
     );
 }
+
+/// Seen with the real 1.5B model on moved-city: "The user lives in Lisbon with a dog named
+/// Pixel." was retired by "The user moved to Porto." and "What is my dog's name?" had no answer
+/// left. Who the user lives with outlasts the home: it is kept as a memory of its own.
+#[tokio::test]
+async fn a_new_home_keeps_who_the_user_lives_with() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    let lisbon = "The user lives in Lisbon with a dog named Pixel.";
+    h.mock.push_marked("MEMPROXY-EXTRACT", facts(&[lisbon]));
+    let said = "I live in Lisbon with my dog Pixel.";
+    let response = implicit_chat(&h, "pixel", json!([{"role": "user", "content": said}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the first job", || async { jobs_done(&h).await == 1 }).await;
+
+    h.mock
+        .push_marked("MEMPROXY-EXTRACT", facts(&["The user moved to Porto."]));
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(json!({"decisions": [{"fact": 0, "action": "ADD"}]}).to_string()),
+    );
+    let news = "Big news: I moved to Porto last week for a new job.";
+    let response = implicit_chat(&h, "pixel", json!([{"role": "user", "content": news}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the second job", || async { jobs_done(&h).await == 2 }).await;
+    let mut live = memories(&h, "pixel").await;
+    live.sort();
+    assert_eq!(
+        live,
+        [
+            "The user lives with a dog named Pixel.",
+            "The user moved to Porto."
+        ]
+    );
+    let report = get_json(&h, "/memproxy/v1/jobs?state=done")
+        .await
+        .to_string();
+    assert!(report.contains("1 kept_part"), "{report}");
+}

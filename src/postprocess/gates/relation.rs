@@ -307,9 +307,48 @@ pub fn supersedes(new: &str, old: &str) -> bool {
     !new.object.is_subset(&old.object) && !old.object.is_subset(&new.object)
 }
 
+/// What of a home fact stays true when the home changes: "The user lives in Lisbon with a dog
+/// named Pixel." superseded by a move keeps "The user lives with a dog named Pixel." (who the user
+/// lives with moves along; a later fact corrects it if not). `None`: nothing beyond the home.
+pub fn remainder(old: &str) -> Option<String> {
+    let claim = claim(old)?;
+    if !claim.kinds.contains(&"home") || claim.ended {
+        return None;
+    }
+    let lower = old.to_lowercase();
+    let phrase = RELATIONS
+        .iter()
+        .filter(|(kind, _)| *kind == "home")
+        .flat_map(|(_, phrases)| phrases.iter())
+        .filter_map(|p| lower.find(&format!(" {p} ")).map(|at| (at, p.len())))
+        .min()?;
+    let with = lower[phrase.0..].find(" with ")? + phrase.0;
+    let rest = old.get(with + " with ".len()..)?.trim();
+    let subject = old.get(..phrase.0)?.trim();
+    (!rest.is_empty() && !subject.is_empty()).then(|| format!("{subject} lives with {rest}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn who_the_user_lives_with_outlasts_the_home() {
+        assert_eq!(
+            remainder("The user lives in Lisbon with a dog named Pixel."),
+            Some("The user lives with a dog named Pixel.".to_owned())
+        );
+        assert_eq!(
+            remainder("Ana lives in Porto with her partner Rui."),
+            Some("Ana lives with her partner Rui.".to_owned())
+        );
+        assert_eq!(remainder("The user lives in Lisbon."), None);
+        assert_eq!(remainder("The user works at Fabrikam with Ana."), None);
+        assert_eq!(
+            remainder("The user no longer lives in Lisbon with Ana."),
+            None
+        );
+    }
 
     #[test]
     fn a_new_job_home_or_workplace_supersedes_the_old_one() {

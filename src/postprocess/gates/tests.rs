@@ -90,6 +90,10 @@ fn junk_seen_from_the_background_save_is_refused() {
             Rejection::Transient,
         ),
         (
+            "The assistant promised to think about the menu later.",
+            Rejection::AboutAssistant,
+        ),
+        (
             "The assistant is sorry and will help with the dinner plan.",
             Rejection::AboutAssistant,
         ),
@@ -446,6 +450,38 @@ fn the_users_news_repeated_by_the_assistant_is_still_theirs() {
             "The user is now a machine learning engineer at Contoso.",
             "fact"
         ),
+        Ok(())
+    );
+}
+
+#[test]
+fn a_liking_must_be_the_users_own_word() {
+    let painted = Evidence::new([(
+        "user",
+        "This weekend I stayed home and painted the kitchen blue.",
+    )]);
+    assert_eq!(
+        painted.check(
+            "The user has a preference for painting the kitchen blue.",
+            "preference"
+        ),
+        Err(Rejection::Ungrounded)
+    );
+    assert_eq!(
+        painted.check("The user painted the kitchen blue this weekend.", "event"),
+        Ok(())
+    );
+    let climbing = Evidence::new([("user", "I'm really into climbing these days.")]);
+    assert_eq!(
+        climbing.check("The user likes climbing.", "preference"),
+        Ok(())
+    );
+    let spicy = Evidence::new([(
+        "user",
+        "My sister visits on Saturday. She loves spicy food.",
+    )]);
+    assert_eq!(
+        spicy.check("The user's sister loves spicy food.", "fact"),
         Ok(())
     );
 }

@@ -69,12 +69,17 @@ pub(super) const SAYING: [&str; 6] = ["say", "said", "express", "again", "lot", 
 /// A plan for these hours is over by the next chat.
 pub(super) const PASSING: [&str; 4] = ["tonight", "this evening", "this afternoon", "right now"];
 /// What someone says they will think over: no commitment, no lasting fact.
-pub(super) const MUSINGS: [&str; 5] = [
+pub(super) const MUSINGS: [&str; 9] = [
     "will think",
     "will consider",
     "will ponder",
     "will keep in mind",
     "will reflect",
+    // "The assistant promised to think about the menu later." (seen with the 1.5B model)
+    "to think about",
+    "to consider",
+    "to ponder",
+    "to reflect",
 ];
 /// Claims a fact may only make in the user's own words (stems).
 pub(super) const SENSITIVE: [&str; 12] = [
@@ -90,6 +95,45 @@ pub(super) const SENSITIVE: [&str; 12] = [
     "epilep",
     "halal",
     "kosher",
+];
+
+/// How a fact says the user likes something: the user must have said so in some words of
+/// liking ([`LIKING_SAID`]), or it is the model's reading ("The user has a preference for painting
+/// the kitchen blue." from "This weekend I … painted the kitchen blue.").
+pub(super) const LIKING: [&str; 10] = [
+    "preference for",
+    "prefers",
+    "likes",
+    "loves",
+    "enjoys",
+    "is a fan of",
+    "favorite",
+    "favourite",
+    "is fond of",
+    "is passionate about",
+];
+/// Words of liking in what the user said (lowercased text; generous on purpose).
+pub(super) const LIKING_SAID: [&str; 20] = [
+    "like",
+    "love",
+    "enjoy",
+    "prefer",
+    "fan of",
+    "favorite",
+    "favourite",
+    "fond",
+    "adore",
+    "into ",
+    "passion",
+    "can't get enough",
+    "obsess",
+    "crazy about",
+    "keen on",
+    "go-to",
+    "hooked",
+    "great",
+    "amazing",
+    "awesome",
 ];
 
 /// Words that carry no content of their own, and the words naming the two sides.
