@@ -290,6 +290,11 @@ impl Evidence {
         if grounded < GROUNDED_SHARE {
             return Err(Rejection::Ungrounded);
         }
+        // What a fact says of its subject must be said too: "The user's cat Miso is a pet
+        // lover." is grounded by its subject alone (seen: seven such from one answer).
+        if !commitment && predicate(fact).is_some_and(|p| !p.is_empty() && !p.iter().any(said)) {
+            return Err(Rejection::Ungrounded);
+        }
         if !commitment
             && (self.asked.only_asked(&words, &known, GROUNDED_SHARE)
                 || self.asked.answer_told_as_the_users(
@@ -351,6 +356,15 @@ impl Evidence {
             old_words.contains(w) || self.user_words.contains(w)
         });
         if grounded < GROUNDED_SHARE {
+            return Err(Rejection::Ungrounded);
+        }
+        // What the update says of its subject must be said, or kept from the old memory.
+        if predicate(new).is_some_and(|p| {
+            !p.is_empty()
+                && !p
+                    .iter()
+                    .any(|w| old_words.contains(w) || self.user_words.contains(w))
+        }) {
             return Err(Rejection::Ungrounded);
         }
         Ok(())
@@ -481,6 +495,17 @@ fn stem(word: &str) -> String {
         word.to_owned()
     };
     once(&once(word))
+}
+
+/// The content words of what a fact says of its subject: what follows its first "is", "are",
+/// "was", "has" or "have"; `None` when it has none of them.
+fn predicate(fact: &str) -> Option<HashSet<String>> {
+    let lower = format!(" {} ", fact.to_lowercase());
+    let at = [" is ", " are ", " was ", " were ", " has ", " have "]
+        .iter()
+        .filter_map(|verb| lower.find(verb).map(|at| at + verb.len()))
+        .min()?;
+    Some(content_words(&lower[at..]))
 }
 
 /// A fact's content words without its subject when that is a name ("Alice lives in Porto"): the

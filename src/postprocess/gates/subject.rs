@@ -47,6 +47,15 @@ const FILLERS: [&str; 14] = [
     "promi", "exact", "real", "actual", "definit", "certain", "sure", "agre", "go", "going",
     "plan", "want", "tri", "try",
 ];
+const DAYS: [&str; 7] = [
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+];
 /// Pronouns for a person, who must be named somewhere in the fact.
 const PERSONAL: [&str; 5] = ["he", "him", "she", "her", "hers"];
 /// Nouns for a person a pronoun may refer to (a trailing "s" aside; "grandparents" and
@@ -141,6 +150,36 @@ fn names_of_others(texts: &[&str]) -> Vec<String> {
     names
 }
 
+/// Names the user gave themselves ("I'm Marta", "my name is Ana", "The user is Marta."),
+/// lowercased.
+fn own_names(texts: &[&str]) -> Vec<String> {
+    const INTRODUCING: [&str; 6] = [
+        "i'm ",
+        "i am ",
+        "my name is ",
+        "call me ",
+        "the user is ",
+        "the user's name is ",
+    ];
+    let mut names = Vec::new();
+    for text in texts {
+        let lower = text.to_lowercase();
+        for phrase in INTRODUCING {
+            for (at, _) in lower.match_indices(phrase) {
+                let after = text.get(at + phrase.len()..).unwrap_or_default();
+                let word = after
+                    .split(|c: char| !c.is_alphanumeric())
+                    .next()
+                    .unwrap_or_default();
+                if word.chars().next().is_some_and(char::is_uppercase) {
+                    names.push(word.to_lowercase());
+                }
+            }
+        }
+    }
+    names
+}
+
 /// The clause's subject, from its first words.
 fn subject_of(clause: &[String], names: &[String]) -> Subject {
     let start: Vec<&str> = clause
@@ -215,12 +254,13 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
     }
     let named = words(fact);
     let names = names_of_others(&[user_texts, known].concat());
-    // "The user Tomas moved to Berlin": a small model's fact about the user's brother Tomas.
+    // "The user Tomas moved to Berlin": a small model's fact about the user's brother Tomas (a
+    // name the user gave someone else, or any name but the user's own).
     let second = fact.split_whitespace().nth(2).unwrap_or_default();
     let second = second.trim_matches(|c: char| !c.is_alphanumeric());
-    if second.chars().next().is_some_and(char::is_uppercase) {
+    if second.chars().next().is_some_and(char::is_uppercase) && second != "I" {
         let lower = second.to_lowercase();
-        if names.contains(&lower) {
+        if names.contains(&lower) || !own_names(&[user_texts, known].concat()).contains(&lower) {
             return Some(lower);
         }
     }
@@ -264,11 +304,16 @@ pub fn no_referent(fact: &str) -> bool {
         return true;
     }
     let person = all.iter().any(|w| PERSONAL.contains(&w.as_str()));
-    // A name: a capitalized word after the first ("Tomas", "Dr Lee").
-    let named = fact
-        .split_whitespace()
-        .skip(1)
-        .any(|w| w.chars().next().is_some_and(char::is_uppercase) && w != "I");
+    // A name: a capitalized word after the first ("Tomas", "Dr Lee"), not a month or a day.
+    let named = fact.split_whitespace().skip(1).any(|w| {
+        let bare = w
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase();
+        w.chars().next().is_some_and(char::is_uppercase)
+            && w != "I"
+            && !crate::dates::MONTHS.contains(&bare.as_str())
+            && !DAYS.contains(&bare.as_str())
+    });
     let someone = all.iter().any(|w| {
         let one = w.strip_suffix('s').unwrap_or(w);
         PEOPLE.iter().any(|p| w.ends_with(p) || one.ends_with(p))
@@ -356,6 +401,24 @@ mod tests {
             someone_else("The user Pixel loves the new flat.", &said, &known),
             Some("pixel".to_owned())
         );
+        // Any name but the user's own, as the block or the messages give it.
+        let later = ["Tomas just moved to Berlin for work."];
+        assert_eq!(
+            someone_else("The user Tomas moved to Berlin for work.", &later, &[]),
+            Some("tomas".to_owned())
+        );
+        assert_eq!(
+            someone_else("The user Marta works nights.", &["I'm Marta."], &[]),
+            None
+        );
+        assert_eq!(
+            someone_else(
+                "The user Marta works nights.",
+                &["I work nights."],
+                &["The user is Marta."]
+            ),
+            None
+        );
         // A capitalized word that opens a sentence is no name.
         let plain = ["Yesterday I moved to Berlin for work."];
         assert_eq!(
@@ -375,8 +438,9 @@ mod tests {
         assert!(!no_referent(
             "The assistant promised to book it for Friday."
         ));
-        // "him" or "her" with nobody named.
+        // "him" or "her" with nobody named (a month is no name).
         assert!(no_referent("The user is interested in visiting him."));
+        assert!(no_referent("The user might visit him in April."));
         assert!(no_referent("The user called her yesterday."));
         assert!(!no_referent(
             "The user might visit his brother Tomas in April."

@@ -485,3 +485,28 @@ fn a_liking_must_be_the_users_own_word() {
         Ok(())
     );
 }
+
+#[test]
+fn what_a_fact_says_of_its_subject_must_be_said() {
+    let miso = Evidence::new([(
+        "user",
+        "My cat Miso is twelve years old and sleeps all day.",
+    )]);
+    for runaway in [
+        "The user's cat Miso is a pet lover.",
+        "The user's cat Miso is a domestic animal.",
+    ] {
+        assert_eq!(
+            miso.check(runaway, "fact"),
+            Err(Rejection::Ungrounded),
+            "{runaway}"
+        );
+    }
+    for fact in [
+        "The user's cat Miso is twelve years old.",
+        "The user has a cat named Miso.",
+        "The user's cat Miso sleeps all day.",
+    ] {
+        assert_eq!(miso.check(fact, "fact"), Ok(()), "{fact}");
+    }
+}
