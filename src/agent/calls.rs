@@ -145,7 +145,16 @@ impl Agents {
                 stop: Stop::Replied,
             }));
         }
-        if asked.last_step {
+        // The agent saved and yielded without a heartbeat (MemGPT's end of a turn): the reply is
+        // one plain request with the memory just written, not another agent step (a 1.5B model
+        // asked for a reply after a write answered nothing, then said the user's message back).
+        // Not when the app's functions or other agents may still be called.
+        let yielded = !failed
+            && !heartbeat
+            && turn.client.is_empty()
+            && turn.peers.is_empty()
+            && calls.iter().all(|c| super::tools::writes(&c.function.name));
+        if asked.last_step || yielded {
             return Ok(Next::GiveUp);
         }
         let reason = if failed {

@@ -131,6 +131,18 @@ fn conversation(messages: &[Value]) -> Vec<Value> {
     let registry = super::tools::Registry::memory().with(super::tools::Registry::messaging(&[]));
     let ours = registry.names();
     let mut app_calls: Vec<(String, String, String)> = Vec::new();
+    // Calls whose result failed: a refused send_message was never shown to the user.
+    let failed: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter(|m| {
+            let result: Option<Value> = m["content"]
+                .as_str()
+                .and_then(|c| serde_json::from_str(c).ok());
+            result.is_some_and(|r| r["status"] == "Failed")
+        })
+        .filter_map(|m| m["tool_call_id"].as_str())
+        .collect();
     let mut out: Vec<Value> = Vec::new();
     for message in messages.iter().skip(1) {
         let content = message["content"].as_str().unwrap_or_default();
@@ -150,7 +162,11 @@ fn conversation(messages: &[Value]) -> Vec<Value> {
         match message["role"].as_str() {
             Some("tool") => {
                 let id = message["tool_call_id"].as_str().unwrap_or_default();
-                if let Some((_, name, arguments)) = app_calls.iter().find(|c| c.0 == id) {
+                // A call of a function nobody offered fails: it was never the app's.
+                let app_call = app_calls
+                    .iter()
+                    .find(|c| c.0 == id && !failed.contains(&id));
+                if let Some((_, name, arguments)) = app_call {
                     let result: Option<Value> = serde_json::from_str(content).ok();
                     let result = result
                         .as_ref()
@@ -184,6 +200,7 @@ fn conversation(messages: &[Value]) -> Vec<Value> {
                     .into_iter()
                     .flatten()
                     .filter(|c| c["function"]["name"] == super::tools::SEND_MESSAGE)
+                    .filter(|c| !failed.contains(&c["id"].as_str().unwrap_or_default()))
                     .filter_map(|c| {
                         let arguments = c["function"]["arguments"].as_str()?;
                         lenient::text_arg(&lenient::arguments(arguments).ok()?, "message")
@@ -202,6 +219,11 @@ fn conversation(messages: &[Value]) -> Vec<Value> {
             }
             _ => {}
         }
+    }
+    // The plain reply answers the user's newest message: what the agent said after it in this
+    // turn (nothing was shown) would leave the model nothing to answer.
+    while out.last().is_some_and(|m| m["role"] == "assistant") {
+        out.pop();
     }
     out
 }
@@ -236,6 +258,20 @@ mod tests {
                 json!({"role": "user", "content": "Dinner ideas?"}),
                 json!({"role": "user", "content": "[The app ran get_weather({\"city\":\"Porto\"}); it returned: rain, 14°C]"}),
             ]
+        );
+        // Seen with the real 1.5B model: a send_message refused as an echo of the user's
+        // message was shown to the plain reply as the assistant's, which then answered nothing.
+        let refused = vec![
+            json!({"role": "system", "content": "agent instructions"}),
+            json!({"role": "user", "content": "{\"type\":\"user_message\",\"message\":\"I can't stand mushrooms.\",\"time\":\"t\"}"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c3", "type": "function",
+                "function": {"name": "send_message", "arguments": "{\"message\":\"I can't stand mushrooms.\"}"}}]}),
+            json!({"role": "tool", "tool_call_id": "c3", "content": "{\"status\":\"Failed\",\"message\":\"not sent\"}"}),
+            json!({"role": "assistant", "content": "Thinking."}),
+        ];
+        assert_eq!(
+            conversation(&refused),
+            vec![json!({"role": "user", "content": "I can't stand mushrooms."})]
         );
         let blocks = vec![CoreBlock {
             label: "human".to_owned(),

@@ -332,7 +332,8 @@ async fn wrong_calls_plain_text_and_missing_heartbeats_are_handled() {
         r#"{"label": "human", "content": "Likes green tea.", "request_heartbeat": "true",}"#
             .to_owned(),
     )]));
-    // No heartbeat and no reply yet: the agent is asked to answer.
+    // Saved without a heartbeat: the agent yielded, and one plain request (no tools, the memory
+    // just written) writes the reply.
     h.mock.push(call(
         "core_memory_append",
         json!({"label": "human", "content": "Dislikes coffee."}),
@@ -346,7 +347,7 @@ async fn wrong_calls_plain_text_and_missing_heartbeats_are_handled() {
         json!([{"role": "user", "content": "I like green tea, not coffee."}]),
     )
     .await;
-    assert_eq!(response.headers()["x-memproxy-stop"], "plain_text");
+    assert_eq!(response.headers()["x-memproxy-stop"], "plain_reply");
     assert_eq!(response.headers()["x-memproxy-steps"], "5");
     assert_eq!(
         reply_of(&response.json().await.expect("json")),
@@ -375,17 +376,16 @@ async fn wrong_calls_plain_text_and_missing_heartbeats_are_handled() {
         .expect("m")
         .contains("not valid JSON"));
     assert_eq!(tool_results(&requests[3])[2]["status"], "OK");
-    let nudge = user_payloads(&requests[4])
-        .into_iter()
-        .rev()
-        .find(|p| p["type"] == "heartbeat")
-        .expect("nudge");
-    assert!(
-        nudge["reason"]
-            .as_str()
-            .expect("reason")
-            .contains("send_message"),
-        "{nudge}"
+    let plain = &requests[4];
+    assert!(plain.get("tools").is_none(), "{plain}");
+    let system = plain["messages"][0]["content"].as_str().unwrap_or_default();
+    assert!(system.contains("Dislikes coffee."), "{system}");
+    assert_eq!(
+        plain["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(|m| m["content"].clone()),
+        Some(json!("I like green tea, not coffee."))
     );
     let blocks = get_json(&h, "/memproxy/v1/users/di/agents/default/blocks")
         .await
@@ -398,7 +398,7 @@ async fn wrong_calls_plain_text_and_missing_heartbeats_are_handled() {
             "core_memory_append:failed",
             "core_memory_append:ok",
             "core_memory_append:ok",
-            "(text):reply"
+            "(plain_reply):reply"
         ]
     );
 }
