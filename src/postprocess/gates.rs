@@ -264,6 +264,22 @@ impl Evidence {
         if about_assistant && !commitment && starts_with_assistant(&lower) {
             return Err(Rejection::AboutAssistant);
         }
+        // Advice is the assistant's ("The user should learn NumPy and Pandas."), unless the user
+        // said it of themselves ("I should call my mother more").
+        let advised = [
+            " should ",
+            " ought to ",
+            " is advised to ",
+            " is encouraged to ",
+        ]
+        .iter()
+        .any(|a| lower.contains(a));
+        let own_advice = self.user_texts.iter().any(|t| {
+            t.to_lowercase().contains(" should ") || t.to_lowercase().contains(" ought to ")
+        });
+        if !commitment && advised && !own_advice {
+            return Err(Rejection::FromAssistant);
+        }
         // The assistant often repeats the user's news ("Congratulations on your new role at
         // Contoso!"): a fact the user said nearly word for word is theirs.
         let users_own = share(&words, |w| self.user_words.contains(w)) >= COPY_SHARE;

@@ -510,3 +510,23 @@ fn what_a_fact_says_of_its_subject_must_be_said() {
         assert_eq!(miso.check(fact, "fact"), Ok(()), "{fact}");
     }
 }
+
+#[test]
+fn advice_is_the_assistants_unless_the_user_gave_it_to_themselves() {
+    let e = Evidence::new([
+        (
+            "user",
+            "I started as a machine learning engineer. Mostly Python.",
+        ),
+        ("assistant", "You should learn NumPy and Pandas."),
+    ]);
+    assert_eq!(
+        e.check("The user should learn NumPy and Pandas for Python.", "fact"),
+        Err(Rejection::FromAssistant)
+    );
+    let own = Evidence::new([("user", "I know I should call my mother more often.")]);
+    assert_eq!(
+        own.check("The user should call their mother more often.", "fact"),
+        Ok(())
+    );
+}
