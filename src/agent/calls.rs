@@ -154,7 +154,7 @@ impl Agents {
             && turn.client.is_empty()
             && turn.peers.is_empty()
             && calls.iter().all(|c| super::tools::writes(&c.function.name));
-        if asked.last_step || yielded {
+        if asked.last_step {
             return Ok(Next::GiveUp);
         }
         let reason = if failed {
@@ -166,7 +166,13 @@ impl Agents {
             format!("[This is an automated system message hidden from the user] The function ran, but the user has not received a reply yet: answer their message (\"{}\") with send_message.", turn.newest_said())
         };
         let now = turn.now();
+        // Stored before the reply in either case: a log where a function result is followed
+        // directly by the reply taught the 1.5B model to answer later turns with a copy of the
+        // result (`<tool_response>{"status":"OK",…}`).
         turn.buffer.push(system_notice("heartbeat", &reason, now));
+        if yielded {
+            return Ok(Next::GiveUp);
+        }
         Ok(Next::Step)
     }
 

@@ -215,6 +215,13 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
             return PlainAnswer::Reply(message.trim().to_owned());
         }
     }
+    // A function result imitated in the chat template's own markup (Qwen's `<tool_response>`).
+    if ["<tool_response>", "<tool_call>", "<|im_start|>"]
+        .iter()
+        .any(|tag| trimmed.starts_with(tag))
+    {
+        return PlainAnswer::Echo;
+    }
     if echoes(trimmed, user_said) {
         return PlainAnswer::Echo;
     }
@@ -240,6 +247,16 @@ pub fn echoes(text: &str, user_said: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_function_result_in_template_markup_is_an_echo() {
+        let seen = "<tool_response>\n{\"status\":\"OK\",\"message\":\"Block 'human' updated (46 characters).\"}\n</tool_response>";
+        assert_eq!(plain_answer(seen, &[]), PlainAnswer::Echo);
+        assert_eq!(
+            plain_answer("Use <tool_response> tags.", &[]),
+            PlainAnswer::Reply("Use <tool_response> tags.".to_owned())
+        );
+    }
 
     #[test]
     fn the_users_message_said_back_is_an_echo() {

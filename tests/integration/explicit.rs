@@ -378,6 +378,21 @@ async fn wrong_calls_plain_text_and_missing_heartbeats_are_handled() {
     assert_eq!(tool_results(&requests[3])[2]["status"], "OK");
     let plain = &requests[4];
     assert!(plain.get("tools").is_none(), "{plain}");
+    // The stored log keeps the notice between the function result and the reply (a result
+    // followed directly by the reply taught the 1.5B model to answer with copies of results).
+    let log = get_json(&h, "/memproxy/v1/users/di/agents/default/messages").await;
+    let log = log["data"].as_array().cloned().unwrap_or_default();
+    let at = log
+        .iter()
+        .position(|m| m["search_text"] == "Green tea it is, no coffee.")
+        .expect("the reply is stored");
+    assert!(
+        log[at - 1]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("\"heartbeat\"")),
+        "{:?}",
+        &log[at - 1]
+    );
     let system = plain["messages"][0]["content"].as_str().unwrap_or_default();
     assert!(system.contains("Dislikes coffee."), "{system}");
     assert_eq!(
