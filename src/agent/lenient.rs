@@ -228,18 +228,20 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
     PlainAnswer::Reply(trimmed.to_owned())
 }
 
+/// `text` trimmed of quotes, lowercased, its spacing made single: how replies are compared.
+pub fn normal(text: &str) -> String {
+    text.trim()
+        .trim_matches(['"', '\'', '\u{201c}', '\u{201d}'])
+        .split_whitespace()
+        .map(str::to_lowercase)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// Whether `text` is one of the user's messages of this turn said back (case, spacing and
 /// quotes aside): seen with a 1.5B model, which answered "Miso ate some grass this morning." with
 /// those very words, and a question with the question.
 pub fn echoes(text: &str, user_said: &[String]) -> bool {
-    let normal = |text: &str| {
-        text.trim()
-            .trim_matches(['"', '\'', '\u{201c}', '\u{201d}'])
-            .split_whitespace()
-            .map(str::to_lowercase)
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
     let text = normal(text);
     !text.is_empty() && user_said.iter().any(|said| normal(said) == text)
 }

@@ -4,7 +4,7 @@
 //! Each is asked again with a notice saying what went wrong (as plain text) or refused as a
 //! failed `send_message` (the same failure-as-feedback MemGPT uses).
 
-use super::lenient;
+use super::lenient::{self, normal};
 use super::state::Turn;
 use super::tools::Registry;
 
@@ -50,15 +50,6 @@ impl Unusable {
             }
         }
     }
-}
-
-fn normal(text: &str) -> String {
-    text.trim()
-        .trim_matches(['"', '\'', '\u{201c}', '\u{201d}'])
-        .split_whitespace()
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// `text`'s words, lowercased, without punctuation (a sentence cut from a longer text matches).

@@ -317,13 +317,7 @@ async fn the_users_message_said_back_is_asked_again() {
         nudge.contains("You repeated a message") && nudge.contains(said),
         "{nudge}"
     );
-    let refused = tool_results(requests.last().expect("a request"))
-        .pop()
-        .expect("a result");
-    assert_eq!(refused["status"], "Failed");
-    assert!(refused["message"]
-        .as_str()
-        .is_some_and(|m| m.contains("the user's own message")));
+    refused_as_the_users_own(&requests);
     let trace = statuses(&steps(&h, "ec", "default").await);
     assert_eq!(
         trace[trace.len() - 3..],
@@ -356,13 +350,7 @@ async fn a_lesson_on_functions_an_earlier_message_or_the_persona_is_asked_again(
         nudge.contains("must never see function names") && nudge.contains("Where do I work?"),
         "{nudge}"
     );
-    let refused = tool_results(requests.last().expect("a request"))
-        .pop()
-        .expect("a result");
-    assert_eq!(refused["status"], "Failed");
-    assert!(refused["message"]
-        .as_str()
-        .is_some_and(|m| m.contains("the user's own message")));
+    refused_as_the_users_own(&requests);
     let trace = statuses(&steps(&h, "tl", "default").await);
     assert_eq!(
         trace[trace.len() - 3..],
@@ -466,4 +454,15 @@ async fn an_assistant_message_the_agent_did_not_give_is_recorded_as_said() {
     .await
     .to_string();
     assert!(search.contains("table 14"), "{search}");
+}
+
+/// The last request's newest function result: a send_message refused as the user's own message.
+fn refused_as_the_users_own(requests: &[Value]) {
+    let refused = tool_results(requests.last().expect("a request"))
+        .pop()
+        .expect("a result");
+    assert_eq!(refused["status"], "Failed");
+    assert!(refused["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("the user's own message")));
 }

@@ -47,15 +47,6 @@ const FILLERS: [&str; 14] = [
     "promi", "exact", "real", "actual", "definit", "certain", "sure", "agre", "go", "going",
     "plan", "want", "tri", "try",
 ];
-const DAYS: [&str; 7] = [
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
-];
 /// Pronouns for a person, who must be named somewhere in the fact.
 const PERSONAL: [&str; 5] = ["he", "him", "she", "her", "hers"];
 /// Nouns for a person a pronoun may refer to (a trailing "s" aside; "grandparents" and
@@ -304,7 +295,7 @@ pub fn no_referent(fact: &str) -> bool {
         return true;
     }
     let person = all.iter().any(|w| PERSONAL.contains(&w.as_str()));
-    // A name: a capitalized word after the first ("Tomas", "Dr Lee"), not a month or a day.
+    // A name: a capitalized word after the first ("Tomas", "Dr Lee"), not a month or a day (or another date word).
     let named = fact.split_whitespace().skip(1).any(|w| {
         let bare = w
             .trim_matches(|c: char| !c.is_alphanumeric())
@@ -312,7 +303,7 @@ pub fn no_referent(fact: &str) -> bool {
         w.chars().next().is_some_and(char::is_uppercase)
             && w != "I"
             && !crate::dates::MONTHS.contains(&bare.as_str())
-            && !DAYS.contains(&bare.as_str())
+            && !super::DATE_WORDS.contains(&bare.as_str())
     });
     let someone = all.iter().any(|w| {
         let one = w.strip_suffix('s').unwrap_or(w);
