@@ -209,21 +209,7 @@ struct Loaded {
 /// the client's copy of what the agent said. Anything else the app shows as the assistant's (an
 /// edited reply, a conversation it replays) the agent did not say, and records as said.
 fn gave(queue: &[crate::store::StoredMessage], text: &str) -> bool {
-    let normal = |t: &str| {
-        t.split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ")
-            .to_lowercase()
-    };
-    let text = normal(text);
-    queue
-        .iter()
-        .rev()
-        .filter(|m| m.role == "assistant")
-        .filter_map(|m| m.search_text.as_deref())
-        .filter(|t| !t.trim().is_empty())
-        .take(3)
-        .any(|t| normal(t) == text)
+    super::unusable::among_last_replies(queue, text)
 }
 
 fn peers_of(all: Vec<crate::store::AgentRecord>, agent: &str) -> Vec<crate::store::AgentRecord> {

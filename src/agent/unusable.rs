@@ -70,6 +70,20 @@ fn persona_of(system: &str) -> Option<&str> {
     body.get(start..end)
 }
 
+/// Whether `text` is one of the agent's last three replies in `queue` (quotes, spacing and case
+/// aside).
+pub(super) fn among_last_replies(queue: &[crate::store::StoredMessage], text: &str) -> bool {
+    let text = normal(text);
+    queue
+        .iter()
+        .rev()
+        .filter(|m| m.role == "assistant")
+        .filter_map(|m| m.search_text.as_deref())
+        .filter(|t| !t.trim().is_empty())
+        .take(3)
+        .any(|t| normal(t) == text)
+}
+
 impl Turn {
     /// Whether `reply` says word for word what one of the agent's last three replies in view
     /// said: a small model that once answered off the point ("I'm sorry, but I don't know what
@@ -80,18 +94,8 @@ impl Turn {
         if self.resumed {
             return false;
         }
-        let reply = normal(reply);
-        if reply.split(' ').count() < REPEAT_MIN_WORDS {
-            return false;
-        }
-        self.queue
-            .iter()
-            .rev()
-            .filter(|m| m.role == "assistant")
-            .filter_map(|m| m.search_text.as_deref())
-            .filter(|text| !text.trim().is_empty())
-            .take(3)
-            .any(|text| normal(text) == reply)
+        normal(reply).split(' ').count() >= REPEAT_MIN_WORDS
+            && among_last_replies(&self.queue, reply)
     }
 
     /// Why `reply` may not be shown to the user; `None`: it may.
