@@ -17,11 +17,30 @@ impl Integrity for SqliteStore {
 
     fn storage_problems(&self) -> StoreResult<Vec<String>> {
         self.read(|c| {
+            // FTS5 keeps the shape of its index (which segments exist) cached on the connection
+            // and refreshes it when a cursor opens, but its integrity check does not. Checked on
+            // a reader whose cache predates the writer's merges, segments merged away since
+            // look missing: "corruption" that is not there. So one read transaction: a cursor on
+            // each FTS table first (refreshing the cache to this snapshot), then the check.
+            let snapshot = c.unchecked_transaction()?;
+            let mut tables = c.prepare(
+                "SELECT name FROM sqlite_schema
+                 WHERE type = 'table' AND sql LIKE 'CREATE VIRTUAL TABLE % USING fts5%'",
+            )?;
+            let tables = tables
+                .query_map([], |row| row.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            for table in tables {
+                let mut cursor = c.prepare(&format!("SELECT rowid FROM \"{table}\" LIMIT 1"))?;
+                cursor.query([])?.next()?;
+            }
             let mut statement = c.prepare("PRAGMA integrity_check")?;
             let lines = statement
                 .query_map([], |row| row.get::<_, String>(0))?
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok(lines.into_iter().filter(|line| line != "ok").collect())
+            let problems = lines.into_iter().filter(|line| line != "ok").collect();
+            snapshot.commit()?;
+            Ok(problems)
         })
     }
 
