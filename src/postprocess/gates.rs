@@ -399,6 +399,13 @@ pub fn covers(memory: &str, fact: &str) -> bool {
     !fact.is_empty() && share(&fact, |w| memory.contains(w)) >= COVERED_SHARE
 }
 
+/// Whether `new` only adds to `old`: every content word of `old` is still in it ("has a dog" →
+/// "has a dog named Pixel"), so `old` did not stop being true.
+pub fn only_adds_to(new: &str, old: &str) -> bool {
+    let (new, old) = (content_words(new), content_words(old));
+    !old.is_empty() && old.is_subset(&new)
+}
+
 /// Words that only date a fact ("in October 2026", "on March 2", "last week").
 const DATE_WORDS: [&str; 18] = [
     "monday",

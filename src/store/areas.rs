@@ -4,9 +4,9 @@
 
 use super::{
     AgentCounts, AgentMessage, AgentRecord, Conversation, CoreBlock, Corpus, Document, Embedding,
-    ImportCounts, Inserted, Job, Memory, MemoryEvent, NewJob, NewMemory, NewMessage, Page, Passage,
-    Source, StepRecord, StoreError, StoreResult, StoredMessage, Summary, Synced, TurnLock,
-    UserBundle, UserScope, Within,
+    FormerFact, ImportCounts, Inserted, Job, Memory, MemoryEvent, NewJob, NewMemory, NewMessage,
+    Page, Passage, Source, StepRecord, StoreError, StoreResult, StoredMessage, Summary, Synced,
+    TurnLock, UserBundle, UserScope, Within,
 };
 
 /// Users of a tenant: each has an id the other areas (and the vector indexes) key rows by.
@@ -95,6 +95,8 @@ pub trait Facts {
         page: Page,
     ) -> StoreResult<Vec<Memory>>;
     fn memory_events(&self, scope: &UserScope) -> StoreResult<Vec<MemoryEvent>>;
+    /// The newest `limit` facts that no longer hold ([`FormerFact`]), newest first.
+    fn former_facts(&self, scope: &UserScope, limit: usize) -> StoreResult<Vec<FormerFact>>;
 }
 
 /// Explicit-mode agents: core blocks, archival passages, the agent's own log and context, a

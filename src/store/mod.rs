@@ -248,6 +248,29 @@ pub enum Inserted {
     },
 }
 
+/// A fact that held once and no longer does: a memory retired as untrue (not as junk or a
+/// duplicate by consolidation), or the old text of a memory rewritten in place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FormerFact {
+    pub memory_id: i64,
+    /// What it said.
+    pub text: String,
+    /// What replaced it in place (an update), if anything.
+    pub replaced_by: Option<String>,
+    /// When it stopped holding.
+    pub until_ms: i64,
+}
+
+/// The audit-log query behind [`FormerFact`] (both backends; `{uid}` and `{limit}` are their
+/// placeholders): newest first.
+pub const FORMER_FACTS_SQL: &str =
+    "SELECT e.memory_id, COALESCE(e.old_value, m.text), e.new_value, e.created_at
+     FROM memory_events e JOIN memories m ON m.id = e.memory_id AND m.uid = e.uid
+     WHERE e.uid = {uid} AND e.cause NOT LIKE 'consolidation%'
+       AND ((e.action = 'update' AND e.old_value IS NOT NULL)
+         OR (e.action = 'invalidate' AND m.valid_until IS NOT NULL))
+     ORDER BY e.created_at DESC, e.id DESC LIMIT {limit}";
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MemoryEvent {
     pub memory_id: i64,

@@ -35,6 +35,10 @@ pub struct MemoryConfig {
     pub max_memories: usize,
     /// Also inject relevant turns of past conversations (and of this one, out of the window).
     pub past_turns: bool,
+    /// For a question about the past ("What was my job before?"), also show this many facts
+    /// that no longer hold (replaced or retired), apart and dated ([`crate::memory::history`]).
+    /// 0: never.
+    pub former_facts: usize,
     /// Wait this long after a conversation's last exchange before extracting facts from it.
     #[serde(with = "humantime_serde")]
     pub extraction_debounce: Duration,
@@ -100,6 +104,7 @@ impl Default for MemoryConfig {
             min_similarity: 0.3,
             max_memories: 12,
             past_turns: true,
+            former_facts: 3,
             extraction_debounce: Duration::from_secs(3),
             summary_min_turns: 6,
             add_only: false,

@@ -9,7 +9,7 @@ use super::compact::{self, Window};
 use super::inject::{self, MemoryBlock};
 use super::MemoryConfig;
 use crate::identity::Scope;
-use crate::memory::{MemoryService, RetrievalRequest};
+use crate::memory::{history, MemoryService, RetrievalRequest};
 use crate::mode::Mode;
 use crate::openai::{ChatMessage, ChatRequest};
 use crate::store::{Corpus, NewMessage, UserScope};
@@ -186,14 +186,51 @@ async fn with_memory(
             .map_err(|e| e.to_string())?
             .map(|s| s.text);
     }
-    if let Some((_, keywords)) = query {
+    if let Some((question, keywords)) = query {
         let found = Found {
             query: keywords,
-            vector: query_vector,
+            vector: query_vector.clone(),
         };
         retrieve_into(&mut block, memory, config, &user, request, &window, found).await?;
+        if config.former_facts > 0 && history::asks_about_the_past(&question) {
+            add_former(&mut block, memory, config, &user, &question, query_vector).await?;
+        }
     }
     Ok(build(request, &window, Some(block), config))
+}
+
+/// Facts that no longer hold, for a question about the past ([`history`]).
+async fn add_former(
+    block: &mut MemoryBlock,
+    memory: &Arc<MemoryService>,
+    config: &MemoryConfig,
+    user: &UserScope,
+    question: &str,
+    vectors: Option<crate::memory::QueryVectors>,
+) -> Result<(), String> {
+    let vectors = match vectors {
+        Some(vectors) => vectors,
+        None => memory
+            .query_vectors(question, true)
+            .await
+            .map_err(|e| e.to_string())?,
+    };
+    let Some(vector) = vectors.about_user.or(vectors.asked) else {
+        return Ok(());
+    };
+    let live: Vec<String> = block.facts.iter().map(|(_, text)| text.clone()).collect();
+    let former = memory
+        .former_facts(
+            user,
+            &vector,
+            &live,
+            config.former_facts,
+            config.min_similarity,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    block.former = former.into_iter().map(|f| (f.until_ms, f.text)).collect();
+    Ok(())
 }
 
 /// The retrieval query: the newest user message, which carries the question, and the end of the

@@ -127,3 +127,45 @@ fn newest_wins_and_hygiene_on_generated_facts() {
         },
     );
 }
+
+/// Facts that no longer hold, on generated texts: nothing panics, a question is told about the
+/// past or not without failing, and what is shown is some of what was given, each text once,
+/// none that a live fact says, none that its replacement only added to.
+#[test]
+fn former_facts_on_generated_texts() {
+    use memproxy::memory::history;
+    use memproxy::store::FormerFact;
+    crate::run(
+        "history-former-facts",
+        2_000,
+        (
+            sentence(),
+            prop::collection::vec((sentence(), prop::option::of(sentence())), 0..6),
+            prop::collection::vec(sentence(), 0..3),
+        ),
+        |(question, given, live)| {
+            let _ = history::asks_about_the_past(&question);
+            let former: Vec<FormerFact> = given
+                .iter()
+                .enumerate()
+                .map(|(i, (text, replaced_by))| FormerFact {
+                    memory_id: i as i64,
+                    text: text.clone(),
+                    replaced_by: replaced_by.clone(),
+                    until_ms: i as i64,
+                })
+                .collect();
+            let shown = history::worth_showing(former.clone(), &live);
+            for (k, fact) in shown.iter().enumerate() {
+                prop_assert!(former.contains(fact), "{fact:?} was not given");
+                prop_assert!(!fact.text.trim().is_empty());
+                prop_assert!(!live.iter().any(|l| l.trim() == fact.text.trim()));
+                prop_assert!(!shown[..k].iter().any(|s| s.text.trim() == fact.text.trim()));
+                if let Some(new) = &fact.replaced_by {
+                    prop_assert!(!gates::only_adds_to(new, &fact.text));
+                }
+            }
+            Ok(())
+        },
+    );
+}

@@ -345,3 +345,79 @@ fn the_check_reads_the_store_as_it_is_on_every_backend() {
         integrity_area(&postgres(&url));
     }
 }
+
+/// Facts that no longer hold: the old text of an update and a retired memory, newest first;
+/// not what consolidation retired (junk, duplicates), not a memory restored since, not another
+/// user's.
+fn former_facts_area(store: &(impl Facts + Users)) {
+    use memproxy::store::{Inserted, NewMemory};
+    let (ana, bob) = (UserScope::new("acme", "ana"), UserScope::new("acme", "bob"));
+    let add = |scope: &UserScope, text: &str| -> i64 {
+        let memory = NewMemory {
+            text: text.to_owned(),
+            kind: "fact".to_owned(),
+            sources: vec![],
+            created_at_ms: 1_000,
+            embedding: None,
+        };
+        match store.insert_memory(scope, &memory, "test").expect("insert") {
+            Inserted::New { id, .. } => id,
+            other => panic!("expected a new memory, got {other:?}"),
+        }
+    };
+    let job = add(&ana, "The user works at Fabrikam.");
+    store
+        .update_memory(
+            &ana,
+            job,
+            "The user works at Contoso.",
+            None,
+            &[],
+            "extract job 1",
+        )
+        .expect("update");
+    let city = add(&ana, "The user lives in Lisbon.");
+    store
+        .invalidate_memory(&ana, city, "extract job 2")
+        .expect("retire");
+    let junk = add(&ana, "Certainly! Here are some ideas.");
+    store
+        .invalidate_memory(&ana, junk, "consolidation job 3: junk (from_assistant)")
+        .expect("consolidate");
+    let back = add(&ana, "The user has a cat named Miso.");
+    store.invalidate_memory(&ana, back, "api").expect("retire");
+    store.restore_memory(&ana, back, "api").expect("restore");
+    let other = add(&bob, "The user lives in Oslo.");
+    store.invalidate_memory(&bob, other, "api").expect("retire");
+
+    let former = store.former_facts(&ana, 10).expect("former");
+    let texts: Vec<(&str, Option<&str>)> = former
+        .iter()
+        .map(|f| (f.text.as_str(), f.replaced_by.as_deref()))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            ("The user lives in Lisbon.", None),
+            (
+                "The user works at Fabrikam.",
+                Some("The user works at Contoso.")
+            ),
+        ]
+    );
+    assert!(former.iter().all(|f| f.until_ms > 0));
+    assert_eq!(store.former_facts(&ana, 1).expect("limited").len(), 1);
+    assert!(store
+        .former_facts(&UserScope::new("acme", "nobody"), 10)
+        .expect("unknown user")
+        .is_empty());
+}
+
+#[test]
+fn former_facts_on_every_backend() {
+    let (_dir, store) = sqlite();
+    former_facts_area(&store);
+    if let Some(url) = postgres_url() {
+        former_facts_area(&postgres(&url));
+    }
+}

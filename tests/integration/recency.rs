@@ -269,3 +269,93 @@ async fn a_new_home_keeps_who_the_user_lives_with() {
         .to_string();
     assert!(report.contains("1 kept_part"), "{report}");
 }
+
+/// A replaced fact is history: shown, apart and dated, for a question about the past ("What was
+/// my job before?"), never for one about now. Both ways a fact stops holding: retired beside the
+/// new one (the memory LLM's update overruled), and rewritten in place (the old text is in the
+/// audit log).
+#[tokio::test]
+async fn a_question_about_the_past_is_shown_the_facts_that_no_longer_hold() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    let analyst = "The user works as a data analyst at Fabrikam.";
+    let lisbon = "The user lives in Lisbon.";
+    h.mock
+        .push_marked("MEMPROXY-EXTRACT", facts(&[analyst, lisbon]));
+    let said = "I work as a data analyst at Fabrikam, and I live in Lisbon.";
+    let response = implicit_chat(&h, "rio", json!([{"role": "user", "content": said}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the first job", || async { jobs_done(&h).await == 1 }).await;
+
+    let contoso = "The user is now a machine learning engineer at Contoso.";
+    let porto = "The user lives in Porto.";
+    h.mock
+        .push_marked("MEMPROXY-EXTRACT", facts(&[contoso, porto]));
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(
+            json!({"decisions": [
+                {"fact": 0, "action": "ADD"},
+                {"fact": 1, "action": "UPDATE", "memory": 1, "text": porto}]})
+            .to_string(),
+        ),
+    );
+    let news = "Big changes: I'm now a machine learning engineer at Contoso, and I moved to Porto.";
+    let response = implicit_chat(&h, "rio", json!([{"role": "user", "content": news}])).await;
+    assert_eq!(response.status(), 200);
+    eventually("the second job", || async { jobs_done(&h).await == 2 }).await;
+    let mut live = memories(&h, "rio").await;
+    live.sort();
+    assert_eq!(live, [contoso, porto]);
+    // One of each: the analyst retired, Lisbon rewritten in place.
+    let events = get_json(&h, "/memproxy/v1/users/rio/events").await;
+    let events = events["data"].as_array().cloned().unwrap_or_default();
+    let did = |action: &str, text: &str| {
+        events
+            .iter()
+            .any(|e| e["action"] == action && e["old_value"].as_str().unwrap_or("").contains(text))
+            || events.iter().any(|e| {
+                e["action"] == action && action == "invalidate" && {
+                    let id = &e["memory_id"];
+                    events
+                        .iter()
+                        .any(|a| a["memory_id"] == *id && a["new_value"].as_str() == Some(text))
+                }
+            })
+    };
+    assert!(did("invalidate", analyst), "{events:#?}");
+    assert!(did("update", lisbon), "{events:#?}");
+
+    let heading = "No longer true";
+    for (question, former) in [
+        ("What was my job before my current one?", analyst),
+        ("Which city did I live in previously?", lisbon),
+    ] {
+        let response =
+            implicit_chat(&h, "rio", json!([{"role": "user", "content": question}])).await;
+        assert_eq!(response.status(), 200);
+        let block = injected(&h);
+        let history = block
+            .split_once(heading)
+            .map(|(_, rest)| rest)
+            .unwrap_or_else(|| panic!("{question}: no history in {block}"));
+        assert!(history.contains(former), "{question}: {block}");
+        assert!(
+            history.contains("[until "),
+            "dated by when it stopped holding: {block}"
+        );
+    }
+    for question in [
+        "Which company do I work for?",
+        "Which city do I live in now?",
+    ] {
+        let response =
+            implicit_chat(&h, "rio", json!([{"role": "user", "content": question}])).await;
+        assert_eq!(response.status(), 200);
+        let block = injected(&h);
+        assert!(!block.contains(heading), "{question}: {block}");
+        assert!(
+            !block.contains(analyst) && !block.contains(lisbon),
+            "{question}: {block}"
+        );
+    }
+}

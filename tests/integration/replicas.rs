@@ -274,6 +274,13 @@ async fn a_replica_killed_mid_job_loses_nothing() {
     assert_eq!(mock.chat_requests(Some("MEMPROXY-EXTRACT")).len(), 2);
     let memories = memory_texts(&b, "ana").await;
     assert_eq!(memories.len(), 1, "stored once: {memories:?}");
+    // The job is marked done in its own transaction, just after the memories it stored.
+    eventually("B marks the job done", || async {
+        get(&b, "/memproxy/v1/jobs?state=done").await["data"]
+            .as_array()
+            .is_some_and(|jobs| jobs.iter().any(|j| j["kind"] == "extract"))
+    })
+    .await;
     let jobs = get(&b, "/memproxy/v1/jobs?state=done").await;
     let extract = jobs["data"]
         .as_array()

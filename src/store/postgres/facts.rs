@@ -7,8 +7,8 @@ use tokio_postgres::GenericClient;
 
 use super::{bump_generation, ensure_uid, find_uid, require_uid, PostgresStore};
 use crate::store::{
-    content_hash, now_ms, Corpus, Embedding, Facts, Inserted, Memory, MemoryEvent, NewMemory, Page,
-    Source, StoreError, StoreResult, UserScope,
+    content_hash, now_ms, Corpus, Embedding, Facts, FormerFact, Inserted, Memory, MemoryEvent,
+    NewMemory, Page, Source, StoreError, StoreResult, UserScope,
 };
 
 async fn log_event(
@@ -309,6 +309,28 @@ impl Facts for PostgresStore {
                     new_value: row.get(3),
                     cause: row.get(4),
                     created_at_ms: row.get(5),
+                })
+                .collect())
+        })
+    }
+
+    fn former_facts(&self, scope: &UserScope, limit: usize) -> StoreResult<Vec<FormerFact>> {
+        let sql = crate::store::FORMER_FACTS_SQL
+            .replace("{uid}", "$1")
+            .replace("{limit}", "$2");
+        self.run(|pool| async move {
+            let client = pool.get().await?;
+            let Some(uid) = find_uid(&**client, scope).await? else {
+                return Ok(Vec::new());
+            };
+            let rows = client.query(&sql, &[&uid, &(limit as i64)]).await?;
+            Ok(rows
+                .iter()
+                .map(|row| FormerFact {
+                    memory_id: row.get(0),
+                    text: row.get(1),
+                    replaced_by: row.get(2),
+                    until_ms: row.get(3),
                 })
                 .collect())
         })

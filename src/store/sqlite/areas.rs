@@ -172,6 +172,14 @@ impl Facts for SqliteStore {
     fn memory_events(&self, scope: &UserScope) -> StoreResult<Vec<crate::store::MemoryEvent>> {
         self.read(|c| memories::events(c, scope))
     }
+
+    fn former_facts(
+        &self,
+        scope: &UserScope,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::store::FormerFact>> {
+        self.read(|c| memories::former(c, scope, limit))
+    }
 }
 
 impl Agents for SqliteStore {

@@ -280,3 +280,28 @@ pub fn events(connection: &Connection, scope: &UserScope) -> StoreResult<Vec<Mem
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
 }
+
+pub fn former(
+    connection: &Connection,
+    scope: &UserScope,
+    limit: usize,
+) -> StoreResult<Vec<crate::store::FormerFact>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let sql = crate::store::FORMER_FACTS_SQL
+        .replace("{uid}", "?1")
+        .replace("{limit}", "?2");
+    let mut statement = connection.prepare(&sql)?;
+    let rows = statement
+        .query_map(rusqlite::params![uid, limit as i64], |row| {
+            Ok(crate::store::FormerFact {
+                memory_id: row.get(0)?,
+                text: row.get(1)?,
+                replaced_by: row.get(2)?,
+                until_ms: row.get(3)?,
+            })
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
