@@ -16,6 +16,12 @@ use crate::store::AgentMessage;
 /// How a call's result is traced for a client tool (its result comes later, from the client).
 pub const CLIENT_STATUS: &str = "client";
 
+/// Steps of memory writes that succeeded one turn may take before its reply is asked for plainly
+/// (a refused write retried does not count). Seen with the
+/// 1.5B model on job-change: eight `core_memory_replace` calls in a row, each with a heartbeat,
+/// until the steps ran out (two minutes for one turn). Saving a fact or two takes one or two.
+pub const WRITE_STEPS: usize = 3;
+
 impl Agents {
     /// The answer's tool calls; a call written as text counts, but only of a tool offered in
     /// this step.
@@ -149,11 +155,20 @@ impl Agents {
         // one plain request with the memory just written, not another agent step (a 1.5B model
         // asked for a reply after a write answered nothing, then said the user's message back).
         // Not when the app's functions or other agents may still be called.
-        let yielded = !failed
-            && !heartbeat
-            && turn.client.is_empty()
+        let only_memory = turn.client.is_empty()
             && turn.peers.is_empty()
             && calls.iter().all(|c| super::tools::writes(&c.function.name));
+        let write_steps = {
+            let mut numbers: Vec<i64> = turn
+                .steps
+                .iter()
+                .filter(|r| super::tools::writes(&r.tool) && r.status == "ok")
+                .map(|r| r.step)
+                .collect();
+            numbers.dedup();
+            numbers.len()
+        };
+        let yielded = only_memory && (!failed && !heartbeat || write_steps >= WRITE_STEPS);
         if asked.last_step {
             return Ok(Next::GiveUp);
         }

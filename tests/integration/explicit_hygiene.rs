@@ -9,7 +9,10 @@
 use serde_json::{json, Value};
 
 use crate::common::{get_json, harness_with, Harness};
-use crate::explicit::{call, model_requests, say, send, tool_results};
+use crate::explicit::{
+    ask, call, model_requests, reply_of, say, send, statuses, steps, tool_results,
+};
+use memproxy::mock::Reply;
 
 async fn block(h: &Harness, user: &str, label: &str) -> String {
     let blocks = get_json(
@@ -300,3 +303,53 @@ async fn past_the_eviction_threshold_the_agent_saves_first_and_eviction_waits() 
 /// under 75% to past 90% but under 100% (measured: 1,500..1,600 do; the old code evicted at once,
 /// before any alert). If the instructions grow, recalibrate: fewer words only alert, more overflow.
 const FILLER_WORDS: usize = 1550;
+
+/// An agent that keeps rewriting its memory, each time asking to go on (seen with the 1.5B
+/// model: eight `core_memory_replace` calls in a row until the steps ran out), is stopped after
+/// three steps of writes: its reply is one plain request, with the memory it wrote.
+#[tokio::test]
+async fn an_agent_that_keeps_writing_memory_is_stopped_after_three_writes() {
+    let h = harness_with(|_| {}).await;
+    for line in [
+        "The user is a machine learning engineer at Contoso.",
+        "The user has a cat named Miso.",
+        "The user lives in Porto.",
+    ] {
+        h.mock.push(call(
+            "core_memory_append",
+            json!({"label": "human", "content": line, "request_heartbeat": true}),
+        ));
+    }
+    h.mock
+        .push(Reply::Text("Congratulations on Contoso!".to_owned()));
+    let response = ask(
+        &h,
+        "wu",
+        "default",
+        json!([{"role": "user", "content": "I'm now a machine learning engineer at Contoso, in Porto, with my cat Miso and green tea."}]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let stop = response.headers()["x-memproxy-stop"].clone();
+    let body: Value = response.json().await.expect("json");
+    let answer = reply_of(&body);
+    let trace = statuses(&steps(&h, "wu", "default").await);
+    assert_eq!(stop, "plain_reply", "{trace:?}");
+    assert_eq!(answer, "Congratulations on Contoso!");
+    let requests = model_requests(&h);
+    assert_eq!(
+        requests.len(),
+        4,
+        "three steps of writes, then the plain reply"
+    );
+    assert!(requests[3].get("tools").is_none(), "{}", requests[3]);
+    assert_eq!(
+        trace,
+        [
+            "core_memory_append:ok",
+            "core_memory_append:ok",
+            "core_memory_append:ok",
+            "(plain_reply):reply"
+        ]
+    );
+}
