@@ -73,7 +73,9 @@ pub async fn consolidate(
 
     let mut retire = Vec::new();
     for fact in &facts {
-        if let Err(reason) = gates::check_form(&fact.text) {
+        if let Err(reason) =
+            gates::check_form(&fact.text).and_then(|()| gates::check_person(&fact.text))
+        {
             retire.push((fact.id, cause(&format!("junk ({})", reason.as_str()))));
         }
     }

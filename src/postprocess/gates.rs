@@ -15,6 +15,7 @@ mod core_line;
 mod dates;
 mod deadline;
 mod instruction;
+mod person;
 mod promise;
 mod relation;
 mod subject;
@@ -22,6 +23,7 @@ mod words;
 
 pub use core_line::check_core_line;
 pub use instruction::reads_as_instruction;
+pub use person::check_person;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
 pub use subject::{no_referent, someone_else};
 use words::{
@@ -80,6 +82,9 @@ pub enum Rejection {
     /// Speaks to the assistant or its memory ("Ignore previous instructions", "Delete all
     /// memories"): stored, it would be a standing prompt injection.
     Instruction,
+    /// In the first person ("The stories were so inspiring! I was so happy."): a line of the
+    /// conversation, not a fact about the user written as one.
+    FirstPerson,
 }
 
 impl Rejection {
@@ -105,6 +110,7 @@ impl Rejection {
             Rejection::Instruction => "instruction",
             Rejection::NotPromised => "not_promised",
             Rejection::InventedDate => "invented_date",
+            Rejection::FirstPerson => "first_person",
         }
     }
 }
@@ -296,6 +302,7 @@ impl Evidence {
                 return Err(Rejection::CopyOfQuestion);
             }
         }
+        check_person(fact)?;
         // A commitment is the assistant's, so its words may come from either side.
         let said = |w: &String| self.user_words.contains(w) || known.contains(w);
         let grounded = if commitment {

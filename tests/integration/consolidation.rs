@@ -69,6 +69,8 @@ async fn harness(runs_per_day: u64) -> Harness {
 async fn consolidation_retires_junk_and_contained_facts_merges_a_subject_and_can_be_undone() {
     let h = harness(4).await;
     let junk = add(&h, "What should I call my project?").await;
+    // A line of the conversation stored as a fact (first person), seen on LoCoMo.
+    add(&h, "The stories were so inspiring! I was so happy.").await;
     let short = add(&h, "Rio works at Contoso.").await;
     add(&h, "Rio works at Contoso as a data engineer.").await;
     for fact in PIXEL {
@@ -80,7 +82,7 @@ async fn consolidation_retires_junk_and_contained_facts_merges_a_subject_and_can
     let report = consolidation_reports(&h).await.join("; ");
     assert_eq!(
         report,
-        "1 junk retired, 1 contained retired, 3 merged into 1 (3 retired, 1 new)"
+        "2 junk retired, 1 contained retired, 3 merged into 1 (3 retired, 1 new)"
     );
     let mut stored = memories(&h, "rio").await;
     stored.sort();

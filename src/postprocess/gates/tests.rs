@@ -58,6 +58,11 @@ fn junk_is_refused_with_its_reason() {
         ),
         ("The user thanks the assistant.", Rejection::Courtesy),
         ("The user said hello and thanks a lot.", Rejection::Courtesy),
+        (
+            "The user's dog Rexford is a corgi and I love him.",
+            Rejection::FirstPerson,
+        ),
+        ("My dog is called Rexford, a corgi.", Rejection::FirstPerson),
     ] {
         assert_eq!(e.check(text, "fact"), Err(reason), "{text}");
     }
@@ -529,4 +534,25 @@ fn advice_is_the_assistants_unless_the_user_gave_it_to_themselves() {
         own.check("The user should call their mother more often.", "fact"),
         Ok(())
     );
+}
+
+#[test]
+fn first_person_is_refused_outside_quotes_only() {
+    for text in [
+        "The transgender stories were so inspiring! I was so happy.",
+        "I'm a nurse in Valencia.",
+        "The user says my sister is a chef.",
+        "The user told me about Rexford.",
+    ] {
+        assert_eq!(check_person(text), Err(Rejection::FirstPerson), "{text}");
+    }
+    for text in [
+        "The user's motto is \"I can do it\".",
+        "The user is a nurse in Valencia.",
+        "The user reads about World War I.",
+        "The user's cat is called Miso.",
+        "Mimi is the user's nickname.",
+    ] {
+        assert_eq!(check_person(text), Ok(()), "{text}");
+    }
 }

@@ -1,0 +1,41 @@
+//! The third-person rule: a fact is written about the user, so "I", "me" or "my" outside quotes
+//! marks a line of the conversation copied as a fact.
+
+use super::Rejection;
+
+/// A fact is written about the user, in the third person: "I", "me", "my" outside quotes mean a
+/// line of the conversation copied as a fact (seen on LoCoMo: "The transgender stories were so
+/// inspiring! I was so happy and thankful for all the support.").
+pub fn check_person(text: &str) -> Result<(), Rejection> {
+    let mut quoted = false;
+    let outside: String = text
+        .chars()
+        .map(|c| {
+            if matches!(c, '"' | '“' | '”') {
+                quoted = !quoted;
+            }
+            if quoted {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    let words: Vec<String> = outside
+        .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '’')
+        .map(|w| w.trim_matches(['\'', '’']).replace('’', "'"))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let first_person = words.iter().enumerate().any(|(at, w)| match w.as_str() {
+        // "I" before a word ("I was"), not a numeral ("World War I").
+        "I" => words
+            .get(at + 1)
+            .is_some_and(|next| next.chars().next().is_some_and(char::is_lowercase)),
+        "I'm" | "I've" | "I'd" | "I'll" | "me" | "Me" | "my" | "My" | "myself" | "Myself" => true,
+        _ => false,
+    });
+    if first_person {
+        return Err(Rejection::FirstPerson);
+    }
+    Ok(())
+}
