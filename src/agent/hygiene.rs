@@ -139,6 +139,32 @@ fn superseding(value: &str, content: &str) -> String {
     lines.join("\n")
 }
 
+/// A `core_memory_replace` in `human` whose new text makes the old one untrue (a new job, home,
+/// deadline) keeps the old one as history, as an append that supersedes a line does: replaced
+/// outright, "What was my job before?" had no answer left (seen on job-change).
+pub fn replaced(label: &str, value: &str, old: &str, new: &str) -> String {
+    let (old, new) = (old.trim(), new.trim());
+    if label != "human" || new.is_empty() || old.starts_with(FORMER) {
+        return value.to_owned();
+    }
+    let untrue: Vec<&str> = old
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && gates::supersedes(new, line))
+        .collect();
+    if untrue.is_empty() {
+        return value.to_owned();
+    }
+    let (mut lines, mut former): (Vec<String>, Vec<String>) = value
+        .lines()
+        .map(str::to_owned)
+        .partition(|line| !line.starts_with(FORMER));
+    former.extend(untrue.iter().map(|line| format!("{FORMER}{line}")));
+    let drop = former.len().saturating_sub(MAX_FORMER);
+    lines.extend(former.into_iter().skip(drop));
+    lines.join("\n")
+}
+
 /// Checks the new text of a `core_memory_replace` the same way (a replacement is a write too).
 pub fn check_replacement(
     label: &str,
@@ -421,5 +447,28 @@ mod tests {
             &[]
         )
         .is_ok());
+    }
+
+    #[test]
+    fn a_replacement_that_makes_the_old_line_untrue_keeps_it_as_history() {
+        let value = "The user is Ada.\nThe user works as a data analyst at Fabrikam.";
+        let old = "The user works as a data analyst at Fabrikam.";
+        let new = "The user is now a machine learning engineer at Contoso.";
+        assert_eq!(
+            replaced("human", &value.replace(old, new), old, new),
+            "The user is Ada.\nThe user is now a machine learning engineer at Contoso.\nNo longer true: The user works as a data analyst at Fabrikam."
+        );
+        // A correction that does not make the old line untrue, another block, a deletion: as is.
+        let fixed = "The user works as a senior data analyst at Fabrikam.";
+        assert_eq!(
+            replaced("human", &value.replace(old, fixed), old, fixed),
+            value.replace(old, fixed)
+        );
+        let contoso = value.replace(old, new);
+        assert_eq!(replaced("persona", &contoso, old, new), contoso);
+        assert_eq!(
+            replaced("human", "The user is Ada.", old, ""),
+            "The user is Ada."
+        );
     }
 }

@@ -353,3 +353,48 @@ async fn an_agent_that_keeps_writing_memory_is_stopped_after_three_writes() {
         ]
     );
 }
+
+/// A `core_memory_replace` of a job by a new one keeps the old job as history in `human` (the
+/// agent replaced it outright on job-change, and "What was my job before?" had no answer left).
+#[tokio::test]
+async fn a_replaced_job_stays_in_human_as_history() {
+    let h = harness_with(|_| {}).await;
+    let analyst = "The user works as a data analyst at Fabrikam.";
+    let engineer = "The user is now a machine learning engineer at Contoso.";
+    h.mock.push(call(
+        "core_memory_append",
+        json!({"label": "human", "content": analyst}),
+    ));
+    h.mock.push(Reply::Text("Nice, Fabrikam!".to_owned()));
+    let first = "I work as a data analyst at Fabrikam.";
+    let response = ask(
+        &h,
+        "jo",
+        "default",
+        json!([{"role": "user", "content": first}]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    h.mock.push(call(
+        "core_memory_replace",
+        json!({"label": "human", "old_content": analyst, "new_content": engineer}),
+    ));
+    h.mock.push(Reply::Text("Congratulations!".to_owned()));
+    let news = "I'm now a machine learning engineer at Contoso.";
+    let response = ask(
+        &h,
+        "jo",
+        "default",
+        json!([
+            {"role": "user", "content": first},
+            {"role": "assistant", "content": "Nice, Fabrikam!"},
+            {"role": "user", "content": news}
+        ]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        block(&h, "jo", "human").await,
+        format!("{engineer}\nNo longer true: {analyst}")
+    );
+}

@@ -100,7 +100,12 @@ fn replace(label: &str, value: &str, old: &str, new: &str) -> Result<String, Too
             "'{old}' is not in block '{label}' (the text must match exactly). The block now reads: {value:?}"
         )));
     }
-    Ok(value.replace(needle, new))
+    Ok(hygiene::replaced(
+        label,
+        &value.replace(needle, new),
+        needle,
+        new,
+    ))
 }
 
 /// Edits a block in one store transaction (a concurrent writer, such as the background save, is
