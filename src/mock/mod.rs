@@ -378,7 +378,7 @@ fn memory_default(marker: &str, body: &Value) -> Reply {
                 .lines()
                 .filter_map(|line| {
                     line.split_once("] user: ")
-                        .map(|(_, text)| json!({"text": text.trim(), "kind": "fact"}))
+                        .map(|(_, text)| json!({"text": third_person(text.trim()), "kind": "fact"}))
                 })
                 .collect();
             Reply::Text(json!({"facts": facts}).to_string())
@@ -396,6 +396,38 @@ fn memory_default(marker: &str, body: &Value) -> Reply {
             ))
         }
     }
+}
+
+/// The user's words as a fact about them, the way a memory LLM writes it ("My dog is called
+/// Rex." → "The user's dog is called Rex."): word by word, for the mock's plain sentences.
+fn third_person(text: &str) -> String {
+    let words: Vec<String> = text
+        .split(' ')
+        .enumerate()
+        .map(|(at, word)| {
+            let (core, tail) = word.split_at(word.trim_end_matches(['.', ',', '!', '?']).len());
+            let swapped = match core {
+                "I" | "me" => "the user",
+                "I'm" => "the user is",
+                "I've" => "the user has",
+                "My" | "my" => "the user's",
+                "myself" => "themselves",
+                "am" => "is",
+                _ => core,
+            };
+            let swapped = if at == 0 {
+                let mut chars = swapped.chars();
+                chars
+                    .next()
+                    .map(|c| c.to_uppercase().chain(chars).collect())
+                    .unwrap_or_default()
+            } else {
+                swapped.to_owned()
+            };
+            format!("{swapped}{tail}")
+        })
+        .collect();
+    words.join(" ")
 }
 
 /// A scripted error's extra headers on its response.

@@ -291,7 +291,7 @@ async fn client_context_in_front_of_a_message_is_not_stored_as_the_users_words()
     // The scripted memory LLM makes each stored user message a fact: what it got is the user's
     // words alone.
     eventually("the fact is extracted", || async {
-        memories(&h, "kai").await == ["Kiki is my parrot."]
+        memories(&h, "kai").await == ["Kiki is the user's parrot."]
     })
     .await;
     // The chat model still got the whole message.

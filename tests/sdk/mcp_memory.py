@@ -2,7 +2,7 @@
 
 Usage: python mcp_memory.py BASE_URL KEY ANA_KEY GLOBEX_KEY (ANA_KEY: a key restricted to user
 `ana`; GLOBEX_KEY: another tenant's). Prints "ok <check>" per passed check; any failure raises.
-The Rust test has already recorded a chat turn of user `ana` ("I moved to Lisbon last spring.")
+The Rust test has already recorded a chat turn of user `ana` ("I moved to Lisbon last spring.", which the scripted memory LLM stores as "The user moved to Lisbon last spring.")
 and given her agent `coach` a `human` block and an archival passage, and checks afterwards, through the management API and a chat, what these calls left behind.
 """
 
@@ -115,7 +115,7 @@ async def main():
               "resources-list", uris)
         recent = await ana.read_resource("memproxy://memories/recent")
         text = recent.contents[0].text
-        check(text.index("Ana keeps two hives of bees on her roof.") < text.index("I moved to Lisbon")
+        check(text.index("Ana keeps two hives of bees on her roof.") < text.index("The user moved to Lisbon")
               and "red Fiat" not in text, "resources-recent", text)
         core = await ana.read_resource("memproxy://agents/coach/core-memory")
         text = core.contents[0].text
