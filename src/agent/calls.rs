@@ -158,16 +158,13 @@ impl Agents {
         let only_memory = turn.client.is_empty()
             && turn.peers.is_empty()
             && calls.iter().all(|c| super::tools::writes(&c.function.name));
-        let write_steps = {
-            let mut numbers: Vec<i64> = turn
-                .steps
-                .iter()
-                .filter(|r| super::tools::writes(&r.tool) && r.status == "ok")
-                .map(|r| r.step)
-                .collect();
-            numbers.dedup();
-            numbers.len()
-        };
+        let write_steps = turn
+            .steps
+            .iter()
+            .filter(|r| super::tools::writes(&r.tool) && r.status == "ok")
+            .map(|r| r.step)
+            .collect::<std::collections::HashSet<_>>()
+            .len();
         let yielded = only_memory && (!failed && !heartbeat || write_steps >= WRITE_STEPS);
         if asked.last_step {
             return Ok(Next::GiveUp);

@@ -134,6 +134,11 @@ fn superseding(value: &str, content: &str) -> String {
         lines.push(content.to_owned());
     }
     former.append(&mut untrue);
+    with_history(lines, former)
+}
+
+/// The current lines, then the newest [`MAX_FORMER`] lines of history.
+fn with_history(mut lines: Vec<String>, former: Vec<String>) -> String {
     let drop = former.len().saturating_sub(MAX_FORMER);
     lines.extend(former.into_iter().skip(drop));
     lines.join("\n")
@@ -155,14 +160,12 @@ pub fn replaced(label: &str, value: &str, old: &str, new: &str) -> String {
     if untrue.is_empty() {
         return value.to_owned();
     }
-    let (mut lines, mut former): (Vec<String>, Vec<String>) = value
+    let (lines, mut former): (Vec<String>, Vec<String>) = value
         .lines()
         .map(str::to_owned)
         .partition(|line| !line.starts_with(FORMER));
     former.extend(untrue.iter().map(|line| format!("{FORMER}{line}")));
-    let drop = former.len().saturating_sub(MAX_FORMER);
-    lines.extend(former.into_iter().skip(drop));
-    lines.join("\n")
+    with_history(lines, former)
 }
 
 /// Checks the new text of a `core_memory_replace` the same way (a replacement is a write too).

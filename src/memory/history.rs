@@ -16,7 +16,7 @@ use crate::store::{FormerFact, UserScope};
 const CANDIDATES: usize = 24;
 
 /// Words and phrases that ask about how things were (matched as whole words, lowercase).
-const PAST_CUES: [&str; 16] = [
+const PAST_CUES: [&str; 18] = [
     "before",
     "previous",
     "previously",
@@ -33,6 +33,8 @@ const PAST_CUES: [&str; 16] = [
     "still",
     "old",
     "change",
+    "changed",
+    "changes",
 ];
 
 /// Whether `question` asks how things were ("What was my job before my current one?", "Do I
@@ -48,7 +50,6 @@ pub fn asks_about_the_past(question: &str) -> bool {
     PAST_CUES
         .iter()
         .any(|cue| text.contains(&format!(" {cue} ")))
-        || words.iter().any(|w| matches!(*w, "changed" | "changes"))
 }
 
 /// The former facts worth showing, newest first: each text once, none that a live memory still
