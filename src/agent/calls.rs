@@ -73,6 +73,7 @@ impl Agents {
         });
         let mut outcomes = Vec::new();
         let mut client_calls: Vec<ClientCall> = Vec::new();
+        let unusable_before = progress.unusable;
         for call in &calls {
             let outcome = self
                 .run_call(model, turn, progress, call, asked, pausing, &client_calls)
@@ -166,7 +167,10 @@ impl Agents {
             .collect::<std::collections::HashSet<_>>()
             .len();
         let yielded = only_memory && (!failed && !heartbeat || write_steps >= WRITE_STEPS);
-        if asked.last_step {
+        // A refused reply, asked again as often as configured: the plain reply answers.
+        if asked.last_step
+            || progress.unusable > unusable_before && self.replies_spent(turn, progress)
+        {
             return Ok(Next::GiveUp);
         }
         let reason = if failed {
@@ -242,6 +246,7 @@ impl Agents {
                 .unusable(message)
                 .map(super::unusable::Unusable::feedback)
             {
+                progress.unusable += 1;
                 return (
                     ToolOutcome::failed(format!(
                         "not sent. {why}. Answer the user's newest message (\"{}\").",

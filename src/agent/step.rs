@@ -46,6 +46,9 @@ pub(super) struct Progress {
     pub thoughts: String,
     /// A client tool was called in this turn (`tool_choice: required` is satisfied).
     pub client_called: bool,
+    /// Unusable replies in this turn (as text or as a refused `send_message`).
+    #[serde(default)]
+    pub unusable: usize,
     /// Of this request only.
     #[serde(skip)]
     pub usage: Usage,
@@ -302,6 +305,10 @@ impl Agents {
             clip(&answer.content, 300),
         );
         fill(record, answer, asked.latency);
+        progress.unusable += 1;
+        if self.replies_spent(turn, progress) {
+            return Next::GiveUp;
+        }
         match progress.phase {
             // Nothing left to change: the same request would get the same answer.
             _ if asked.last_step => return Next::GiveUp,
@@ -317,6 +324,15 @@ impl Agents {
             }
         }
         Next::Step
+    }
+
+    /// Whether the turn has asked for a reply again as often as configured: the plain reply
+    /// answers next. A turn with the app's functions or other agents always asks again (the
+    /// plain reply could call neither).
+    pub(super) fn replies_spent(&self, turn: &Turn, progress: &Progress) -> bool {
+        turn.client.is_empty()
+            && turn.peers.is_empty()
+            && progress.unusable > self.config.reply_retries
     }
 
     /// Compiles the system message if memory changed since it was last built.
