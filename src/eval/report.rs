@@ -26,6 +26,9 @@ pub struct StrategySummary {
     pub overhead_p95_ms: f64,
     pub total_p50_ms: f64,
     pub total_p95_ms: f64,
+    /// With `--settle`: the median wait for a replayed turn's background work after its reply.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub settle_p50_ms: Option<f64>,
     pub f1: f64,
     pub contains: f64,
     pub judge: Option<f64>,
@@ -132,6 +135,11 @@ pub fn summarize(dataset: &str, args: &RunArgs, runs: &[PairResult]) -> Summary 
             summary.overhead_p95_ms = percentile(&summary.overhead_samples, 0.95);
             summary.total_p50_ms = percentile(&totals, 0.5);
             summary.total_p95_ms = percentile(&totals, 0.95);
+            let settled: Vec<f64> = pairs
+                .iter()
+                .flat_map(|p| p.settle_ms.iter().copied())
+                .collect();
+            summary.settle_p50_ms = (!settled.is_empty()).then(|| percentile(&settled, 0.5));
             let probes: Vec<_> = pairs.iter().flat_map(|p| p.probes.iter()).collect();
             summary.probes = probes.len();
             summary.f1 = mean(probes.iter().map(|p| p.f1));
@@ -370,18 +378,21 @@ fn turn_rows(summary: &Summary) -> Vec<Vec<String>> {
                 share(chat.shared_prefix_tokens, chat.prompt_text_tokens),
                 cached,
                 format!("{:.0}", s.total_p50_ms),
+                s.settle_p50_ms
+                    .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.0}")),
             ]
         })
         .collect()
 }
 
-const TURN_HEADER: [&str; 6] = [
+const TURN_HEADER: [&str; 7] = [
     "strategy (per client request)",
     "chat calls",
     "prompt tokens",
     "prompt shared with previous call",
     "served from upstream cache",
     "total p50 ms",
+    "work after the turn p50 ms (--settle)",
 ];
 
 pub fn print(summary: &Summary) {

@@ -98,6 +98,12 @@ pub struct RunArgs {
     /// calls do not evict the chat model's prompt cache.
     #[arg(long)]
     pub memory_upstream: Option<String>,
+    /// Wait after each replayed turn until the work it set off (extraction jobs, an agent's
+    /// background save) is done, as a user who reads the reply before typing: turn latencies
+    /// then show no contention with that work on a shared machine, and the wait is reported
+    /// on its own.
+    #[arg(long)]
+    pub settle: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -125,6 +131,9 @@ pub struct PairResult {
     pub overhead_ms: Vec<f64>,
     /// Per client request: total time seen by the client, ms.
     pub total_ms: Vec<f64>,
+    /// With `--settle`, per replayed turn: how long its background work ran on after the reply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settle_ms: Vec<f64>,
     pub probes: Vec<ProbeResult>,
     pub errors: Vec<String>,
     /// What the replay left in the memory store (strategies that keep facts).
@@ -227,6 +236,7 @@ async fn run_pair(
         work: BTreeMap::new(),
         overhead_ms: Vec::new(),
         total_ms: Vec::new(),
+        settle_ms: Vec::new(),
         probes: Vec::new(),
         errors: Vec::new(),
         store: None,
@@ -270,6 +280,11 @@ async fn run_pair(
                     // A chat app keeps the model's reply when the dataset has none to put there.
                     if next_is_user && session.turns.get(t + 1).is_some() {
                         history.push(json!({"role": "assistant", "content": answer.text}));
+                    }
+                    if args.settle {
+                        let started = std::time::Instant::now();
+                        drain(&server).await?;
+                        pair.settle_ms.push(started.elapsed().as_secs_f64() * 1e3);
                     }
                 }
                 Err(error) => {

@@ -40,6 +40,7 @@ fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path
         memory_max_tokens: 256,
         memory_upstream: None,
         keep_data: false,
+        settle: false,
     }
 }
 
@@ -393,5 +394,48 @@ async fn fact_keeping_strategies_report_what_they_left_in_the_store() {
     assert!(
         strategies[2].get("store").is_none(),
         "passthrough keeps no facts"
+    );
+}
+
+/// `--settle` waits after each replayed turn for the work it set off: the extraction of the first
+/// turn is done before the second turn is sent, and each wait is reported on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn settle_waits_for_each_turns_work_before_the_next() {
+    let mock = MockUpstream::start().await.expect("mock");
+    let out = tempfile::tempdir().expect("out");
+    let mut run_args = args(
+        fixture("tiny-scenario.json"),
+        vec![Mode::Implicit],
+        &mock,
+        out.path(),
+    );
+    run_args.settle = true;
+    let answer = json!({"facts": [{"text": "The user lives in Lisbon.", "kind": "fact"}]});
+    for _ in 0..4 {
+        mock.push_marked("MEMPROXY-EXTRACT", Reply::Text(answer.to_string()));
+    }
+    run(run_args).await.expect("eval runs");
+    let runs = std::fs::read_to_string(out.path().join("runs.jsonl")).expect("runs");
+    let pair: Value = serde_json::from_str(runs.lines().next().expect("a pair")).expect("json");
+    assert_eq!(
+        pair["settle_ms"].as_array().map(Vec::len),
+        Some(2),
+        "{pair}"
+    );
+    // The second turn's request carried the fact extracted from the first.
+    let chats: Vec<Value> = mock
+        .chat_requests(None)
+        .into_iter()
+        .filter(|r| kind_of(r) == "chat")
+        .collect();
+    assert!(
+        chats[1].to_string().contains("The user lives in Lisbon."),
+        "{}",
+        chats[1]
+    );
+    let summary = results(out.path());
+    assert!(
+        summary["strategies"][0]["settle_p50_ms"].is_number(),
+        "{summary}"
     );
 }
