@@ -7,6 +7,7 @@
 mod agent;
 pub use agent::{admit_agent, admit_block};
 pub mod check;
+pub mod cues;
 pub mod history;
 pub use agent::AgentDetail;
 mod recording;

@@ -25,7 +25,7 @@ pub use core_line::check_core_line;
 pub use instruction::reads_as_instruction;
 pub use person::check_person;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
-pub use subject::{no_referent, someone_else};
+pub use subject::{names_of_others, no_referent, someone_else};
 use words::{
     COURTESY, INTERESTS, INTEREST_WORDS, LIKING, LIKING_SAID, MUSINGS, PASSING, PROMISES,
     REPORTED_QUESTIONS, SAYING, SENSITIVE, STOP_WORDS,

@@ -190,8 +190,11 @@ async fn with_memory(
         let found = Found {
             query: keywords,
             vector: query_vector.clone(),
+            assistant_lines: crate::memory::cues::asks_about_the_assistant(&question),
         };
-        retrieve_into(&mut block, memory, config, &user, request, &window, found).await?;
+        let budget =
+            retrieve_into(&mut block, memory, config, &user, request, &window, found).await?;
+        follow_names(&mut block, memory, config, &user, &question, budget).await?;
         if config.former_facts > 0 && history::asks_about_the_past(&question) {
             add_former(&mut block, memory, config, &user, &question, query_vector).await?;
         }
@@ -257,6 +260,9 @@ fn query_of(request: &ChatRequest) -> Option<(String, String)> {
 struct Found {
     query: String,
     vector: Option<crate::memory::QueryVectors>,
+    /// The question asks what the assistant said: its earlier replies may be shown
+    /// ([`crate::memory::cues`]).
+    assistant_lines: bool,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -268,7 +274,7 @@ async fn retrieve_into(
     request: &ChatRequest,
     window: &Window,
     found: Found,
-) -> Result<(), String> {
+) -> Result<usize, String> {
     let query = found.query;
     let mut corpora = vec![Corpus::Memory];
     if config.past_turns {
@@ -306,8 +312,10 @@ async fn retrieve_into(
                 .turns
                 .iter()
                 .any(|(_, _, text)| text.trim() == hit.text.trim());
+        let assistants = hit.corpus == Corpus::Message && hit.role.as_deref() == Some("assistant");
         if in_context
             || repeated
+            || assistants && !found.assistant_lines
             || hit.text.trim().is_empty()
             || block.count() >= config.max_memories
         {
@@ -324,6 +332,66 @@ async fn retrieve_into(
                 hit.text,
             )),
             _ => block.facts.push((hit.created_at_ms, hit.text)),
+        }
+    }
+    Ok(budget)
+}
+
+/// Names followed from the facts found to the user's other facts about them.
+const NAMES_FOLLOWED: usize = 2;
+/// Facts one followed name may add.
+const FACTS_PER_NAME: usize = 2;
+
+/// The second hop: someone the facts found name ("The user's brother Tomas is turning 30.") and
+/// the question does not, looked up by name among the user's other facts ("Tomas is really into
+/// climbing."), within what is left of the budget. "What hobby does the person I might visit in
+/// April have?" finds the visit and Tomas, not his hobby: no word of it is in the question.
+async fn follow_names(
+    block: &mut MemoryBlock,
+    memory: &Arc<MemoryService>,
+    config: &MemoryConfig,
+    user: &UserScope,
+    question: &str,
+    mut budget: usize,
+) -> Result<(), String> {
+    let asked = question.to_lowercase();
+    let texts: Vec<&str> = block.facts.iter().map(|(_, text)| text.as_str()).collect();
+    let mut names: Vec<String> = Vec::new();
+    for name in crate::postprocess::gates::names_of_others(&texts) {
+        if !asked.contains(&name) && !names.contains(&name) && names.len() < NAMES_FOLLOWED {
+            names.push(name);
+        }
+    }
+    for name in names {
+        if block.count() >= config.max_memories {
+            break;
+        }
+        let retrieval = RetrievalRequest {
+            query: name.clone(),
+            corpora: vec![Corpus::Memory],
+            top_k: FACTS_PER_NAME + block.facts.len(),
+            vector: false,
+            current_only: true,
+            ..RetrievalRequest::default()
+        };
+        let hits = memory
+            .retrieve_with(user, retrieval, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut added = 0;
+        for hit in hits {
+            let text = hit.text.trim();
+            let shown = block.facts.iter().any(|(_, f)| f.trim() == text);
+            let names_them = text.to_lowercase().contains(&name);
+            if shown || !names_them || hit.tokens > budget || added == FACTS_PER_NAME {
+                continue;
+            }
+            if block.count() >= config.max_memories {
+                break;
+            }
+            budget -= hit.tokens;
+            added += 1;
+            block.facts.push((hit.created_at_ms, hit.text));
         }
     }
     Ok(())

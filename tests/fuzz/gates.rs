@@ -169,3 +169,25 @@ fn former_facts_on_generated_texts() {
         },
     );
 }
+
+/// The question cues and the names followed to a second hop, on generated texts: no panic, and
+/// every name followed is a word of the facts it came from.
+#[test]
+fn question_cues_and_followed_names_on_generated_texts() {
+    use memproxy::memory::cues;
+    crate::run(
+        "cues-and-names",
+        2_000,
+        (sentence(), prop::collection::vec(sentence(), 0..6)),
+        |(question, facts)| {
+            let _ = cues::asks_about_the_assistant(&question);
+            let texts: Vec<&str> = facts.iter().map(String::as_str).collect();
+            let all = facts.join(" ").to_lowercase();
+            for name in gates::names_of_others(&texts) {
+                prop_assert!(!name.is_empty());
+                prop_assert!(all.contains(&name), "{name} is not in {all}");
+            }
+            Ok(())
+        },
+    );
+}

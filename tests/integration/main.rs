@@ -7,6 +7,7 @@ mod admin;
 mod agent_messaging;
 mod auth;
 mod backlog;
+mod block_contents;
 mod branches;
 mod browser;
 mod chat;

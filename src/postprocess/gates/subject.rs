@@ -114,7 +114,7 @@ fn words(text: &str) -> Vec<String> {
 
 /// Names the user gave to someone else ("my dog Pixel", "my brother Tomas", "a cat named Mochi",
 /// "The user's sister Ana"), lowercased: a clause that opens with one is about them.
-fn names_of_others(texts: &[&str]) -> Vec<String> {
+pub fn names_of_others(texts: &[&str]) -> Vec<String> {
     let mut names = Vec::new();
     for text in texts {
         let raw: Vec<&str> = text

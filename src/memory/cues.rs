@@ -1,0 +1,76 @@
+//! Questions that ask what the assistant itself said ("Which restaurant did you suggest?").
+//!
+//! Implicit mode shows earlier messages that match the user's new one. The assistant's own past
+//! replies are shown only for such a question: for any other, they crowd out the user's facts.
+//! Seen with a 1.5B chat model: asked "How do I take my coffee?" with "The user takes their coffee
+//! black, no sugar." in the block, it answered with its own earlier reply on grind sizes, shown
+//! beside it as a related message; asked its job before, it read its own earlier echo of the
+//! memory block and a list of Python libraries. What the assistant promised is a fact of its own
+//! (extraction keeps commitments), so only questions about its words need its lines.
+
+/// Phrases that address what the assistant said or did (lowercase, matched as whole words).
+const CUES: [&str; 24] = [
+    "did you",
+    "you said",
+    "you say",
+    "you told",
+    "you tell",
+    "you suggest",
+    "you suggested",
+    "you recommend",
+    "you recommended",
+    "you promise",
+    "you promised",
+    "you mention",
+    "you mentioned",
+    "you gave",
+    "you give",
+    "you advise",
+    "you advised",
+    "you offered",
+    "you proposed",
+    "you picked",
+    "you wrote",
+    "your suggestion",
+    "your advice",
+    "your recommendation",
+];
+
+/// Whether `question` asks about the assistant's own earlier words ("Which table did you tell me
+/// to ask for?", "What was your advice on the grinder?").
+pub fn asks_about_the_assistant(question: &str) -> bool {
+    let lower = question.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let text = format!(" {} ", words.join(" "));
+    CUES.iter().any(|cue| text.contains(&format!(" {cue} ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::asks_about_the_assistant;
+
+    #[test]
+    fn questions_about_the_assistants_words_are_told_apart() {
+        for question in [
+            "Which restaurant did you suggest for our anniversary?",
+            "Which table did you tell me to ask for?",
+            "What was your advice on the grinder?",
+            "Remind me what you recommended for dinner.",
+            "You promised to remind me of something, what was it?",
+        ] {
+            assert!(asks_about_the_assistant(question), "{question}");
+        }
+        for question in [
+            "How do I take my coffee?",
+            "What was my job before my current one?",
+            "What is my dog's name?",
+            "Do you know where I live?",
+            "Did youth hostels come up?",
+        ] {
+            assert!(!asks_about_the_assistant(question), "{question}");
+        }
+    }
+}
