@@ -104,6 +104,11 @@ pub struct RunArgs {
     /// on its own.
     #[arg(long)]
     pub settle: bool,
+    /// Replay all conversations of one strategy, then the next, instead of each conversation's
+    /// strategies in turn: on an upstream with one prompt cache (a one-slot local server), one
+    /// strategy's requests then do not evict the prefix another's next request shares.
+    #[arg(long)]
+    pub by_strategy: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -373,15 +378,7 @@ async fn run_pair(
                 .count();
             found as f64 / probe.evidence.len() as f64
         });
-        let (f1, contains) = if probe.abstain {
-            let abstained = score::abstains(&answer.text);
-            (if abstained { 1.0 } else { 0.0 }, abstained)
-        } else {
-            (
-                score::token_f1(&answer.text, &probe.answer),
-                score::contains(&answer.text, &probe.answer),
-            )
-        };
+        let (f1, contains) = scored(&answer.text, &probe.answer, probe.abstain);
         let judge = match &args.judge_model {
             Some(model) => judge(args, model, &probe.question, &probe.answer, &answer.text).await,
             None => None,
@@ -423,7 +420,11 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut done: HashSet<(String, String)> = HashSet::new();
     if args.resume {
         // Rewrite with the complete lines only: a line cut by a crash must not swallow the next.
-        let kept = read_runs(&runs_path)?;
+        // Kept answers are scored again: a resumed run reports every pair with one scorer.
+        let mut kept = read_runs(&runs_path)?;
+        for probe in kept.iter_mut().flat_map(|pair| pair.probes.iter_mut()) {
+            (probe.f1, probe.contains) = scored(&probe.answer, &probe.gold, probe.abstain);
+        }
         let mut text = String::new();
         for pair in &kept {
             text.push_str(&serde_json::to_string(pair)?);
@@ -462,19 +463,27 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         )?
         .progress_chars("=> "),
     );
-    for conversation in &dataset.conversations {
+    let mut order: Vec<(&Conversation, EvalStrategy)> = Vec::new();
+    if args.by_strategy {
         for &strategy in &args.strategies {
-            if done.contains(&(conversation.id.clone(), strategy.as_str().to_owned())) {
-                continue;
-            }
-            progress.set_message(format!("{} / {strategy}", conversation.id));
-            let pair = run_pair(&args, &tap, conversation, strategy, &progress).await?;
-            let mut file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&runs_path)?;
-            writeln!(file, "{}", serde_json::to_string(&pair)?)?;
+            order.extend(dataset.conversations.iter().map(|c| (c, strategy)));
         }
+    } else {
+        for conversation in &dataset.conversations {
+            order.extend(args.strategies.iter().map(|&s| (conversation, s)));
+        }
+    }
+    for (conversation, strategy) in order {
+        if done.contains(&(conversation.id.clone(), strategy.as_str().to_owned())) {
+            continue;
+        }
+        progress.set_message(format!("{} / {strategy}", conversation.id));
+        let pair = run_pair(&args, &tap, conversation, strategy, &progress).await?;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&runs_path)?;
+        writeln!(file, "{}", serde_json::to_string(&pair)?)?;
     }
     progress.finish_and_clear();
     let runs = read_runs(&runs_path)?;
@@ -491,6 +500,17 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         args.out.display()
     );
     Ok(())
+}
+
+/// `(F1, contains)` of an answer; for a question whose answer was never given, whether it
+/// abstained.
+fn scored(answer: &str, gold: &str, abstain: bool) -> (f64, bool) {
+    if abstain {
+        let abstained = score::abstains(answer);
+        (if abstained { 1.0 } else { 0.0 }, abstained)
+    } else {
+        (score::token_f1(answer, gold), score::contains(answer, gold))
+    }
 }
 
 pub fn read_runs(path: &Path) -> anyhow::Result<Vec<PairResult>> {

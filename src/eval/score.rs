@@ -1,7 +1,9 @@
 //! Answer and retrieval metrics: token F1 and exact-contains as in SQuAD/LoCoMo (lower case, no
 //! punctuation, no articles), abstention detection, recall@k, and the LLM judge's fixed prompt.
 
-/// Lower case, punctuation to spaces, articles dropped, whitespace collapsed.
+/// Lower case, punctuation to spaces, articles dropped, whitespace collapsed, and a written-out
+/// date ("October 11, 2026", "11th October 2026") as the ISO date's words ("2026 10 11"; "10 11"
+/// without a year): the same day in another format is the same answer.
 pub fn normalize(text: &str) -> String {
     let cleaned: String = text
         .to_lowercase()
@@ -14,11 +16,78 @@ pub fn normalize(text: &str) -> String {
             }
         })
         .collect();
-    cleaned
-        .split_whitespace()
-        .filter(|w| !matches!(*w, "a" | "an" | "the"))
+    let words: Vec<&str> = cleaned.split_whitespace().collect();
+    iso_dates(&words)
+        .into_iter()
+        .filter(|w| !matches!(w.as_str(), "a" | "an" | "the"))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+const MONTHS: [&str; 12] = [
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+];
+
+fn month(word: &str) -> Option<usize> {
+    MONTHS.iter().position(|m| *m == word).map(|i| i + 1)
+}
+
+/// "11", "11th", "1st" as a day of the month.
+fn day(word: &str) -> Option<u32> {
+    let digits = word.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &word[digits.len()..];
+    let ordinal = matches!(suffix, "" | "st" | "nd" | "rd" | "th");
+    digits
+        .parse::<u32>()
+        .ok()
+        .filter(|d| ordinal && (1..=31).contains(d))
+}
+
+fn year(word: &str) -> Option<u32> {
+    (word.len() == 4)
+        .then(|| word.parse::<u32>().ok())
+        .flatten()
+}
+
+/// Month-day(-year) and day-month(-year) (lowercase words, punctuation gone) as
+/// "yyyy mm dd", or "mm dd" without a year.
+fn iso_dates(words: &[&str]) -> Vec<String> {
+    let mut out = Vec::with_capacity(words.len());
+    let mut i = 0;
+    while i < words.len() {
+        let at = |k: usize| words.get(i + k).copied().unwrap_or_default();
+        let date = match (month(at(0)), day(at(0))) {
+            (Some(m), _) => day(at(1)).map(|d| (m, d)),
+            (_, Some(d)) => month(at(1)).map(|m| (m, d)),
+            _ => None,
+        };
+        match date {
+            Some((m, d)) => {
+                if let Some(y) = year(at(2)) {
+                    out.push(y.to_string());
+                    i += 1;
+                }
+                out.extend([format!("{m:02}"), format!("{d:02}")]);
+                i += 2;
+            }
+            None => {
+                out.push(words[i].to_owned());
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// Token-level F1 between a prediction and the gold answer (bag of normalized tokens).
@@ -144,6 +213,23 @@ mod tests {
         assert!((token_f1("7 May 2023", "May 7") - 0.8).abs() < 1e-9);
         assert_eq!(token_f1("Lisbon", "Porto"), 0.0);
         assert_eq!(token_f1("", ""), 1.0);
+    }
+
+    #[test]
+    fn a_date_in_words_matches_the_iso_date() {
+        assert!(contains(
+            "You bought your grinder on October 11, 2026.",
+            "2026-10-11"
+        ));
+        assert!(contains("On the 7th March 2026.", "2026-03-07"));
+        assert!(!contains("You hiked it on March 9, 2026.", "2026-03-07"));
+        assert!(
+            !contains("On October 11.", "2026-10-11"),
+            "no year, no date"
+        );
+        assert!((token_f1("October 11", "2026-10-11") - 0.8).abs() < 1e-9);
+        assert_eq!(token_f1("October 11, 2026", "2026-10-11"), 1.0);
+        assert_eq!(normalize("May 2026 and the may be"), "may 2026 and may be");
     }
 
     #[test]

@@ -41,6 +41,7 @@ fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path
         memory_upstream: None,
         keep_data: false,
         settle: false,
+        by_strategy: false,
     }
 }
 
@@ -288,10 +289,14 @@ async fn an_interrupted_run_resumes_with_the_missing_pairs_only() {
     let text = std::fs::read_to_string(&runs).expect("runs");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2);
-    // The crash came while the second pair was being written.
+    // The crash came while the second pair was being written; the first pair's score was
+    // written by an older scorer (it is scored again).
+    let mut first: Value = serde_json::from_str(lines[0]).expect("pair");
+    let scored = first["probes"][0]["f1"].clone();
+    first["probes"][0]["f1"] = json!(0.123);
     std::fs::write(
         &runs,
-        format!("{}\n{}", lines[0], &lines[1][..lines[1].len() / 2]),
+        format!("{first}\n{}", &lines[1][..lines[1].len() / 2]),
     )
     .expect("truncate");
     let before = mock.requests().len();
@@ -312,6 +317,68 @@ async fn an_interrupted_run_resumes_with_the_missing_pairs_only() {
         .filter_map(|s| s["strategy"].as_str())
         .collect();
     assert_eq!(names, ["passthrough", "window"]);
+    let text = std::fs::read_to_string(&runs).expect("runs");
+    let first: Value = serde_json::from_str(text.lines().next().expect("a line")).expect("pair");
+    assert_eq!(first["probes"][0]["f1"], scored, "scored again on resume");
+}
+
+/// `--by-strategy` replays every conversation of one strategy before the next strategy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_strategy_runs_each_strategy_back_to_back() {
+    let mock = MockUpstream::start().await.expect("mock");
+    let dataset = tempfile::tempdir().expect("dataset");
+    let tiny: Value = serde_json::from_str(
+        &std::fs::read_to_string(fixture("tiny-scenario.json")).expect("read"),
+    )
+    .expect("json");
+    for id in ["one", "two"] {
+        let mut copy = tiny.clone();
+        copy["id"] = json!(id);
+        std::fs::write(dataset.path().join(format!("{id}.json")), copy.to_string()).expect("write");
+    }
+    for (by_strategy, expected) in [
+        (
+            true,
+            [
+                "one passthrough",
+                "two passthrough",
+                "one window",
+                "two window",
+            ],
+        ),
+        (
+            false,
+            [
+                "one passthrough",
+                "one window",
+                "two passthrough",
+                "two window",
+            ],
+        ),
+    ] {
+        let out = tempfile::tempdir().expect("out");
+        let mut run_args = args(
+            dataset.path().to_owned(),
+            vec![Mode::Passthrough, Mode::Window],
+            &mock,
+            out.path(),
+        );
+        run_args.by_strategy = by_strategy;
+        run(run_args).await.expect("eval runs");
+        let text = std::fs::read_to_string(out.path().join("runs.jsonl")).expect("runs");
+        let pairs: Vec<String> = text
+            .lines()
+            .map(|line| {
+                let pair: Value = serde_json::from_str(line).expect("pair");
+                format!(
+                    "{} {}",
+                    pair["conversation"].as_str().unwrap_or(""),
+                    pair["strategy"].as_str().unwrap_or("")
+                )
+            })
+            .collect();
+        assert_eq!(pairs, expected, "by_strategy {by_strategy}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
