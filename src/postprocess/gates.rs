@@ -271,7 +271,8 @@ impl Evidence {
             return Err(Rejection::AboutAssistant);
         }
         // Advice is the assistant's ("The user should learn NumPy and Pandas."), unless the user
-        // said it of themselves ("I should call my mother more").
+        // said it of themselves ("I should call my mother more"); asking it ("Should I bring
+        // flowers?") is not saying it.
         let advised = [
             " should ",
             " ought to ",
@@ -281,7 +282,10 @@ impl Evidence {
         .iter()
         .any(|a| lower.contains(a));
         let own_advice = self.user_texts.iter().any(|t| {
-            t.to_lowercase().contains(" should ") || t.to_lowercase().contains(" ought to ")
+            sentences(t).any(|s| {
+                let s = format!(" {} ", s.to_lowercase());
+                !s.trim_end().ends_with('?') && (s.contains(" should ") || s.contains(" ought to "))
+            })
         });
         if !commitment && advised && !own_advice {
             return Err(Rejection::FromAssistant);

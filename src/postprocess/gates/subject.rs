@@ -41,6 +41,19 @@ const OTHERS: [&str; 4] = ["he", "she", "they", "it"];
 /// Pronouns that leave a fact without a referent when nothing else names it.
 const BARE: [&str; 6] = ["it", "them", "this", "that", "these", "those"];
 
+/// Openings of a statement about no one.
+const IMPERSONAL: [&str; 9] = [
+    "it's ",
+    "it is ",
+    "it was ",
+    "there is ",
+    "there are ",
+    "there's ",
+    "this is ",
+    "that is ",
+    "that's ",
+];
+
 /// Words of doing, promising or stressing that say nothing of what was done ("The assistant
 /// promised to do exactly that."), as stems of content words.
 const FILLERS: [&str; 14] = [
@@ -278,9 +291,13 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
 
 /// A fact whose only object is a pronoun ("The user booked it.", "The assistant promised to do
 /// exactly that."), or that speaks of "him" or "her" without naming anyone ("The user is
-/// interested in visiting him."): it says nothing on its own.
+/// interested in visiting him."), or an impersonal statement about no one ("It's normal for an
+/// old cat to sleep a lot.", the answer to the user's "Is that normal for an old cat?"; "There
+/// are many ways to brew coffee."): it says nothing of the user on its own.
 pub fn no_referent(fact: &str) -> bool {
     let all = words(fact);
+    let opening = fact.trim().to_lowercase().replace('\u{2019}', "'");
+    let impersonal = IMPERSONAL.iter().any(|o| opening.starts_with(o));
     let bare = all.iter().any(|w| BARE.contains(&w.as_str()));
     let content = content_words(fact);
     let said = content
@@ -309,6 +326,9 @@ pub fn no_referent(fact: &str) -> bool {
         let one = w.strip_suffix('s').unwrap_or(w);
         PEOPLE.iter().any(|p| w.ends_with(p) || one.ends_with(p))
     });
+    if impersonal && !named && !all.iter().any(|w| w == "user" || w == "users") {
+        return true;
+    }
     person && !named && !someone
 }
 
@@ -421,6 +441,9 @@ mod tests {
     #[test]
     fn a_bare_pronoun_is_no_referent() {
         assert!(no_referent("The user booked it."));
+        assert!(no_referent("It's normal for an old cat to sleep a lot."));
+        assert!(no_referent("There are many ways to brew coffee."));
+        assert!(!no_referent("It is Miso's twelfth birthday today."));
         assert!(no_referent("The user loves them."));
         assert!(!no_referent("The user booked a flight to Porto."));
         assert!(!no_referent("The user has a dog and loves it."));

@@ -529,6 +529,18 @@ fn advice_is_the_assistants_unless_the_user_gave_it_to_themselves() {
         e.check("The user should learn NumPy and Pandas for Python.", "fact"),
         Err(Rejection::FromAssistant)
     );
+    // Asking it is not saying it.
+    let asked = Evidence::new([
+        ("user", "I booked it. Should I bring flowers?"),
+        (
+            "assistant",
+            "Flowers are a lovely touch for an anniversary.",
+        ),
+    ]);
+    assert_eq!(
+        asked.check("The user should bring flowers.", "fact"),
+        Err(Rejection::FromAssistant)
+    );
     let own = Evidence::new([("user", "I know I should call my mother more often.")]);
     assert_eq!(
         own.check("The user should call their mother more often.", "fact"),
