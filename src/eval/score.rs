@@ -24,23 +24,11 @@ pub fn normalize(text: &str) -> String {
         .join(" ")
 }
 
-const MONTHS: [&str; 12] = [
-    "january",
-    "february",
-    "march",
-    "april",
-    "may",
-    "june",
-    "july",
-    "august",
-    "september",
-    "october",
-    "november",
-    "december",
-];
-
 fn month(word: &str) -> Option<usize> {
-    MONTHS.iter().position(|m| *m == word).map(|i| i + 1)
+    crate::dates::MONTHS
+        .iter()
+        .position(|m| *m == word)
+        .map(|i| i + 1)
 }
 
 /// "11", "11th", "1st" as a day of the month.

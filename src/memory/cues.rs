@@ -39,13 +39,19 @@ const CUES: [&str; 24] = [
 /// Whether `question` asks about the assistant's own earlier words ("Which table did you tell me
 /// to ask for?", "What was your advice on the grinder?").
 pub fn asks_about_the_assistant(question: &str) -> bool {
-    let lower = question.to_lowercase();
+    CUES.iter()
+        .any(|cue| spaced(question).contains(&format!(" {cue} ")))
+}
+
+/// `text` lower-cased as its words between single spaces, with a space at each end, so that a
+/// phrase `" {cue} "` matches whole words only.
+pub fn spaced(text: &str) -> String {
+    let lower = text.to_lowercase();
     let words: Vec<&str> = lower
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
         .filter(|w| !w.is_empty())
         .collect();
-    let text = format!(" {} ", words.join(" "));
-    CUES.iter().any(|cue| text.contains(&format!(" {cue} ")))
+    format!(" {} ", words.join(" "))
 }
 
 #[cfg(test)]

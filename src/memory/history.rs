@@ -40,13 +40,8 @@ const PAST_CUES: [&str; 18] = [
 /// Whether `question` asks how things were ("What was my job before my current one?", "Do I
 /// still live in Lisbon?", "my old address"), not only how they are.
 pub fn asks_about_the_past(question: &str) -> bool {
-    let lower = question.to_lowercase();
-    let words: Vec<&str> = lower
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .collect();
     // "How old is my brother?" asks an age, not about the past.
-    let text = format!(" {} ", words.join(" ")).replace(" how old ", " how ");
+    let text = super::cues::spaced(question).replace(" how old ", " how ");
     PAST_CUES
         .iter()
         .any(|cue| text.contains(&format!(" {cue} ")))

@@ -7,27 +7,8 @@ use std::time::Duration;
 use memproxy::mock::Reply;
 use serde_json::json;
 
-use crate::common::{eventually, get_json, harness_with, implicit_chat, Harness};
-
-async fn jobs_done(h: &Harness) -> usize {
-    get_json(h, "/memproxy/v1/jobs?state=done").await["data"]
-        .as_array()
-        .map_or(0, Vec::len)
-}
-
-/// The memory block of the newest plain chat request the upstream got.
-fn injected(h: &Harness) -> String {
-    let requests = h.mock.chat_requests(None);
-    let last = requests.last().expect("a chat request");
-    last["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["content"].as_str())
-        .filter(|text| text.contains("<memory>"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
+use crate::common::{eventually, harness_with, implicit_chat, Harness};
+use crate::recency::{injected, jobs_done};
 
 async fn add(h: &Harness, user: &str, text: &str) {
     let response = h

@@ -15,7 +15,7 @@ use crate::common::{
     Harness,
 };
 
-async fn jobs_done(h: &Harness) -> usize {
+pub async fn jobs_done(h: &Harness) -> usize {
     get_json(h, "/memproxy/v1/jobs?state=done").await["data"]
         .as_array()
         .map_or(0, Vec::len)
@@ -40,7 +40,7 @@ async fn search(h: &Harness, body: Value) -> Vec<String> {
 }
 
 /// The memory block of the newest plain chat request the upstream got.
-fn injected(h: &Harness) -> String {
+pub fn injected(h: &Harness) -> String {
     let requests = h.mock.chat_requests(None);
     let last = requests.last().expect("a chat request");
     last["messages"]
