@@ -209,6 +209,16 @@ fn optional(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"))
 }
 
+/// Kinds of upstream work that are memory work (all but the answer's own chat call).
+const MEMORY_KINDS: [&str; 6] = [
+    "agent_step",
+    "extract",
+    "reconcile",
+    "summarize",
+    "consolidate",
+    "memory",
+];
+
 fn calls_of(summary: &StrategySummary, kinds: &[&str]) -> u64 {
     kinds
         .iter()
@@ -233,7 +243,7 @@ fn rows(summary: &Summary) -> Vec<Vec<String>> {
                 optional(s.judge),
                 optional(s.evidence_in_context),
                 calls_of(s, &["chat"]).to_string(),
-                calls_of(s, &["agent_step", "extract", "reconcile", "summarize"]).to_string(),
+                calls_of(s, &MEMORY_KINDS).to_string(),
                 s.chat_tokens.to_string(),
                 s.memory_tokens.to_string(),
                 format!("{:.1}/{:.1}", s.overhead_p50_ms, s.overhead_p95_ms),

@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use super::dataset::{self, Conversation, Format};
 use super::score;
 use super::tap::Tap;
-use super::work::{account, Work};
+use super::work::{account, account_memory, Work};
 use crate::config::Config;
 use crate::dates;
 use crate::mode::Mode;
@@ -130,7 +130,8 @@ pub struct ProbeResult {
 pub struct PairResult {
     pub conversation: String,
     pub strategy: String,
-    /// Upstream work by kind: chat, agent_step, extract, reconcile, summarize.
+    /// Upstream work by kind: chat, agent_step, extract, reconcile, summarize, consolidate, memory
+    /// (other calls of a separate memory upstream).
     pub work: BTreeMap<String, Work>,
     /// Per client request: memproxy's own time (total − its upstream calls), ms.
     pub overhead_ms: Vec<f64>,
@@ -146,7 +147,8 @@ pub struct PairResult {
     pub store: Option<super::store_stats::StoreStats>,
 }
 
-fn config_for(args: &RunArgs, mode: Mode, data: &Path, tap: &Tap) -> Config {
+fn config_for(args: &RunArgs, mode: Mode, data: &Path, taps: &Taps) -> Config {
+    let tap = &taps.chat;
     let mut config = Config {
         data_dir: data.to_owned(),
         mode,
@@ -177,7 +179,8 @@ fn config_for(args: &RunArgs, mode: Mode, data: &Path, tap: &Tap) -> Config {
     config.memory.job_lease = Duration::from_secs(5 * 60);
     config.memory.preprocess_timeout = Duration::from_secs(120);
     config.memory.llm.max_tokens = Some(args.memory_max_tokens);
-    config.memory.llm.url.clone_from(&args.memory_upstream);
+    // Through its own tap, so that its calls are booked too.
+    config.memory.llm.url = taps.memory.as_ref().map(|t| t.url.clone());
     if args.core_memory_at.as_deref() == Some("system") {
         config.explicit.core_memory_at = crate::agent::CoreMemoryAt::System;
     }
@@ -198,15 +201,23 @@ fn system_prompt(conversation: &Conversation, time_ms: Option<i64>) -> String {
     }
 }
 
+/// The recording relays: in front of the upstream, and of the memory LLM's own upstream when it
+/// has one (`--memory-upstream`).
+pub(super) struct Taps {
+    chat: Tap,
+    memory: Option<Tap>,
+}
+
 /// Replays one conversation through one strategy on fresh memory.
 async fn run_pair(
     args: &RunArgs,
-    tap: &Tap,
+    taps: &Taps,
     conversation: &Conversation,
     strategy: EvalStrategy,
     progress: &ProgressBar,
 ) -> anyhow::Result<PairResult> {
-    let mode = strategy.mode();
+    let (mode, tap) = (strategy.mode(), &taps.chat);
+    let memory_start = taps.memory.as_ref().map_or(0, Tap::len);
     let temporary = tempfile::tempdir()?;
     let data = if args.keep_data {
         let kept = args
@@ -224,7 +235,7 @@ async fn run_pair(
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let server = crate::server::start_on(
         listener,
-        strategy.configure(config_for(args, mode, &data, tap)),
+        strategy.configure(config_for(args, mode, &data, taps)),
         Arc::new(crate::hooks::LogExchanges),
     )
     .await?;
@@ -397,6 +408,9 @@ async fn run_pair(
     }
     drain(&server).await?;
     account(&mut pair, mode, &tap.since(start), &requests);
+    if let Some(memory) = &taps.memory {
+        account_memory(&mut pair, &memory.since(memory_start));
+    }
     server.shutdown().await;
     Ok(pair)
 }
@@ -435,7 +449,13 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     } else if runs_path.exists() {
         std::fs::remove_file(&runs_path)?;
     }
-    let tap = Tap::start(&args.upstream).await?;
+    let taps = Taps {
+        chat: Tap::start(&args.upstream).await?,
+        memory: match &args.memory_upstream {
+            Some(url) => Some(Tap::start(url).await?),
+            None => None,
+        },
+    };
     let per_conversation = |c: &Conversation| {
         let turns: usize = c
             .sessions
@@ -478,7 +498,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             continue;
         }
         progress.set_message(format!("{} / {strategy}", conversation.id));
-        let pair = run_pair(&args, &tap, conversation, strategy, &progress).await?;
+        let pair = run_pair(&args, &taps, conversation, strategy, &progress).await?;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

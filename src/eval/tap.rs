@@ -115,10 +115,11 @@ impl Drop for Tap {
     }
 }
 
-const MARKERS: [(&str, &str); 3] = [
+const MARKERS: [(&str, &str); 4] = [
     ("MEMPROXY-EXTRACT", "extract"),
     ("MEMPROXY-RECONCILE", "reconcile"),
     ("MEMPROXY-SUMMARIZE", "summarize"),
+    ("MEMPROXY-CONSOLIDATE", "consolidate"),
 ];
 
 async fn forward(State(state): State<Arc<TapState>>, request: Request) -> Response {

@@ -71,3 +71,23 @@ pub(super) fn account(
         });
     }
 }
+
+/// Books the calls of the memory LLM's own upstream (`--memory-upstream`): every one is memory
+/// work, under its prompt's marker, or `memory` when it has none.
+pub(super) fn account_memory(pair: &mut PairResult, calls: &[Call]) {
+    for call in calls {
+        let kind = match call.kind.as_str() {
+            "chat" => "memory",
+            other => other,
+        };
+        pair.work.entry(kind.to_owned()).or_default().add(&Work {
+            calls: 1,
+            prompt_tokens: call.prompt_tokens,
+            completion_tokens: call.completion_tokens,
+            cached_tokens: call.cached_tokens.unwrap_or(0),
+            cache_reported: u64::from(call.cached_tokens.is_some()),
+            prompt_text_tokens: call.prompt_text_tokens,
+            shared_prefix_tokens: call.shared_prefix_tokens,
+        });
+    }
+}

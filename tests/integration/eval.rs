@@ -506,3 +506,49 @@ async fn settle_waits_for_each_turns_work_before_the_next() {
         "{summary}"
     );
 }
+
+/// With `--memory-upstream`, the memory LLM's calls go through a tap of their own and are booked
+/// as memory work: none reaches the chat upstream, and every one it got is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_separate_memory_upstream_is_booked_too() {
+    let chat = MockUpstream::start().await.expect("chat mock");
+    let memory = MockUpstream::start().await.expect("memory mock");
+    let out = tempfile::tempdir().expect("out");
+    let mut run_args = args(
+        fixture("tiny-scenario.json"),
+        vec![Mode::Implicit],
+        &chat,
+        out.path(),
+    );
+    run_args.memory_upstream = Some(memory.base_url());
+    let answer = json!({"facts": [{"text": "The user lives in Lisbon.", "kind": "fact"}]});
+    for _ in 0..4 {
+        memory.push_marked("MEMPROXY-EXTRACT", Reply::Text(answer.to_string()));
+    }
+    run(run_args).await.expect("eval runs");
+    let completions = |mock: &MockUpstream| -> Vec<Value> {
+        mock.requests()
+            .iter()
+            .filter(|r| r.path_and_query == "/v1/chat/completions")
+            .map(|r| r.json())
+            .collect()
+    };
+    let on_chat = completions(&chat)
+        .iter()
+        .filter(|r| kind_of(r) != "chat")
+        .count();
+    assert_eq!(on_chat, 0, "memory work went to the chat upstream");
+    let on_memory = completions(&memory);
+    assert!(!on_memory.is_empty(), "the memory upstream was used");
+    let summary = results(out.path());
+    let work = &summary["strategies"][0]["work"];
+    let booked: u64 = work
+        .as_object()
+        .expect("work")
+        .iter()
+        .filter(|(kind, _)| *kind != "chat")
+        .filter_map(|(_, w)| w["calls"].as_u64())
+        .sum();
+    assert_eq!(booked, on_memory.len() as u64, "{work}");
+    assert!(work["extract"]["calls"].as_u64() >= Some(1), "{work}");
+}
