@@ -15,6 +15,7 @@ pub use recording::{Recorded, INLINE_EMBED_TURNS};
 pub mod perspective;
 pub mod retrieval;
 pub mod transfer;
+pub mod unmentioned;
 
 use std::path::Path;
 use std::sync::Arc;

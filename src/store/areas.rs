@@ -237,6 +237,16 @@ pub trait Search {
         limit: usize,
         within: Option<&Within>,
     ) -> StoreResult<Vec<(i64, f64)>>;
+    /// Up to `limit` texts of the user's live rows in `corpus` that contain one of `words` as
+    /// keyword search matches words (stemmed), however common the words are: for telling whether
+    /// the user ever said something. For messages, the user's own turns only.
+    fn texts_with(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        words: &[String],
+        limit: usize,
+    ) -> StoreResult<Vec<String>>;
     /// Ids of the searchable rows inside `within` (for filtering vector search).
     fn ids_within(
         &self,

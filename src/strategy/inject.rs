@@ -34,6 +34,8 @@ pub struct MemoryBlock {
     pub turns: Vec<(i64, String, String)>,
     /// Facts that no longer hold, for a question about the past: (stopped holding at, text).
     pub former: Vec<(i64, String)>,
+    /// Things the question takes for granted that the user never mentioned ("dog").
+    pub never_mentioned: Vec<String>,
 }
 
 impl MemoryBlock {
@@ -42,6 +44,7 @@ impl MemoryBlock {
             && self.facts.is_empty()
             && self.turns.is_empty()
             && self.former.is_empty()
+            && self.never_mentioned.is_empty()
     }
 
     /// Memories injected (facts and turns; the summary and former facts are not counted).
@@ -81,6 +84,12 @@ impl MemoryBlock {
             for (at, role, content) in &self.turns {
                 text.push_str(&format!("- [{}] {role}: {}\n", ymd(*at), quoted(content)));
             }
+        }
+        for thing in &self.never_mentioned {
+            // One word of the question, ASCII lowercase letters only ([`crate::memory::unmentioned`]).
+            text.push_str(&format!(
+                "\nThe user has never mentioned their {thing}: if asked about it, say they have not told you.\n"
+            ));
         }
         text.push_str(CLOSE);
         text
@@ -260,6 +269,7 @@ mod tests {
             )],
             summary: Some("They talked.\n</memory>".into()),
             former: vec![(0, "Old </memory> fact".into())],
+            never_mentioned: Vec::new(),
         }
         .render();
         assert_eq!(block.matches(OPEN).count(), 1, "{block}");

@@ -39,6 +39,9 @@ pub struct MemoryConfig {
     /// that no longer hold (replaced or retired), apart and dated ([`crate::memory::history`]).
     /// 0: never.
     pub former_facts: usize,
+    /// For a question about "my <thing>" that nothing the user said mentions ("What is my dog's
+    /// name?" from a user with a cat), tell the chat model so ([`crate::memory::unmentioned`]).
+    pub never_mentioned: bool,
     /// Wait this long after a conversation's last exchange before extracting facts from it.
     #[serde(with = "humantime_serde")]
     pub extraction_debounce: Duration,
@@ -105,6 +108,7 @@ impl Default for MemoryConfig {
             max_memories: 12,
             past_turns: true,
             former_facts: 3,
+            never_mentioned: true,
             extraction_debounce: Duration::from_secs(3),
             summary_min_turns: 6,
             add_only: false,

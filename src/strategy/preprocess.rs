@@ -9,7 +9,7 @@ use super::compact::{self, Window};
 use super::inject::{self, MemoryBlock};
 use super::MemoryConfig;
 use crate::identity::Scope;
-use crate::memory::{history, MemoryService, RetrievalRequest};
+use crate::memory::{history, unmentioned, MemoryService, RetrievalRequest};
 use crate::mode::Mode;
 use crate::openai::{ChatMessage, ChatRequest};
 use crate::store::{Corpus, NewMessage, UserScope};
@@ -198,6 +198,9 @@ async fn with_memory(
         if config.former_facts > 0 && history::asks_about_the_past(&question) {
             add_former(&mut block, memory, config, &user, &question, query_vector).await?;
         }
+        if config.never_mentioned {
+            add_never_mentioned(&mut block, memory, &user, request, &question).await?;
+        }
     }
     Ok(build(request, &window, Some(block), config))
 }
@@ -233,6 +236,54 @@ async fn add_former(
         .await
         .map_err(|e| e.to_string())?;
     block.former = former.into_iter().map(|f| (f.until_ms, f.text)).collect();
+    Ok(())
+}
+
+/// What the question takes for granted ("my dog") that neither the request's conversation, nor
+/// the memories shown, nor anything stored of the user mentions ([`unmentioned`]).
+async fn add_never_mentioned(
+    block: &mut MemoryBlock,
+    memory: &Arc<MemoryService>,
+    user: &UserScope,
+    request: &ChatRequest,
+    question: &str,
+) -> Result<(), String> {
+    let newest = request.messages.iter().rposition(|m| m.role == "user");
+    let mut asked = unmentioned::presupposed(question);
+    asked.retain(|thing| {
+        let words = &thing.words;
+        let in_request = request.messages.iter().enumerate().any(|(at, message)| {
+            // The question itself is no mention; a statement beside it is.
+            let statements_only = Some(at) == newest;
+            unmentioned::mentions(
+                &inject::strip_blocks(&message.text()),
+                words,
+                statements_only,
+            )
+        });
+        let shown = block
+            .summary
+            .iter()
+            .any(|s| unmentioned::mentions(s, words, true))
+            || block
+                .facts
+                .iter()
+                .any(|(_, f)| unmentioned::mentions(f, words, true))
+            || block
+                .former
+                .iter()
+                .any(|(_, f)| unmentioned::mentions(f, words, true))
+            || block
+                .turns
+                .iter()
+                .any(|(_, _, t)| unmentioned::mentions(t, words, true));
+        !in_request && !shown
+    });
+    let never = memory
+        .never_mentioned(user, asked)
+        .await
+        .map_err(|e| e.to_string())?;
+    block.never_mentioned = never.into_iter().map(|thing| thing.thing).collect();
     Ok(())
 }
 

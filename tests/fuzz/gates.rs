@@ -191,3 +191,30 @@ fn question_cues_and_followed_names_on_generated_texts() {
         },
     );
 }
+
+/// What a question takes for granted, on generated texts: no panic, at most `MOST` things, each
+/// a word of ASCII lowercase letters (it is written into the memory block as is), and a
+/// statement that names one mentions it.
+#[test]
+fn presupposed_things_on_generated_texts() {
+    use memproxy::memory::unmentioned::{self, MOST};
+    crate::run(
+        "unmentioned",
+        2_000,
+        (sentence(), sentence(), prop::bool::ANY),
+        |(question, other, statements_only)| {
+            let asked = format!("{question} What is my {other}?");
+            let found = unmentioned::presupposed(&asked);
+            prop_assert!(found.len() <= MOST);
+            for thing in &found {
+                prop_assert!(thing.thing.chars().all(|c| c.is_ascii_lowercase()));
+                prop_assert!(thing.thing.chars().count() >= 3);
+                prop_assert!(!thing.words.is_empty());
+                let said = format!("I have a {}.", thing.words[0]);
+                prop_assert!(unmentioned::mentions(&said, &thing.words, statements_only));
+            }
+            let _ = unmentioned::mentions(&other, std::slice::from_ref(&question), statements_only);
+            Ok(())
+        },
+    );
+}

@@ -421,3 +421,81 @@ fn former_facts_on_every_backend() {
         former_facts_area(&postgres(&url));
     }
 }
+
+/// Whether the user ever said a word ([`memproxy::memory::unmentioned`]): their live facts and
+/// their own turns holding it, any word form, however common the word is among all users; not
+/// the assistant's turns, not a retired fact, not another user's.
+fn texts_with_area(store: &(impl Facts + RecallLog + Search)) {
+    use memproxy::store::{Corpus, Inserted, NewMemory, NewMessage};
+    let (ana, bob) = (UserScope::new("acme", "ana"), UserScope::new("acme", "bob"));
+    let add = |scope: &UserScope, text: &str| -> i64 {
+        let memory = NewMemory {
+            text: text.to_owned(),
+            kind: "fact".to_owned(),
+            sources: vec![],
+            created_at_ms: 1_000,
+            embedding: None,
+        };
+        match store.insert_memory(scope, &memory, "test").expect("insert") {
+            Inserted::New { id, .. } => id,
+            other => panic!("expected a new memory, got {other:?}"),
+        }
+    };
+    let turn = |role: &str, content: &str| NewMessage {
+        position: 0,
+        role: role.to_owned(),
+        content: content.to_owned(),
+        name: None,
+        tool_calls: None,
+        tool_call_id: None,
+        created_at_ms: 1_000,
+    };
+    add(&ana, "The user has a cat named Miso.");
+    let old = add(&ana, "The user had a parrot.");
+    store.invalidate_memory(&ana, old, "api").expect("retire");
+    // Common among all users: keyword search would skip the word, this must not.
+    for n in 0..3 {
+        add(&bob, &format!("The user has dog number {n}."));
+    }
+    let turns = [
+        turn("user", "I ride my bikes to work."),
+        turn("assistant", "You could get a hamster."),
+    ];
+    store
+        .sync_messages(&ana, "c1", "default", &turns)
+        .expect("sync");
+    let words = |list: &[&str]| list.iter().map(|w| (*w).to_owned()).collect::<Vec<_>>();
+
+    let cats = store
+        .texts_with(&ana, Corpus::Memory, &words(&["cats", "kitten"]), 10)
+        .expect("facts");
+    assert_eq!(cats, ["The user has a cat named Miso."]);
+    let bikes = store
+        .texts_with(&ana, Corpus::Message, &words(&["bike"]), 10)
+        .expect("turns");
+    assert_eq!(bikes, ["I ride my bikes to work."]);
+    for (corpus, word) in [
+        (Corpus::Message, "hamster"),
+        (Corpus::Memory, "parrot"),
+        (Corpus::Memory, "dog"),
+        (Corpus::Memory, "\" OR x:*"),
+    ] {
+        let found = store
+            .texts_with(&ana, corpus, &words(&[word]), 10)
+            .expect("search");
+        assert!(found.is_empty(), "{word}: {found:?}");
+    }
+    let dogs = store
+        .texts_with(&bob, Corpus::Memory, &words(&["dog"]), 2)
+        .expect("bob's");
+    assert_eq!(dogs.len(), 2, "limited: {dogs:?}");
+}
+
+#[test]
+fn texts_with_words_on_every_backend() {
+    let (_dir, store) = sqlite();
+    texts_with_area(&store);
+    if let Some(url) = postgres_url() {
+        texts_with_area(&postgres(&url));
+    }
+}

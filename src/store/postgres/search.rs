@@ -210,6 +210,44 @@ impl Search for PostgresStore {
         })
     }
 
+    fn texts_with(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        words: &[String],
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let words = query_words(&words.join(" "));
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (table, text, live) = corpus_table(corpus);
+        let own = if corpus == Corpus::Message {
+            "AND t.role = 'user'"
+        } else {
+            ""
+        };
+        self.run(|pool| async move {
+            let client = pool.get().await?;
+            let Some(uid) = find_uid(&**client, scope).await? else {
+                return Ok(Vec::new());
+            };
+            // Words are letters and digits only: never tsquery syntax.
+            let any = words.join(" | ");
+            let rows = client
+                .query(
+                    &format!(
+                        "SELECT {text} FROM {table} t
+                         WHERE t.uid = $1 AND t.tsv @@ to_tsquery('english', $2) AND {live} {own}
+                         ORDER BY t.id DESC LIMIT $3"
+                    ),
+                    &[&uid, &any, &(limit as i64)],
+                )
+                .await?;
+            Ok(rows.iter().map(|row| row.get(0)).collect())
+        })
+    }
+
     fn ids_within(
         &self,
         scope: &UserScope,

@@ -386,6 +386,16 @@ impl Search for SqliteStore {
         })
     }
 
+    fn texts_with(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        words: &[String],
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        self.read(|c| search::texts_with(c, scope, corpus, words, limit))
+    }
+
     fn ids_within(
         &self,
         scope: &UserScope,

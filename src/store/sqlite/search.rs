@@ -119,6 +119,40 @@ pub fn keyword_search(
     Ok(rows)
 }
 
+/// [`crate::store::Search::texts_with`]: the user's scope tag and the words in one FTS query,
+/// with no cap on common words (the scope bounds the rows).
+pub fn texts_with(
+    connection: &Connection,
+    scope: &UserScope,
+    corpus: Corpus,
+    words: &[String],
+    limit: usize,
+) -> StoreResult<Vec<String>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let words = query_words(&words.join(" "));
+    if words.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (table, text, fts) = corpus_tables(corpus);
+    let live = live_condition(corpus);
+    let own = if corpus == Corpus::Message {
+        "AND t.role = 'user'"
+    } else {
+        ""
+    };
+    let matching = format!("scope:u{uid} AND text:({})", quoted_any(&words));
+    let mut statement = connection.prepare_cached(&format!(
+        "SELECT {text} FROM {fts} f JOIN {table} t ON t.id = f.rowid
+         WHERE {fts} MATCH ?1 AND t.uid = ?2 AND {live} {own} ORDER BY t.id DESC LIMIT ?3"
+    ))?;
+    let texts = statement
+        .query_map(params![matching, uid, limit as i64], |row| row.get(0))?
+        .collect::<Result<Vec<String>, _>>()?;
+    Ok(texts)
+}
+
 /// Ids of the searchable rows of one agent or conversation.
 pub fn ids_within(
     connection: &Connection,
