@@ -60,6 +60,10 @@ pub struct ExplicitConfig {
     /// when a turn opens and shown with core memory (at most a tenth of the window); 0 turns it
     /// off and leaves every search to the agent's tools.
     pub recall_before_turn: usize,
+    /// For a new message asking about "my <thing>" that nothing the user said mentions (in
+    /// view, in core or archival memory, or stored), tell the agent so with what was recalled
+    /// ([`crate::memory::unmentioned`]).
+    pub never_mentioned: bool,
     /// Below this context window (tokens) the agent is offered the compact tool set and
     /// instructions: core memory, `conversation_search` and `send_message`, about 470 tokens
     /// fewer per step, where the full set would take most of the window (recall before the turn
@@ -122,6 +126,7 @@ impl Default for ExplicitConfig {
             background_save: true,
             core_memory_at: CoreMemoryAt::Turn,
             recall_before_turn: 4,
+            never_mentioned: true,
             compact_below_tokens: 4096,
         }
     }

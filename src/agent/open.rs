@@ -19,7 +19,10 @@ impl Agents {
         let mut progress = Progress::default();
         match paused {
             Some(paused) => self.resume(&mut turn, &mut progress, paused, &input.tool_results),
-            None => turn.recall_candidates = self.recall_before(&turn).await?,
+            None => {
+                turn.recall_candidates = self.recall_before(&turn).await?;
+                turn.never_mentioned = self.never_mentioned(&turn).await?;
+            }
         }
         Ok((turn, progress))
     }
@@ -178,6 +181,7 @@ impl Agents {
             memory_at: self.config.core_memory_at,
             tool_set,
             recall_candidates: Vec::new(),
+            never_mentioned: Vec::new(),
             recalled: None,
             alerted,
             read_only: false,

@@ -10,8 +10,8 @@ use super::state::Turn;
 use super::turn::TurnError;
 use super::Agents;
 use crate::dates;
-use crate::memory::{Hit, MemoryResult, RetrievalRequest};
-use crate::store::{agent_conversation, Corpus, UserScope, Within};
+use crate::memory::{unmentioned, Hit, MemoryResult, RetrievalRequest};
+use crate::store::{agent_conversation, Corpus, StoredMessage, UserScope, Within};
 
 /// Share of the window kept free below the eviction threshold for the step's own growth.
 const MARGIN_RATIO: f64 = 0.05;
@@ -31,23 +31,23 @@ impl Agents {
             .await?)
     }
 
-    /// What recall before the turn would show for `said` when the queue holds `in_view`, within
-    /// a tenth of the window (a turn shows less when the window is nearly full): for the
+    /// What recall before the turn would show for `said` when `queue` and `summary` are in view,
+    /// within a tenth of the window (a turn shows less when the window is nearly full): for the
     /// console's simulator.
     pub async fn recall_preview(
         &self,
         scope: &UserScope,
         agent: &str,
         said: &[String],
-        in_view: &[i64],
+        queue: &[StoredMessage],
+        summary: Option<&str>,
     ) -> MemoryResult<Option<String>> {
-        let hits = self.recall_candidates(scope, agent, said, in_view).await?;
+        let in_view: Vec<i64> = queue.iter().map(|m| m.id).collect();
+        let hits = self.recall_candidates(scope, agent, said, &in_view).await?;
         let budget = self.config.context_window_tokens / 10;
-        Ok(render(&within(
-            hits,
-            self.config.recall_before_turn,
-            budget,
-        )))
+        let recalled = render(&within(hits, self.config.recall_before_turn, budget));
+        let never = self.unmentioned(scope, agent, said, queue, summary).await?;
+        Ok(with_note(recalled, &never))
     }
 
     async fn recall_candidates(
@@ -101,6 +101,66 @@ impl Agents {
     /// tools and the turn's own messages (none of which can be evicted) below the eviction
     /// threshold. At a small window that is what the queue would otherwise hold.
     pub(super) fn fit_recall(&self, turn: &mut Turn, window: usize) {
+        let never = std::mem::take(&mut turn.never_mentioned);
+        self.fit_candidates(turn, window);
+        turn.recalled = with_note(turn.recalled.take(), &never);
+    }
+
+    /// What the new message takes for granted ("my dog") that the user never mentioned
+    /// ([`unmentioned`]), for a turn.
+    pub(super) async fn never_mentioned(&self, turn: &Turn) -> Result<Vec<String>, TurnError> {
+        let summary = turn.summary.as_ref().map(|s| s.text.as_str());
+        Ok(self
+            .unmentioned(&turn.scope, &turn.agent, &turn.said, &turn.queue, summary)
+            .await?)
+    }
+
+    /// Of what the newest of `said` takes for granted, what is not in the turn's other words,
+    /// not in view (`queue`, `summary`), not in core memory and nothing stored of the user.
+    async fn unmentioned(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        said: &[String],
+        queue: &[StoredMessage],
+        summary: Option<&str>,
+    ) -> MemoryResult<Vec<String>> {
+        let Some((newest, earlier)) = said.split_last() else {
+            return Ok(Vec::new());
+        };
+        if !self.config.never_mentioned {
+            return Ok(Vec::new());
+        }
+        let mut asked = unmentioned::presupposed(newest);
+        asked.retain(|thing| {
+            let words = &thing.words;
+            let in_view = queue.iter().any(|m| {
+                unmentioned::mentions(m.search_text.as_deref().unwrap_or(&m.content), words, false)
+            }) || summary.is_some_and(|s| unmentioned::mentions(s, words, false));
+            !unmentioned::mentions(newest, words, true)
+                && !earlier
+                    .iter()
+                    .any(|s| unmentioned::mentions(s, words, false))
+                && !in_view
+        });
+        if asked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (owned, agent) = (scope.clone(), agent.to_owned());
+        let blocks = self
+            .memory
+            .blocking(move |store, _| Ok(store.core_blocks(&owned, &agent)?))
+            .await?;
+        asked.retain(|thing| {
+            !blocks
+                .iter()
+                .any(|b| unmentioned::mentions(&b.value, &thing.words, true))
+        });
+        let never = self.memory.never_mentioned(scope, asked).await?;
+        Ok(never.into_iter().map(|t| t.thing).collect())
+    }
+
+    fn fit_candidates(&self, turn: &mut Turn, window: usize) {
         if turn.recall_candidates.is_empty() {
             return;
         }
@@ -156,6 +216,23 @@ fn within(hits: Vec<Hit>, count: usize, budget: usize) -> Vec<Hit> {
     // Oldest first, as a conversation reads: the newest of two versions of a fact comes last.
     chosen.sort_by_key(|hit| hit.created_at_ms);
     chosen
+}
+
+/// What was recalled, followed by a note on things the user never mentioned (each one ASCII
+/// lowercase word of the question).
+fn with_note(recalled: Option<String>, never: &[String]) -> Option<String> {
+    if never.is_empty() {
+        return recalled;
+    }
+    let their: Vec<String> = never.iter().map(|t| format!("their {t}")).collect();
+    let note = format!(
+        "[Nothing the user said mentions {}: if asked about it, say they have not told you.]",
+        their.join(" or ")
+    );
+    Some(match recalled {
+        Some(recalled) => format!("{recalled}\n\n{note}"),
+        None => note,
+    })
 }
 
 /// The recalled items as the memory message shows them, each dated and quoted.

@@ -22,6 +22,9 @@ pub(super) struct Turn {
     pub recall_candidates: Vec<crate::memory::Hit>,
     /// What of it is shown this turn.
     pub recalled: Option<String>,
+    /// Things the new message takes for granted that the user never mentioned, not yet shown
+    /// ([`crate::memory::unmentioned`]).
+    pub never_mentioned: Vec<String>,
     /// Where core memory goes in the prompt.
     pub memory_at: super::config::CoreMemoryAt,
     /// The memory tools offered, and the instructions that name them.

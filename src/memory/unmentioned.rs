@@ -213,8 +213,8 @@ fn strip_possessive(word: &str) -> &str {
 const TEXTS_READ: usize = 20;
 
 impl super::MemoryService {
-    /// Of the things asked about, those that no statement in the user's facts or stored turns
-    /// mentions (the request's own messages are the caller's to check).
+    /// Of the things asked about, those that no statement in the user's facts, stored turns or
+    /// archival passages mentions (the request's own messages are the caller's to check).
     pub async fn never_mentioned(
         &self,
         scope: &UserScope,
@@ -228,7 +228,7 @@ impl super::MemoryService {
             let mut unmentioned = Vec::new();
             for thing in asked {
                 let mut said = false;
-                for corpus in [Corpus::Memory, Corpus::Message] {
+                for corpus in [Corpus::Memory, Corpus::Message, Corpus::Passage] {
                     let texts = store.texts_with(&scope, corpus, &thing.words, TEXTS_READ)?;
                     said = texts.iter().any(|text| mentions(text, &thing.words, true));
                     if said {

@@ -228,10 +228,10 @@ async fn explicit(
         .filter(|m| m.role == "user")
         .map(|m| m.text())
         .collect();
-    let in_view: Vec<i64> = queue.iter().map(|m| m.id).collect();
+    let summary_text = summary.as_ref().map(|s| s.text.as_str());
     let recalled = state
         .agents
-        .recall_preview(&scope(tenant, user), agent, &said, &in_view)
+        .recall_preview(&scope(tenant, user), agent, &said, &queue, summary_text)
         .await?;
     let mut history: Vec<Value> = queue.iter().map(context::wire_message).collect();
     if state.agents.config().replies_as_text {

@@ -204,3 +204,41 @@ async fn at_a_small_window_the_agent_gets_the_compact_tool_set() {
     say(&full, "co", "Hello.").await;
     assert_eq!(tool_names(&model_requests(&full)[0]).len(), 7);
 }
+
+/// Abstention in explicit mode: a new message about "my dog" from a user who never mentioned one
+/// is shown so beside core memory (and in the console's simulator); a thing in view, in core
+/// memory or stored is mentioned.
+#[tokio::test]
+async fn a_thing_the_user_never_mentioned_is_said_to_be_unmentioned() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(send("Noted."));
+    say(&h, "pets", "I have a cat named Miso.").await;
+    let note = "Nothing the user said mentions their dog";
+
+    let question = "What is my dog's name?";
+    let simulated = post_json(
+        &h,
+        "/memproxy/v1/simulate",
+        &json!({"user": "pets", "strategy": "explicit",
+            "request": {"model": "m", "messages": [{"role": "user", "content": question}]}}),
+    )
+    .await;
+    let shown = simulated["payload"]["messages"].to_string();
+    assert!(shown.contains(note), "{shown}");
+    h.mock.push(send("You have not told me."));
+    say(&h, "pets", question).await;
+    let (_, memory) = asked(&h, question);
+    assert!(memory.contains(note), "{memory}");
+
+    h.mock.push(send("Miso."));
+    say(&h, "pets", "What is my cat's name?").await;
+    let (_, memory) = asked(&h, "What is my cat's name?");
+    assert!(!memory.contains("Nothing the user said"), "{memory}");
+
+    // Off: never said.
+    let h = harness_with(|c| c.explicit.never_mentioned = false).await;
+    h.mock.push(send("I don't know."));
+    say(&h, "pets", question).await;
+    let (_, memory) = asked(&h, question);
+    assert!(!memory.contains("Nothing the user said"), "{memory}");
+}
