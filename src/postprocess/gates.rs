@@ -18,6 +18,7 @@ mod instruction;
 mod person;
 mod promise;
 mod relation;
+pub mod relative;
 mod subject;
 mod words;
 
@@ -192,6 +193,14 @@ impl Evidence {
         }
         let cut = dates::strip(fact)?;
         (!self.dates.invented(&cut, &[]) && check_form(&cut).is_ok()).then_some(cut)
+    }
+
+    /// `fact` with its one-meaning relative days ("yesterday", "on Saturday" told in the past)
+    /// made dates, counted from when it was said, or dated from the user's sentence it comes
+    /// from ([`relative`]); `None`: nothing to resolve, or the time is unknown.
+    pub fn resolved(&self, fact: &str) -> Option<String> {
+        let day = self.dates.day()?;
+        relative::resolve(fact, day).or_else(|| relative::from_source(fact, &self.user_texts, day))
     }
 
     /// Whether `fact` may be stored (knowing nothing stored about the user).

@@ -107,6 +107,11 @@ pub(super) async fn reconcile(
                 *counts.entry("undated".to_owned()).or_default() += 1;
                 fact.text = undated;
             }
+            if let Some(resolved) = evidence.resolved(&fact.text) {
+                tracing::info!(job = origin.job, from = %fact.text, to = %resolved, "memory fact: relative day resolved");
+                *counts.entry("dated".to_owned()).or_default() += 1;
+                fact.text = resolved;
+            }
             if let Err(reason) = gates::check_form(&fact.text) {
                 let label = reject(&mut counts, &fact.text, reason);
                 outcomes[index] = Some(outcome(&label, None, None));

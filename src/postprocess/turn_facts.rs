@@ -36,6 +36,9 @@ pub async fn extract(
         if let Some(undated) = evidence.undated(&fact.text) {
             fact.text = undated;
         }
+        if let Some(resolved) = evidence.resolved(&fact.text) {
+            fact.text = resolved;
+        }
         match evidence.check(&fact.text, &fact.kind) {
             Ok(()) => kept.push(fact.text),
             Err(reason) => {

@@ -218,3 +218,35 @@ fn presupposed_things_on_generated_texts() {
         },
     );
 }
+
+/// Relative days made dates, on generated facts and sentences: no panic; a resolved fact has a
+/// date and no relative day left to resolve (resolving twice changes nothing).
+#[test]
+fn relative_days_on_generated_facts() {
+    use memproxy::postprocess::gates::relative;
+    crate::run(
+        "relative-days",
+        2_000,
+        (sentence(), sentence(), -1_000i64..40_000),
+        |(fact, said, day)| {
+            let when = ["yesterday", "on Saturday", "last Monday", "this morning"];
+            for fact in
+                std::iter::once(fact.clone()).chain(when.iter().map(|w| format!("{fact} {w}.")))
+            {
+                if let Some(resolved) = relative::resolve(&fact, day) {
+                    prop_assert!(resolved.chars().any(|c| c.is_ascii_digit()), "{resolved}");
+                    prop_assert_eq!(relative::resolve(&resolved, day), None);
+                }
+                if let Some(dated) = relative::from_source(&fact, std::slice::from_ref(&said), day)
+                {
+                    prop_assert!(dated.starts_with(fact.trim_end().trim_end_matches(['.', '!'])));
+                    prop_assert_eq!(
+                        relative::from_source(&dated, std::slice::from_ref(&said), day),
+                        None
+                    );
+                }
+            }
+            Ok(())
+        },
+    );
+}

@@ -401,3 +401,40 @@ async fn names_pronouns_empty_promises_and_answers_told_as_the_users_are_refused
     assert!(report.contains("2 rejected (no_referent)"), "{report}");
     assert!(report.contains("1 rejected (from_question)"), "{report}");
 }
+
+/// A relative day with one meaning is stored as the date it meant, counted from when it was
+/// said: the 1.5B chat model answered "October 12" from "[2026-10-12] … yesterday". A day with
+/// more than one meaning ("last weekend", a plan "on Saturday") stays as it was said.
+#[tokio::test]
+async fn one_meaning_relative_days_are_stored_as_dates() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text("Enjoy the new grinder!".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user bought a new grinder, a Baratza Encore, yesterday.",
+            "The user hiked Mount Tamalpais with Ben on Saturday.",
+            "The user's sister visits on Saturday.",
+            "The user painted the kitchen last weekend.",
+        ]),
+    );
+    let stored = extracted(
+        &h,
+        "rio",
+        Some("2026-10-12T09:00:00Z"),
+        "Yesterday I bought a new grinder, a Baratza Encore. On Saturday I hiked Mount Tamalpais with Ben, \
+         and last weekend I painted the kitchen. My sister visits on Saturday.",
+    )
+    .await;
+    assert_eq!(
+        stored,
+        [
+            "The user bought a new grinder, a Baratza Encore, on 2026-10-11.",
+            "The user hiked Mount Tamalpais with Ben on 2026-10-10.",
+            "The user painted the kitchen last weekend.",
+            "The user's sister visits on Saturday.",
+        ]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("2 dated"), "{report}");
+}

@@ -84,6 +84,11 @@ impl SaidDates {
         self.words.extend(words.into_iter().map(str::to_owned));
     }
 
+    /// The day the newest message was said (days since 1970), if known.
+    pub fn day(&self) -> Option<i64> {
+        self.day
+    }
+
     pub fn at(&mut self, ms: i64) {
         let day = ms.div_euclid(86_400_000);
         self.day = Some(self.day.map_or(day, |d| d.max(day)));
