@@ -14,6 +14,7 @@ mod asked;
 mod core_line;
 mod dates;
 mod deadline;
+mod form;
 mod instruction;
 mod person;
 mod promise;
@@ -23,13 +24,14 @@ mod subject;
 mod words;
 
 pub use core_line::check_core_line;
+pub use form::check_form;
 pub use instruction::reads_as_instruction;
 pub use person::check_person;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
 pub use subject::{names_of_others, no_referent, someone_else};
 use words::{
-    COURTESY, INTERESTS, INTEREST_WORDS, LIKING, LIKING_SAID, MUSINGS, PASSING, PROMISES,
-    REPORTED_QUESTIONS, SAYING, SENSITIVE, STOP_WORDS,
+    INTERESTS, INTEREST_WORDS, LIKING, LIKING_SAID, MUSINGS, PASSING, PROMISES, REPORTED_QUESTIONS,
+    SENSITIVE, STOP_WORDS,
 };
 
 /// Why a fact or an update was refused.
@@ -463,57 +465,6 @@ fn without_dates(words: HashSet<String>) -> HashSet<String> {
         .filter(|w| !dates.contains(w) && !w.chars().all(|c| c.is_ascii_digit()))
         .collect()
 }
-
-/// The checks of a text on its own: no placeholder, no question, no instruction to the model, no
-/// fragment, long enough.
-pub fn check_form(text: &str) -> Result<(), Rejection> {
-    let trimmed = text.trim();
-    let bare: String = trimmed
-        .chars()
-        .filter(|c| c.is_alphanumeric() || c.is_whitespace())
-        .collect();
-    let lower = bare.trim().to_lowercase();
-    if lower.is_empty()
-        || PLACEHOLDERS.contains(&lower.as_str())
-        || (trimmed.starts_with('<') && trimmed.ends_with('>'))
-        || trimmed.contains("...")
-        || trimmed.contains('…')
-    {
-        return Err(Rejection::Placeholder);
-    }
-    if trimmed.ends_with('?') {
-        return Err(Rejection::Question);
-    }
-    if instruction::reads_as_instruction(trimmed) {
-        return Err(Rejection::Instruction);
-    }
-    let first = trimmed.split_whitespace().next().unwrap_or_default();
-    let numbered = first
-        .trim_end_matches(['.', ')', ':'])
-        .chars()
-        .all(|c| c.is_ascii_digit())
-        && first.len() > first.trim_end_matches(['.', ')', ':']).len();
-    if numbered || ["-", "*", "•", "#", "##", "###"].contains(&first) || trimmed.starts_with("**")
-    {
-        return Err(Rejection::ListFragment);
-    }
-    if lower.split_whitespace().count() < MIN_WORDS {
-        return Err(Rejection::TooShort);
-    }
-    let words = content_words(trimmed);
-    if !words.is_empty()
-        && words
-            .iter()
-            .all(|w| COURTESY.iter().any(|c| w.starts_with(c)) || SAYING.contains(&w.as_str()))
-    {
-        return Err(Rejection::Courtesy);
-    }
-    Ok(())
-}
-
-const PLACEHOLDERS: [&str; 10] = [
-    "na", "n a", "none", "null", "unknown", "tbd", "text", "fact", "memory", "nothing",
-];
 
 pub(super) fn content_words(text: &str) -> HashSet<String> {
     text.split(|c: char| !c.is_alphanumeric())
