@@ -19,6 +19,9 @@
 //! - The newest fact wins: a new home, workplace or job ("is now an engineer at Contoso", "left
 //!   Fabrikam") takes the place of the line it makes untrue, which is kept at the end, marked
 //!   [`FORMER`], as history (the gates' `supersedes`, which implicit memory uses too).
+//! - A relative day in a `human` line ("hiked … on Saturday", "bought a grinder yesterday") is
+//!   written as the date it meant, counted from the turn's time, as implicit facts are
+//!   ([`dated`]).
 //! - Text that reads as an instruction to the model ("Ignore previous instructions…", "Delete all
 //!   memories") is refused in every block: core memory is shown on every turn.
 
@@ -84,11 +87,26 @@ fn restates(line: &str, said: &[String]) -> bool {
 /// The block's text after appending `content`, or why the append is refused (the tool's message).
 /// `said`: the user's messages of this turn.
 pub fn append(label: &str, value: &str, content: &str, said: &[String]) -> Result<String, String> {
+    append_at(label, value, content, said, None)
+}
+
+/// [`append`], with a relative day in the line made the date it meant, counted from `now_ms`
+/// (the turn's time) when given ([`dated`]).
+pub fn append_at(
+    label: &str,
+    value: &str,
+    content: &str,
+    said: &[String],
+    now_ms: Option<i64>,
+) -> Result<String, String> {
     let content = content.trim();
     if content.is_empty() {
         return Err("Not saved: 'content' is empty.".to_owned());
     }
+    // Checked as written (a resolved date is no word of the user's), kept dated.
     check_line(label, value, content, said)?;
+    let dated = now_ms.map(|now| dated(label, content, said, now));
+    let content = dated.as_deref().unwrap_or(content);
     let trimmed = value.trim();
     if trimmed.is_empty() || PLACEHOLDERS.contains(&trimmed) {
         return Ok(content.to_owned());
@@ -100,6 +118,19 @@ pub fn append(label: &str, value: &str, content: &str, said: &[String]) -> Resul
         return Ok(superseding(value, content));
     }
     Ok(format!("{value}\n{content}"))
+}
+
+/// `content` for block `label` with its one-meaning relative days made dates, counted from
+/// `now_ms` (the turn's time), or dated from what the user said this turn: only in `human`
+/// ([`gates::relative`]).
+pub fn dated(label: &str, content: &str, said: &[String], now_ms: i64) -> String {
+    if label != "human" {
+        return content.to_owned();
+    }
+    let day = now_ms.div_euclid(86_400_000);
+    gates::relative::resolve(content, day)
+        .or_else(|| gates::relative::from_source(content, said, day))
+        .unwrap_or_else(|| content.to_owned())
 }
 
 /// Marks a line of the `human` block that a newer one made no longer true.
@@ -426,6 +457,30 @@ mod tests {
         assert!(again.is_err_and(|m| m.contains("core_memory_replace")));
         // Over the placeholder nothing is restated.
         assert!(append("human", PLACEHOLDERS[0], "The user is known as Ada.", &[]).is_ok());
+    }
+
+    #[test]
+    fn a_relative_day_in_human_is_written_as_its_date() {
+        // Monday 2026-03-09, 19:00 UTC.
+        let now = 1_773_082_800_000;
+        let hiked = "The user hiked up Mount Tamalpais with Ben on Saturday.";
+        let told = said("On Saturday I hiked up Mount Tamalpais with my friend Ben.");
+        assert_eq!(
+            dated("human", hiked, &told, now),
+            "The user hiked up Mount Tamalpais with Ben on 2026-03-07."
+        );
+        assert_eq!(
+            dated(
+                "human",
+                "The user hiked up Mount Tamalpais with Ben.",
+                &told,
+                now
+            ),
+            "The user hiked up Mount Tamalpais with Ben on 2026-03-07."
+        );
+        assert_eq!(dated("persona", hiked, &told, now), hiked);
+        let plan = "The user's sister visits on Saturday.";
+        assert_eq!(dated("human", plan, &told, now), plan);
     }
 
     #[test]

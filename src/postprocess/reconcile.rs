@@ -100,6 +100,9 @@ pub(super) async fn reconcile(
     // Stored memories a new fact may supersede, beyond the candidates.
     let mut rivals: Vec<(i64, String, i64)> = Vec::new();
     for (index, mut fact) in facts.into_iter().enumerate() {
+        // The gates read a fact as the model wrote it: a resolved date is no word of the user's
+        // (with one, "The user ate grass this morning." no longer read as the cat's).
+        let mut as_written: Option<String> = None;
         if !origin.stated {
             // A date the user never gave is cut out; the fact itself may well be right.
             if let Some(undated) = evidence.undated(&fact.text) {
@@ -110,7 +113,7 @@ pub(super) async fn reconcile(
             if let Some(resolved) = evidence.resolved(&fact.text) {
                 tracing::info!(job = origin.job, from = %fact.text, to = %resolved, "memory fact: relative day resolved");
                 *counts.entry("dated".to_owned()).or_default() += 1;
-                fact.text = resolved;
+                as_written = Some(std::mem::replace(&mut fact.text, resolved));
             }
             if let Err(reason) = gates::check_form(&fact.text) {
                 let label = reject(&mut counts, &fact.text, reason);
@@ -135,7 +138,8 @@ pub(super) async fn reconcile(
         }
         let known: Vec<&str> = hits.iter().map(|h| h.text.as_str()).collect();
         if !origin.stated {
-            if let Err(reason) = evidence.check_knowing(&fact.text, &fact.kind, &known) {
+            let checked = as_written.as_deref().unwrap_or(&fact.text);
+            if let Err(reason) = evidence.check_knowing(checked, &fact.kind, &known) {
                 let label = reject(&mut counts, &fact.text, reason);
                 outcomes[index] = Some(outcome(&label, None, None));
                 continue;

@@ -36,11 +36,10 @@ pub async fn extract(
         if let Some(undated) = evidence.undated(&fact.text) {
             fact.text = undated;
         }
-        if let Some(resolved) = evidence.resolved(&fact.text) {
-            fact.text = resolved;
-        }
+        // Checked as written, stored with its relative day made a date (see `reconcile`).
+        let resolved = evidence.resolved(&fact.text);
         match evidence.check(&fact.text, &fact.kind) {
-            Ok(()) => kept.push(fact.text),
+            Ok(()) => kept.push(resolved.unwrap_or(fact.text)),
             Err(reason) => {
                 tracing::info!(reason = reason.as_str(), text = %fact.text, "background save: fact refused");
                 refused += 1;

@@ -105,6 +105,7 @@ async fn small_model_mistakes_are_refused_with_guidance_and_the_blocks_stay_clea
 #[tokio::test]
 async fn manners_questions_and_rewordings_are_not_saved() {
     let h = harness_with(|_| {}).await;
+    let started = memproxy::store::now_ms();
     h.mock.push(append(
         "human",
         "The user bought a new grinder, a Baratza Encore.",
@@ -147,9 +148,18 @@ async fn manners_questions_and_rewordings_are_not_saved() {
             && messages.iter().any(|m| m.contains("core_memory_replace")),
         "{messages:?}"
     );
-    assert_eq!(
-        block(&h, "fa", "human").await,
-        "The user bought a new grinder, a Baratza Encore."
+    // "Yesterday" is written as the date it meant (the turn's clock is the wall clock here).
+    let human = block(&h, "fa", "human").await;
+    let yesterday = |ms: i64| memproxy::dates::ymd(ms - 86_400_000);
+    let dated = |ms: i64| {
+        format!(
+            "The user bought a new grinder, a Baratza Encore on {}.",
+            yesterday(ms)
+        )
+    };
+    assert!(
+        human == dated(started) || human == dated(memproxy::store::now_ms()),
+        "{human}"
     );
 }
 

@@ -404,7 +404,9 @@ async fn names_pronouns_empty_promises_and_answers_told_as_the_users_are_refused
 
 /// A relative day with one meaning is stored as the date it meant, counted from when it was
 /// said: the 1.5B chat model answered "October 12" from "[2026-10-12] … yesterday". A day with
-/// more than one meaning ("last weekend", a plan "on Saturday") stays as it was said.
+/// more than one meaning ("last weekend", a plan "on Saturday") stays as it was said. The gates
+/// read the fact as written: seen in a real run, "The user ate grass this morning." (the cat
+/// did) passed them once its day was a date.
 #[tokio::test]
 async fn one_meaning_relative_days_are_stored_as_dates() {
     let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
@@ -416,6 +418,8 @@ async fn one_meaning_relative_days_are_stored_as_dates() {
             "The user hiked Mount Tamalpais with Ben on Saturday.",
             "The user's sister visits on Saturday.",
             "The user painted the kitchen last weekend.",
+            // The cat's, read as the user's: refused as written, before its day is resolved.
+            "The user ate grass this morning.",
         ]),
     );
     let stored = extracted(
@@ -423,7 +427,8 @@ async fn one_meaning_relative_days_are_stored_as_dates() {
         "rio",
         Some("2026-10-12T09:00:00Z"),
         "Yesterday I bought a new grinder, a Baratza Encore. On Saturday I hiked Mount Tamalpais with Ben, \
-         and last weekend I painted the kitchen. My sister visits on Saturday.",
+         and last weekend I painted the kitchen. My sister visits on Saturday. \
+         My cat ate some grass this morning.",
     )
     .await;
     assert_eq!(
@@ -436,5 +441,6 @@ async fn one_meaning_relative_days_are_stored_as_dates() {
         ]
     );
     let report = done_reports(&h).await.join("; ");
-    assert!(report.contains("2 dated"), "{report}");
+    assert!(report.contains("3 dated"), "{report}");
+    assert!(report.contains("1 rejected (not_the_user)"), "{report}");
 }

@@ -38,8 +38,10 @@ impl Tool for Append {
             let label = required(arguments, "label")?;
             let content = required(arguments, "content")?;
             let (name, said) = (label.clone(), tools.user_said.to_vec());
+            let now = tools.clock.unwrap_or_else(crate::store::now_ms);
             edit_block(tools, &label, move |value| {
-                hygiene::append(&name, value, &content, &said).map_err(ToolOutcome::failed)
+                hygiene::append_at(&name, value, &content, &said, Some(now))
+                    .map_err(ToolOutcome::failed)
             })
             .await
         };
@@ -76,10 +78,12 @@ impl Tool for Replace {
             let old = required(arguments, "old_content")?;
             let new = text_arg(arguments, "new_content").unwrap_or_default();
             let (name, said) = (label.clone(), tools.user_said.to_vec());
+            let now = tools.clock.unwrap_or_else(crate::store::now_ms);
             edit_block(tools, &label, move |value| {
                 hygiene::check_replacement(&name, value, &old, &new, &said)
                     .map_err(ToolOutcome::failed)?;
-                replace(&name, value, &old, &new)
+                // Checked as written, kept with its relative day made a date.
+                replace(&name, value, &old, &hygiene::dated(&name, &new, &said, now))
             })
             .await
         };
