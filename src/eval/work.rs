@@ -60,15 +60,10 @@ pub(super) fn account(
             "chat" if mode == Mode::Explicit && !answering.contains(&index) => "agent_step",
             other => other,
         };
-        pair.work.entry(kind.to_owned()).or_default().add(&Work {
-            calls: 1,
-            prompt_tokens: call.prompt_tokens,
-            completion_tokens: call.completion_tokens,
-            cached_tokens: call.cached_tokens.unwrap_or(0),
-            cache_reported: u64::from(call.cached_tokens.is_some()),
-            prompt_text_tokens: call.prompt_text_tokens,
-            shared_prefix_tokens: call.shared_prefix_tokens,
-        });
+        pair.work
+            .entry(kind.to_owned())
+            .or_default()
+            .add(&one_call(call));
     }
 }
 
@@ -80,14 +75,22 @@ pub(super) fn account_memory(pair: &mut PairResult, calls: &[Call]) {
             "chat" => "memory",
             other => other,
         };
-        pair.work.entry(kind.to_owned()).or_default().add(&Work {
-            calls: 1,
-            prompt_tokens: call.prompt_tokens,
-            completion_tokens: call.completion_tokens,
-            cached_tokens: call.cached_tokens.unwrap_or(0),
-            cache_reported: u64::from(call.cached_tokens.is_some()),
-            prompt_text_tokens: call.prompt_text_tokens,
-            shared_prefix_tokens: call.shared_prefix_tokens,
-        });
+        pair.work
+            .entry(kind.to_owned())
+            .or_default()
+            .add(&one_call(call));
+    }
+}
+
+/// The work of one upstream call.
+fn one_call(call: &Call) -> Work {
+    Work {
+        calls: 1,
+        prompt_tokens: call.prompt_tokens,
+        completion_tokens: call.completion_tokens,
+        cached_tokens: call.cached_tokens.unwrap_or(0),
+        cache_reported: u64::from(call.cached_tokens.is_some()),
+        prompt_text_tokens: call.prompt_text_tokens,
+        shared_prefix_tokens: call.shared_prefix_tokens,
     }
 }

@@ -350,21 +350,8 @@ fn the_check_reads_the_store_as_it_is_on_every_backend() {
 /// not what consolidation retired (junk, duplicates), not a memory restored since, not another
 /// user's.
 fn former_facts_area(store: &(impl Facts + Users)) {
-    use memproxy::store::{Inserted, NewMemory};
     let (ana, bob) = (UserScope::new("acme", "ana"), UserScope::new("acme", "bob"));
-    let add = |scope: &UserScope, text: &str| -> i64 {
-        let memory = NewMemory {
-            text: text.to_owned(),
-            kind: "fact".to_owned(),
-            sources: vec![],
-            created_at_ms: 1_000,
-            embedding: None,
-        };
-        match store.insert_memory(scope, &memory, "test").expect("insert") {
-            Inserted::New { id, .. } => id,
-            other => panic!("expected a new memory, got {other:?}"),
-        }
-    };
+    let add = |scope: &UserScope, text: &str| add_fact(store, scope, text);
     let job = add(&ana, "The user works at Fabrikam.");
     store
         .update_memory(
@@ -426,30 +413,9 @@ fn former_facts_on_every_backend() {
 /// their own turns holding it, any word form, however common the word is among all users; not
 /// the assistant's turns, not a retired fact, not another user's.
 fn texts_with_area(store: &(impl Facts + RecallLog + Search)) {
-    use memproxy::store::{Corpus, Inserted, NewMemory, NewMessage};
+    use memproxy::store::Corpus;
     let (ana, bob) = (UserScope::new("acme", "ana"), UserScope::new("acme", "bob"));
-    let add = |scope: &UserScope, text: &str| -> i64 {
-        let memory = NewMemory {
-            text: text.to_owned(),
-            kind: "fact".to_owned(),
-            sources: vec![],
-            created_at_ms: 1_000,
-            embedding: None,
-        };
-        match store.insert_memory(scope, &memory, "test").expect("insert") {
-            Inserted::New { id, .. } => id,
-            other => panic!("expected a new memory, got {other:?}"),
-        }
-    };
-    let turn = |role: &str, content: &str| NewMessage {
-        position: 0,
-        role: role.to_owned(),
-        content: content.to_owned(),
-        name: None,
-        tool_calls: None,
-        tool_call_id: None,
-        created_at_ms: 1_000,
-    };
+    let add = |scope: &UserScope, text: &str| add_fact(store, scope, text);
     add(&ana, "The user has a cat named Miso.");
     let old = add(&ana, "The user had a parrot.");
     store.invalidate_memory(&ana, old, "api").expect("retire");
@@ -458,8 +424,8 @@ fn texts_with_area(store: &(impl Facts + RecallLog + Search)) {
         add(&bob, &format!("The user has dog number {n}."));
     }
     let turns = [
-        turn("user", "I ride my bikes to work."),
-        turn("assistant", "You could get a hamster."),
+        super::conformance_memory::turn("user", "I ride my bikes to work."),
+        super::conformance_memory::turn("assistant", "You could get a hamster."),
     ];
     store
         .sync_messages(&ana, "c1", "default", &turns)
@@ -497,5 +463,21 @@ fn texts_with_words_on_every_backend() {
     texts_with_area(&store);
     if let Some(url) = postgres_url() {
         texts_with_area(&postgres(&url));
+    }
+}
+
+/// A new fact of `scope`'s; its id.
+fn add_fact(store: &impl Facts, scope: &UserScope, text: &str) -> i64 {
+    use memproxy::store::{Inserted, NewMemory};
+    let memory = NewMemory {
+        text: text.to_owned(),
+        kind: "fact".to_owned(),
+        sources: vec![],
+        created_at_ms: 1_000,
+        embedding: None,
+    };
+    match store.insert_memory(scope, &memory, "test").expect("insert") {
+        Inserted::New { id, .. } => id,
+        other => panic!("expected a new memory, got {other:?}"),
     }
 }
