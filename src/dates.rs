@@ -16,6 +16,17 @@ pub const MONTHS: [&str; 12] = [
     "december",
 ];
 
+/// English weekday names, lower-case, Sunday first (1970-01-01, day 0, was a Thursday: 4).
+pub const WEEKDAYS: [&str; 7] = [
+    "sunday",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+];
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };

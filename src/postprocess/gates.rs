@@ -429,14 +429,8 @@ pub fn only_adds_to(new: &str, old: &str) -> bool {
 }
 
 /// Words that only date a fact ("in October 2026", "on March 2", "last week").
-const DATE_WORDS: [&str; 18] = [
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-    "sunday",
+/// (Weekdays and months are [`crate::dates`]' lists.)
+const DATE_WORDS: [&str; 11] = [
     "today",
     "yesterday",
     "tomorrow",
@@ -458,6 +452,7 @@ fn without_dates(words: HashSet<String>) -> HashSet<String> {
     let dates: HashSet<String> = DATE_WORDS
         .iter()
         .chain(crate::dates::MONTHS.iter())
+        .chain(crate::dates::WEEKDAYS.iter())
         .map(|w| stem(w))
         .collect();
     words

@@ -12,17 +12,7 @@
 //! just after midnight in a user's timezone west of UTC lands a day late, as it would for a
 //! reader counting from the date shown.
 
-use crate::dates::civil_from_days;
-
-const WEEKDAYS: [&str; 7] = [
-    "sunday",
-    "monday",
-    "tuesday",
-    "wednesday",
-    "thursday",
-    "friday",
-    "saturday",
-];
+use crate::dates::{civil_from_days, WEEKDAYS};
 
 /// Past tenses that do not end in "-ed".
 const IRREGULAR_PAST: &[&str] = &[

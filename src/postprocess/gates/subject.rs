@@ -320,6 +320,7 @@ pub fn no_referent(fact: &str) -> bool {
         w.chars().next().is_some_and(char::is_uppercase)
             && w != "I"
             && !crate::dates::MONTHS.contains(&bare.as_str())
+            && !crate::dates::WEEKDAYS.contains(&bare.as_str())
             && !super::DATE_WORDS.contains(&bare.as_str())
     });
     let someone = all.iter().any(|w| {
