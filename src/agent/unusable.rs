@@ -1,6 +1,8 @@
 //! Replies a small model writes that are no answer to show the user: a reply it already gave, the
 //! user's own message said back (this turn's, or one still in view), its own persona text, or a
-//! lesson on its memory functions ("To update your memory, call `core_memory_replace` with …").
+//! lesson on its memory functions ("To update your memory, call `core_memory_replace` with …"),
+//! a question said back in other words ("I understand that you want to know how you take your
+//! coffee."), or a refusal of a question about something the user never mentioned.
 //! Each is asked again with a notice saying what went wrong (as plain text) or refused as a
 //! failed `send_message` (the same failure-as-feedback MemGPT uses).
 
@@ -27,6 +29,11 @@ pub enum Unusable {
     Persona,
     /// Names one of the agent's own functions: it described a call instead of making it.
     NamesTool,
+    /// The user's question said back in other words, with nothing that answers it.
+    Restates,
+    /// A refusal ("I can't assist with that") of a question about something the user never
+    /// mentioned, which the prompt said to answer by saying so.
+    Refuses,
 }
 
 impl Unusable {
@@ -36,6 +43,8 @@ impl Unusable {
             Unusable::Repeat => "(repeat)",
             Unusable::Echo | Unusable::Persona => "(echo)",
             Unusable::NamesTool => "(tools)",
+            Unusable::Restates => "(restates)",
+            Unusable::Refuses => "(refuses)",
         }
     }
 
@@ -47,6 +56,12 @@ impl Unusable {
             Unusable::Persona => "That is your persona text, not an answer",
             Unusable::NamesTool => {
                 "The user must never see function names: call a function, or answer in plain words"
+            }
+            Unusable::Restates => {
+                "That only says the user's question back. Answer it from your memory, or say that the user has not told you"
+            }
+            Unusable::Refuses => {
+                "Nothing stops you answering. The user never mentioned what they asked about: tell them they have not told you"
             }
         }
     }
@@ -122,6 +137,12 @@ impl Turn {
         {
             return Some(Unusable::Persona);
         }
+        if !self.resumed && self.said.last().is_some_and(|q| restates(reply, q)) {
+            return Some(Unusable::Restates);
+        }
+        if self.unmentioned_shown && refuses(reply) {
+            return Some(Unusable::Refuses);
+        }
         let own = Registry::memory()
             .names()
             .into_iter()
@@ -130,6 +151,100 @@ impl Turn {
             .any(|name| reply.contains(name));
         own.then_some(Unusable::NamesTool)
     }
+}
+
+/// Words that open a question asking for something (a question that `yes` or `no` answers
+/// may be answered in its own words: "Do I eat meat?" "No, you don't eat meat.").
+const ASKING: [&str; 9] = [
+    "what", "which", "who", "whom", "whose", "where", "when", "how", "why",
+];
+
+/// Words a reply wraps a question in, which answer nothing.
+const FRAMING: [&str; 34] = [
+    "understand",
+    "want",
+    "wants",
+    "know",
+    "knowing",
+    "like",
+    "anything",
+    "else",
+    "interested",
+    "asking",
+    "ask",
+    "asked",
+    "question",
+    "wondering",
+    "wonder",
+    "curious",
+    "tell",
+    "help",
+    "glad",
+    "happy",
+    "certainly",
+    "sure",
+    "great",
+    "okay",
+    "course",
+    "let",
+    "see",
+    "find",
+    "out",
+    "learn",
+    "regarding",
+    "information",
+    "please",
+    "more",
+];
+
+/// Words that say no, or that the answer is not known: a reply with one says something.
+const NEGATIONS: [&str; 7] = ["not", "no", "never", "none", "nothing", "cannot", "unknown"];
+
+/// Whether `reply` to the `question` (one that asks for something: "what", "how", …) says
+/// nothing the question did not: every content word of the reply is the question's, or a word
+/// that frames it ("I understand that you want to know how to take your coffee. Is there
+/// anything else you would like to know?"). A reply with a number, a negation or "n't" says
+/// something.
+pub(super) fn restates(reply: &str, question: &str) -> bool {
+    let lower = question.trim().to_lowercase();
+    let opening: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take(2)
+        .collect();
+    if !lower.ends_with('?') || !opening.iter().any(|w| ASKING.contains(w)) {
+        return false;
+    }
+    let said = reply.to_lowercase().replace('’', "'");
+    let negated = said.contains("n't")
+        || said
+            .split(|c: char| !c.is_alphanumeric())
+            .any(|w| NEGATIONS.contains(&w));
+    if negated || said.chars().any(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    use crate::postprocess::gates::content_words;
+    let framing: std::collections::HashSet<String> =
+        content_words(&FRAMING.join(" ")).into_iter().collect();
+    let asked = content_words(question);
+    content_words(reply)
+        .iter()
+        .all(|w| asked.contains(w) || framing.contains(w))
+}
+
+/// Whether `reply` declines to answer ("I'm sorry, but I can't assist with that.").
+pub(super) fn refuses(reply: &str) -> bool {
+    let said = reply.to_lowercase().replace('’', "'");
+    [
+        "can't assist",
+        "cannot assist",
+        "unable to assist",
+        "can't help with that",
+        "cannot help with that",
+        "not able to help with that",
+    ]
+    .iter()
+    .any(|phrase| said.contains(phrase))
 }
 
 #[cfg(test)]
@@ -146,5 +261,40 @@ mod tests {
             bare("I keep notes, and use them."),
             "i keep notes and use them"
         );
+    }
+
+    #[test]
+    fn a_question_said_back_in_other_words_is_no_answer() {
+        let asked = "How do I take my coffee?";
+        for reply in [
+            "I understand that you want to know how to take your coffee. Is there anything else you would like to know?",
+            "You want to know how you take your coffee.",
+            "Coffee!",
+        ] {
+            assert!(restates(reply, asked), "{reply}");
+        }
+        for reply in [
+            "Black, no sugar.",
+            "You take it black.",
+            "You haven't told me how you take your coffee.",
+            "I don't know.",
+            "Two cups before noon.",
+        ] {
+            assert!(!restates(reply, asked), "{reply}");
+        }
+        // A question `yes` or `no` answers may be answered in its own words.
+        assert!(!restates("You eat meat.", "Do I eat meat?"));
+        assert!(!restates("You have 2 cats.", "How many cats do I have?"));
+        // Not a question: an acknowledgement is an answer.
+        assert!(!restates(
+            "I understand that you take your coffee black.",
+            "I take my coffee black."
+        ));
+    }
+
+    #[test]
+    fn a_refusal_is_recognised() {
+        assert!(refuses("I'm sorry, but I can’t assist with that."));
+        assert!(!refuses("You have not told me which vet you take Miso to."));
     }
 }

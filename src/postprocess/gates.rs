@@ -461,7 +461,8 @@ fn without_dates(words: HashSet<String>) -> HashSet<String> {
         .collect()
 }
 
-pub(super) fn content_words(text: &str) -> HashSet<String> {
+/// The words of `text` that carry content: lowercased, crudely stemmed, without stop words.
+pub(crate) fn content_words(text: &str) -> HashSet<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() > 1)
         .map(str::to_lowercase)

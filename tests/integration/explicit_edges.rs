@@ -524,3 +524,27 @@ async fn by_default_an_unusable_reply_goes_straight_to_the_plain_reply() {
         ["(empty):failed", "send_message:reply"]
     );
 }
+
+/// Seen with the real 1.5B model at a 2,000-token window, its human block holding "The user takes
+/// their coffee black": "How do I take my coffee?" got "I understand that you want to know how to
+/// take your coffee. Is there anything else you would like to know?" A question said back in other
+/// words is no answer: the plain reply answers instead. A question `yes` or `no` answers may be
+/// answered in its own words.
+#[tokio::test]
+async fn a_question_said_back_in_other_words_is_no_answer() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(Reply::Text(
+        "I understand that you want to know how to take your coffee. Is there anything else you would like to know?".to_owned(),
+    ));
+    h.mock.push(Reply::Text("Black, no sugar.".to_owned()));
+    let body = say(&h, "rq", "How do I take my coffee?").await;
+    assert_eq!(reply_of(&body), "Black, no sugar.");
+    assert_eq!(
+        statuses(&steps(&h, "rq", "default").await),
+        ["(restates):failed", "(plain_reply):reply"]
+    );
+
+    h.mock.push(send("No, you don't eat meat."));
+    let body = say(&h, "rq", "Do I eat meat?").await;
+    assert_eq!(reply_of(&body), "No, you don't eat meat.");
+}
