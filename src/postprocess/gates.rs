@@ -448,7 +448,7 @@ const DATE_WORDS: [&str; 11] = [
 /// what a fact says is kept, and a memory that keeps it without its date still says it (a
 /// small model's rewrite of "moved to Porto in October 2026" into "lives in Porto" must not be
 /// refused, leaving "lives in Lisbon" live).
-fn without_dates(words: HashSet<String>) -> HashSet<String> {
+pub(super) fn without_dates(words: HashSet<String>) -> HashSet<String> {
     let dates: HashSet<String> = DATE_WORDS
         .iter()
         .chain(crate::dates::MONTHS.iter())

@@ -252,7 +252,8 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
     if !about_user {
         return None;
     }
-    let fact_words = content_words(fact);
+    // A date says nothing of whom: "The user ate grass on 2026-07-08." is the cat's grass.
+    let fact_words = super::without_dates(content_words(fact));
     if fact_words.is_empty() {
         return None;
     }
@@ -293,11 +294,14 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
 /// exactly that."), or that speaks of "him" or "her" without naming anyone ("The user is
 /// interested in visiting him."), or an impersonal statement about no one ("It's normal for an
 /// old cat to sleep a lot.", the answer to the user's "Is that normal for an old cat?"; "There
-/// are many ways to brew coffee."): it says nothing of the user on its own.
+/// are many ways to brew coffee."), or a "the …" that says not whose ("The paint smell is awful.",
+/// seen from the 1.5B memory LLM: out of its conversation, no one knows which paint): it says
+/// nothing of the user on its own.
 pub fn no_referent(fact: &str) -> bool {
     let all = words(fact);
     let opening = fact.trim().to_lowercase().replace('\u{2019}', "'");
-    let impersonal = IMPERSONAL.iter().any(|o| opening.starts_with(o));
+    let impersonal = IMPERSONAL.iter().any(|o| opening.starts_with(o))
+        || (opening.starts_with("the ") && !opening.starts_with("the assistant"));
     let bare = all.iter().any(|w| BARE.contains(&w.as_str()));
     let content = content_words(fact);
     let said = content
@@ -340,6 +344,18 @@ mod tests {
     #[test]
     fn a_fact_said_of_a_pet_or_a_relative_is_not_the_users() {
         let said = ["My cat Mochi ate grass this morning, and I laughed."];
+        assert_eq!(
+            someone_else("The user ate grass on 2026-07-08.", &said, &[]),
+            Some("cat".to_owned())
+        );
+        // Seen from explicit mode's background save, its date resolved from "this morning".
+        let known = ["The user has a cat named Miso. She is twelve years old."];
+        assert!(someone_else(
+            "The user ate grass on 2026-07-08.",
+            &["Miso ate some grass this morning."],
+            &known
+        )
+        .is_some());
         assert_eq!(
             someone_else("The user ate grass this morning.", &said, &[]),
             Some("cat".to_owned())
@@ -447,6 +463,13 @@ mod tests {
         assert!(!no_referent("It is Miso's twelfth birthday today."));
         assert!(no_referent("The user loves them."));
         assert!(!no_referent("The user booked a flight to Porto."));
+        // "the …" of no one.
+        assert!(no_referent("The paint smell is awful."));
+        assert!(!no_referent("The Baratza grinder was a gift."));
+        assert!(!no_referent("The user's paint smells awful."));
+        assert!(!no_referent(
+            "The assistant promised to book a table for Friday."
+        ));
         assert!(!no_referent("The user has a dog and loves it."));
         assert!(no_referent("The assistant promised to do exactly that."));
         assert!(no_referent("The user plans to do it."));
