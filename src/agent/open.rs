@@ -182,7 +182,6 @@ impl Agents {
             tool_set,
             recall_candidates: Vec::new(),
             never_mentioned: Vec::new(),
-            unmentioned_shown: false,
             recalled: None,
             alerted,
             read_only: false,

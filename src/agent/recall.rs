@@ -102,7 +102,6 @@ impl Agents {
     /// threshold. At a small window that is what the queue would otherwise hold.
     pub(super) fn fit_recall(&self, turn: &mut Turn, window: usize) {
         let never = std::mem::take(&mut turn.never_mentioned);
-        turn.unmentioned_shown |= !never.is_empty();
         self.fit_candidates(turn, window);
         turn.recalled = with_note(turn.recalled.take(), &never);
     }

@@ -25,8 +25,6 @@ pub(super) struct Turn {
     /// Things the new message takes for granted that the user never mentioned, not yet shown
     /// ([`crate::memory::unmentioned`]).
     pub never_mentioned: Vec<String>,
-    /// The turn's prompt said that the user never mentioned something the message asks about.
-    pub unmentioned_shown: bool,
     /// Where core memory goes in the prompt.
     pub memory_at: super::config::CoreMemoryAt,
     /// The memory tools offered, and the instructions that name them.

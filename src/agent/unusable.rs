@@ -2,7 +2,8 @@
 //! user's own message said back (this turn's, or one still in view), its own persona text, or a
 //! lesson on its memory functions ("To update your memory, call `core_memory_replace` with …"),
 //! a question said back in other words ("I understand that you want to know how you take your
-//! coffee."), or a refusal of a question about something the user never mentioned.
+//! coffee."), or a refusal ("I'm sorry, but I can't assist with that.", which the 1.5B model
+//! answered "Is that normal for an old cat?" with, offered functions).
 //! Each is asked again with a notice saying what went wrong (as plain text) or refused as a
 //! failed `send_message` (the same failure-as-feedback MemGPT uses).
 
@@ -31,8 +32,9 @@ pub enum Unusable {
     NamesTool,
     /// The user's question said back in other words, with nothing that answers it.
     Restates,
-    /// A refusal ("I can't assist with that") of a question about something the user never
-    /// mentioned, which the prompt said to answer by saying so.
+    /// A refusal ("I can't assist with that"): small models offered functions refuse harmless
+    /// questions, and a refusal in view begets more. A refusal the plain reply (no functions)
+    /// repeats stands.
     Refuses,
 }
 
@@ -61,7 +63,7 @@ impl Unusable {
                 "That only says the user's question back. Answer it from your memory, or say that the user has not told you"
             }
             Unusable::Refuses => {
-                "Nothing stops you answering. The user never mentioned what they asked about: tell them they have not told you"
+                "Nothing stops you answering. If your memory does not say, tell the user they have not told you"
             }
         }
     }
@@ -140,7 +142,7 @@ impl Turn {
         if !self.resumed && self.said.last().is_some_and(|q| restates(reply, q)) {
             return Some(Unusable::Restates);
         }
-        if self.unmentioned_shown && refuses(reply) {
+        if refuses(reply) {
             return Some(Unusable::Refuses);
         }
         let own = Registry::memory()

@@ -548,3 +548,36 @@ async fn a_question_said_back_in_other_words_is_no_answer() {
     let body = say(&h, "rq", "Do I eat meat?").await;
     assert_eq!(reply_of(&body), "No, you don't eat meat.");
 }
+
+/// Seen with the real 1.5B model at a 2,000-token window: "Is that normal for an old cat?" and,
+/// told that the user never mentioned a vet, "Which vet do I take Miso to?" got "I'm sorry, but I
+/// can't assist with that." (offered functions, small models refuse harmless questions, and copy
+/// a refusal in view into later turns). A refusal is no answer: the plain reply answers instead,
+/// and stands even if it refuses too.
+#[tokio::test]
+async fn a_refusal_is_answered_by_the_plain_reply() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(send("Noted."));
+    say(&h, "vet", "I have a cat named Miso.").await;
+    h.mock
+        .push(send("I'm sorry, but I can't assist with that."));
+    h.mock
+        .push(Reply::Text("You have not told me which vet.".to_owned()));
+    let body = say(&h, "vet", "Which vet do I take Miso to?").await;
+    assert_eq!(reply_of(&body), "You have not told me which vet.");
+    let trace = statuses(&steps(&h, "vet", "default").await);
+    assert_eq!(
+        trace[trace.len() - 2..],
+        ["send_message:failed", "(plain_reply):reply"]
+    );
+    let requests = model_requests(&h);
+    let plain = requests.last().expect("the plain request");
+    assert!(plain.get("tools").is_none(), "{plain}");
+
+    h.mock
+        .push(send("I'm sorry, but I can't assist with that."));
+    h.mock
+        .push(Reply::Text("I'm sorry, I can't help with that.".to_owned()));
+    let body = say(&h, "vet", "How do I pick a lock?").await;
+    assert_eq!(reply_of(&body), "I'm sorry, I can't help with that.");
+}

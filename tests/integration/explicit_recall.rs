@@ -2,11 +2,10 @@
 //! message it matches brings it back beside core memory without the agent searching; messages
 //! still in view are not repeated; `explicit.recall_before_turn = 0` leaves it to the tools.
 
-use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
 use crate::common::{harness_with, post_json, Harness};
-use crate::explicit::{model_requests, reply_of, say, send, statuses, steps, user_payloads};
+use crate::explicit::{model_requests, reply_of, say, send, steps, user_payloads};
 
 const FACT: &str = "My sister Ximena plays the bassoon in Leeds.";
 const QUESTION: &str = "Which instrument does my sister Ximena play?";
@@ -242,31 +241,4 @@ async fn a_thing_the_user_never_mentioned_is_said_to_be_unmentioned() {
     say(&h, "pets", question).await;
     let (_, memory) = asked(&h, question);
     assert!(!memory.contains("Nothing the user said"), "{memory}");
-}
-
-/// Seen with the real 1.5B model at a 2,000-token window: told that the user never mentioned a
-/// vet, it answered "Which vet do I take Miso to?" with "I'm sorry, but I can't assist with that."
-/// That refusal is no answer: the plain reply answers instead. Without the note a refusal stands
-/// (the agent may have reasons of its own).
-#[tokio::test]
-async fn a_refusal_of_a_question_about_something_never_mentioned_is_asked_again() {
-    let h = harness_with(|_| {}).await;
-    h.mock.push(send("Noted."));
-    say(&h, "vet", "I have a cat named Miso.").await;
-    h.mock
-        .push(send("I'm sorry, but I can't assist with that."));
-    h.mock
-        .push(Reply::Text("You have not told me which vet.".to_owned()));
-    let body = say(&h, "vet", "Which vet do I take Miso to?").await;
-    assert_eq!(reply_of(&body), "You have not told me which vet.");
-    let trace = statuses(&steps(&h, "vet", "default").await);
-    assert_eq!(
-        trace[trace.len() - 2..],
-        ["send_message:failed", "(plain_reply):reply"]
-    );
-
-    h.mock
-        .push(send("I'm sorry, but I can't assist with that."));
-    let body = say(&h, "vet", "What is my cat's name?").await;
-    assert_eq!(reply_of(&body), "I'm sorry, but I can't assist with that.");
 }
