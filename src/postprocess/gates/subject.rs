@@ -126,7 +126,8 @@ fn words(text: &str) -> Vec<String> {
 }
 
 /// Names the user gave to someone else ("my dog Pixel", "my brother Tomas", "a cat named Mochi",
-/// "The user's sister Ana"), lowercased: a clause that opens with one is about them.
+/// "The user's sister Ana", "The user lives with their dog Pixel"), lowercased: a clause that
+/// opens with one is about them.
 pub fn names_of_others(texts: &[&str]) -> Vec<String> {
     let mut names = Vec::new();
     for text in texts {
@@ -143,7 +144,7 @@ pub fn names_of_others(texts: &[&str]) -> Vec<String> {
             let owner = index >= 2
                 && matches!(
                     raw[index - 2].to_lowercase().as_str(),
-                    "my" | "our" | "user's" | "users"
+                    "my" | "our" | "user's" | "users" | "their" | "his" | "her"
                 );
             let noun = before.chars().next().is_some_and(char::is_lowercase);
             if (owner && noun) || matches!(before.as_str(), "named" | "called") {
@@ -347,6 +348,20 @@ mod tests {
         assert_eq!(
             someone_else("The user ate grass on 2026-07-08.", &said, &[]),
             Some("cat".to_owned())
+        );
+        // Seen from explicit mode's background save: the dog's name known from the agent's
+        // `human` block only.
+        let block = [
+            "The user moved to Porto.",
+            "The user lives with their dog Pixel.",
+        ];
+        assert_eq!(
+            someone_else(
+                "The user loves the new flat.",
+                &["Pixel loves the new flat."],
+                &block
+            ),
+            Some("pixel".to_owned())
         );
         // Seen from explicit mode's background save, its date resolved from "this morning".
         let known = ["The user has a cat named Miso. She is twelve years old."];
