@@ -21,6 +21,7 @@ mod promise;
 mod relation;
 pub mod relative;
 mod subject;
+mod tense;
 mod words;
 
 pub use core_line::check_core_line;
@@ -195,6 +196,12 @@ impl Evidence {
         }
         let cut = dates::strip(fact)?;
         (!self.dates.invented(&cut, &[]) && check_form(&cut).is_ok()).then_some(cut)
+    }
+
+    /// `fact` in the tense the user told it ("The user is painting the kitchen blue." from "I
+    /// painted the kitchen blue." becomes "The user painted …"; [`tense`]); `None`: as it is.
+    pub fn as_told(&self, fact: &str) -> Option<String> {
+        tense::as_told(fact, &self.user_texts)
     }
 
     /// `fact` with its one-meaning relative days ("yesterday", "on Saturday" told in the past)

@@ -110,6 +110,11 @@ pub(super) async fn reconcile(
                 *counts.entry("undated".to_owned()).or_default() += 1;
                 fact.text = undated;
             }
+            if let Some(told) = evidence.as_told(&fact.text) {
+                tracing::info!(job = origin.job, from = %fact.text, to = %told, "memory fact: put in the tense the user told it");
+                *counts.entry("tense".to_owned()).or_default() += 1;
+                fact.text = told;
+            }
             if let Some(resolved) = evidence.resolved(&fact.text) {
                 tracing::info!(job = origin.job, from = %fact.text, to = %resolved, "memory fact: relative day resolved");
                 *counts.entry("dated".to_owned()).or_default() += 1;

@@ -36,6 +36,9 @@ pub async fn extract(
         if let Some(undated) = evidence.undated(&fact.text) {
             fact.text = undated;
         }
+        if let Some(told) = evidence.as_told(&fact.text) {
+            fact.text = told;
+        }
         // Checked as written, stored with its relative day made a date (see `reconcile`).
         let resolved = evidence.resolved(&fact.text);
         match evidence.check(&fact.text, &fact.kind) {

@@ -250,3 +250,31 @@ fn relative_days_on_generated_facts() {
         },
     );
 }
+
+/// A fact put in the tense the user told it ("is painting" → "painted") changes only that, and
+/// once: the result has nothing left to change.
+#[test]
+fn tense_as_told_on_generated_facts() {
+    crate::run(
+        "tense-as-told",
+        2_000,
+        (sentence(), sentence(), "[a-zA-Z]{1,8}"),
+        |(fact, said, verb)| {
+            for (fact, said) in [
+                (fact.clone(), said.clone()),
+                (
+                    format!("{fact} is {verb}ing {fact}"),
+                    format!("{said} I {verb}ed it."),
+                ),
+            ] {
+                let evidence = gates::Evidence::new([("user", said.as_str())]);
+                if let Some(told) = evidence.as_told(&fact) {
+                    prop_assert_ne!(&told, &fact);
+                    prop_assert!(told.split(' ').count() < fact.split(' ').count(), "{told}");
+                    prop_assert_eq!(evidence.as_told(&told), None);
+                }
+            }
+            Ok(())
+        },
+    );
+}

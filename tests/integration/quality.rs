@@ -444,3 +444,35 @@ async fn one_meaning_relative_days_are_stored_as_dates() {
     assert!(report.contains("3 dated"), "{report}");
     assert!(report.contains("1 rejected (not_the_user)"), "{report}");
 }
+
+/// Seen from the 1.5B memory LLM: "This weekend I stayed home and painted the kitchen blue."
+/// became "The user is painting the kitchen blue.", an action the user had finished kept as
+/// ongoing. It is stored in the tense the user told it; what the user told as ongoing stays so.
+#[tokio::test]
+async fn a_finished_action_is_stored_in_the_tense_the_user_told_it() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text("Blue is a calm colour.".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user is painting the kitchen blue.",
+            "The user is learning Spanish.",
+        ]),
+    );
+    let stored = extracted(
+        &h,
+        "tn",
+        Some("2026-03-16T19:00:00Z"),
+        "This weekend I stayed home and painted the kitchen blue. I am learning Spanish too.",
+    )
+    .await;
+    assert_eq!(
+        stored,
+        [
+            "The user is learning Spanish.",
+            "The user painted the kitchen blue.",
+        ]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 tense"), "{report}");
+}
