@@ -301,8 +301,11 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
 pub fn no_referent(fact: &str) -> bool {
     let all = words(fact);
     let opening = fact.trim().to_lowercase().replace('\u{2019}', "'");
-    let impersonal = IMPERSONAL.iter().any(|o| opening.starts_with(o))
-        || (opening.starts_with("the ") && !opening.starts_with("the assistant"));
+    // "The deadline for the thesis is October 15." dates its thing, and stands.
+    let the_thing = opening.starts_with("the ")
+        && !opening.starts_with("the assistant")
+        && !fact.chars().any(|c| c.is_ascii_digit());
+    let impersonal = IMPERSONAL.iter().any(|o| opening.starts_with(o)) || the_thing;
     let bare = all.iter().any(|w| BARE.contains(&w.as_str()));
     let content = content_words(fact);
     let said = content
@@ -481,6 +484,7 @@ mod tests {
         // "the …" of no one.
         assert!(no_referent("The paint smell is awful."));
         assert!(!no_referent("The Baratza grinder was a gift."));
+        assert!(!no_referent("The deadline for the thesis is October 15."));
         assert!(!no_referent("The user's paint smells awful."));
         assert!(!no_referent(
             "The assistant promised to book a table for Friday."
