@@ -42,13 +42,8 @@ pub fn as_told(fact: &str, user_texts: &[String]) -> Option<String> {
 /// The past of the `-ing` word `token` (its trailing punctuation kept) when `said` has it and
 /// not the `-ing` form.
 fn past_of(token: &str, said: &[String]) -> Option<String> {
-    let end = token
-        .char_indices()
-        .rev()
-        .take_while(|(_, c)| !c.is_alphanumeric())
-        .last()
-        .map_or(token.len(), |(i, _)| i);
-    let (word, tail) = token.split_at(end);
+    let word = token.trim_end_matches(|c: char| !c.is_alphanumeric());
+    let tail = &token[word.len()..];
     let lower = word.to_lowercase();
     let stem = lower.strip_suffix("ing")?;
     if stem.chars().count() < 2 || !word.chars().all(|c| c.is_ascii_alphabetic()) {
