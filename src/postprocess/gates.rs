@@ -31,8 +31,8 @@ pub use person::check_person;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
 pub use subject::{names_of_others, no_referent, someone_else};
 use words::{
-    INTERESTS, INTEREST_WORDS, LIKING, LIKING_SAID, MUSINGS, PASSING, PROMISES, REPORTED_QUESTIONS,
-    SENSITIVE, STOP_WORDS,
+    INTERESTS, INTEREST_WORDS, MUSINGS, PASSING, PROMISES, READINGS, REPORTED_QUESTIONS, SENSITIVE,
+    STOP_WORDS,
 };
 
 /// Why a fact or an update was refused.
@@ -351,16 +351,19 @@ impl Evidence {
         {
             return Err(Rejection::FromQuestion);
         }
-        // A liking must be the user's own word: small models turn what the user did into what they like.
-        let liked = |text: &str| {
-            let text = text.to_lowercase();
-            LIKING_SAID.iter().any(|w| text.contains(w))
-        };
-        if LIKING.iter().any(|l| lower.contains(l))
-            && !self.user_texts.iter().any(|t| liked(t))
-            && !known_texts.iter().any(|t| liked(t))
-        {
-            return Err(Rejection::Ungrounded);
+        // A liking, an interest or a worry must be the user's own word: small models turn what
+        // the user did or said into what they like, seek or fear.
+        for (claims, own_words) in READINGS {
+            let said_so = |text: &str| {
+                let text = text.to_lowercase();
+                own_words.iter().any(|w| text.contains(w))
+            };
+            if claims.iter().any(|c| lower.contains(c))
+                && !self.user_texts.iter().any(|t| said_so(t))
+                && !known_texts.iter().any(|t| said_so(t))
+            {
+                return Err(Rejection::Ungrounded);
+            }
         }
         if commitment
             && about_assistant

@@ -58,7 +58,8 @@ impl Asked {
             let raw = raw_words(sentence);
             for (index, word) in raw.iter().enumerate() {
                 let lower = word.to_lowercase();
-                let number = word.chars().any(|c| c.is_ascii_digit());
+                let number = word.chars().any(|c| c.is_ascii_digit())
+                    && !clock_time(word, raw.get(index + 1).copied());
                 let name = index > 0
                     && *word != "I"
                     && !word.starts_with("I'")
@@ -115,6 +116,21 @@ impl Asked {
             && share(words, asked) >= grounded_share
             && words.iter().any(|w| !stated(w) && !asked(w) && answered(w))
     }
+}
+
+/// Whether `word` (with the word after it) is a time of day ("7am", "7 pm"): it says when in a
+/// day, not which day, so it is no detail of the user's ("a quick breakfast before a 7am
+/// shift?" asks about breakfast; seen stored as "The user is planning to have a quick breakfast
+/// before a 7am shift.").
+fn clock_time(word: &str, next: Option<&str>) -> bool {
+    let lower = word.to_lowercase();
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    let suffixed = ["am", "pm"]
+        .iter()
+        .any(|m| lower.strip_suffix(m).is_some_and(digits));
+    let spaced =
+        digits(&lower) && next.is_some_and(|n| matches!(n.to_lowercase().as_str(), "am" | "pm"));
+    suffixed || spaced
 }
 
 /// Whether `fact` is drawn from what the user asked in `said` rather than stated (`known`: lines
@@ -205,5 +221,26 @@ mod tests {
         assert!(has(&asked.specifics, "12th"));
         assert!(!has(&asked.specifics, "flowers"));
         assert!(!has(&asked.specifics, "should"));
+        let mut asked = Asked::default();
+        asked.add("Can you suggest a quick breakfast I can eat before a 7am shift or a 6 pm one?");
+        assert!(!has(&asked.specifics, "7am"));
+        assert!(!has(&asked.specifics, "6"));
+    }
+
+    #[test]
+    fn a_time_of_day_in_a_question_holds_no_fact() {
+        let said = ["Thanks. Can you suggest a quick breakfast I can eat before a 7am shift?"];
+        assert!(drawn_from_question(
+            "The user is planning to have a quick breakfast before a 7am shift.",
+            &said,
+            &[]
+        ));
+        // A date does: it says which day.
+        let said = ["Can you suggest a quick breakfast for the 12th?"];
+        assert!(!drawn_from_question(
+            "The user is planning to have a quick breakfast on the 12th.",
+            &said,
+            &[]
+        ));
     }
 }

@@ -492,6 +492,53 @@ fn a_liking_must_be_the_users_own_word() {
 }
 
 #[test]
+fn an_interest_or_a_worry_must_be_the_users_own_word() {
+    // Seen with the 1.5B model in explicit mode's background save (run I).
+    for (said, reading) in [
+        (
+            "This weekend I stayed home and painted the kitchen blue.",
+            "The user is interested in painting.",
+        ),
+        (
+            "The paint smell is awful. How long does it last?",
+            "The user is concerned about the smell of the paint.",
+        ),
+        (
+            "The paint smell is awful. How long does it last?",
+            "The user is looking for information about the paint smell.",
+        ),
+        (
+            "Big news: I moved to Porto last week for a new job.",
+            "The user is looking for a new job.",
+        ),
+    ] {
+        let evidence = Evidence::new([("user", said)]);
+        assert_eq!(
+            evidence.check(reading, "fact"),
+            Err(Rejection::Ungrounded),
+            "{reading}"
+        );
+    }
+    for (said, own) in [
+        (
+            "I'm worried about the paint smell with the baby around.",
+            "The user is worried about the paint smell.",
+        ),
+        (
+            "I want to learn Spanish before my trip to Seville.",
+            "The user wants to learn Spanish before a trip to Seville.",
+        ),
+        (
+            "I'm hoping to find a flat with a garden for Pixel.",
+            "The user is looking for a flat with a garden.",
+        ),
+    ] {
+        let evidence = Evidence::new([("user", said)]);
+        assert_eq!(evidence.check(own, "fact"), Ok(()), "{own}");
+    }
+}
+
+#[test]
 fn what_a_fact_says_of_its_subject_must_be_said() {
     let miso = Evidence::new([(
         "user",

@@ -36,7 +36,7 @@ pub(super) const REPORTED_QUESTIONS: [&str; 14] = [
 ];
 /// How small models restate a question as an interest ("The user is interested in making a
 /// pivot table faster" from "How do I make a pivot table faster?"), and the words they add.
-pub(super) const INTERESTS: [&str; 7] = [
+pub(super) const INTERESTS: [&str; 11] = [
     "interested in",
     "wants to learn",
     "would like to",
@@ -44,6 +44,10 @@ pub(super) const INTERESTS: [&str; 7] = [
     "needs help",
     "wants help",
     "seeking",
+    "curious about",
+    "information about",
+    "information on",
+    "wants to know more",
 ];
 pub(super) const INTEREST_WORDS: [&str; 8] = [
     "interest", "want", "learn", "like", "look", "need", "help", "seek",
@@ -100,7 +104,7 @@ pub(super) const SENSITIVE: [&str; 12] = [
 /// How a fact says the user likes something: the user must have said so in some words of
 /// liking ([`LIKING_SAID`]), or it is the model's reading ("The user has a preference for painting
 /// the kitchen blue." from "This weekend I … painted the kitchen blue.").
-pub(super) const LIKING: [&str; 10] = [
+const LIKING: [&str; 10] = [
     "preference for",
     "prefers",
     "likes",
@@ -113,7 +117,7 @@ pub(super) const LIKING: [&str; 10] = [
     "is passionate about",
 ];
 /// Words of liking in what the user said (lowercased text; generous on purpose).
-pub(super) const LIKING_SAID: [&str; 20] = [
+const LIKING_SAID: [&str; 20] = [
     "like",
     "love",
     "enjoy",
@@ -134,6 +138,61 @@ pub(super) const LIKING_SAID: [&str; 20] = [
     "great",
     "amazing",
     "awesome",
+];
+/// Words of wanting, seeking or planning in what the user said (lowercased text; generous on
+/// purpose): without one, an [`INTERESTS`] claim is the model's reading ("The user is interested
+/// in painting." from "I painted the kitchen blue."; "The user is looking for a new job." from
+/// "I moved to Porto for a new job.").
+const INTEREST_SAID: [&str; 28] = [
+    "interest",
+    "want",
+    "wanna",
+    "curious",
+    "learn",
+    "look",
+    "hope",
+    "hoping",
+    "wish",
+    "keen",
+    "into ",
+    "fascinat",
+    "'d like",
+    "would like",
+    "'d love",
+    "would love",
+    "need",
+    "help",
+    "seek",
+    "search",
+    "try",
+    "trying",
+    "plan",
+    "thinking",
+    "consider",
+    "dream",
+    "eager",
+    "explor",
+];
+/// How a fact says the user worries about something.
+const CONCERNS: [&str; 5] = [
+    "concerned about",
+    "worried about",
+    "worries about",
+    "anxious about",
+    "afraid of",
+];
+/// Words of worry in what the user said: "The paint smell is awful." is a complaint, and "The user
+/// is concerned about the smell of the paint." the model's reading of it.
+const CONCERN_SAID: [&str; 12] = [
+    "worr", "concern", "anxious", "nervous", "afraid", "scared", "fear", "stress", "panic",
+    "uneasy", "bother", "freak",
+];
+/// Claims a model reads into what the user said, each with the words the user must have used
+/// for the claim to be theirs.
+pub(super) const READINGS: [(&[&str], &[&str]); 3] = [
+    (&LIKING, &LIKING_SAID),
+    (&INTERESTS, &INTEREST_SAID),
+    (&CONCERNS, &CONCERN_SAID),
 ];
 
 /// Words that carry no content of their own, and the words naming the two sides.
