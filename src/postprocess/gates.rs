@@ -18,6 +18,7 @@ mod form;
 mod instruction;
 mod person;
 mod promise;
+mod reading;
 mod relation;
 pub mod relative;
 mod subject;
@@ -31,7 +32,7 @@ pub use person::check_person;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
 pub use subject::{names_of_others, no_referent, someone_else};
 use words::{
-    INTERESTS, INTEREST_WORDS, MUSINGS, PASSING, PROMISES, READINGS, REPORTED_QUESTIONS, SENSITIVE,
+    INTERESTS, INTEREST_WORDS, MUSINGS, PASSING, PROMISES, REPORTED_QUESTIONS, SENSITIVE,
     STOP_WORDS,
 };
 
@@ -353,17 +354,9 @@ impl Evidence {
         }
         // A liking, an interest or a worry must be the user's own word: small models turn what
         // the user did or said into what they like, seek or fear.
-        for (claims, own_words) in READINGS {
-            let said_so = |text: &str| {
-                let text = text.to_lowercase();
-                own_words.iter().any(|w| text.contains(w))
-            };
-            if claims.iter().any(|c| lower.contains(c))
-                && !self.user_texts.iter().any(|t| said_so(t))
-                && !known_texts.iter().any(|t| said_so(t))
-            {
-                return Err(Rejection::Ungrounded);
-            }
+        let texts = self.user_texts.iter().map(String::as_str);
+        if reading::unvoiced(&lower, &words, texts.chain(known_texts.iter().copied())) {
+            return Err(Rejection::Ungrounded);
         }
         if commitment
             && about_assistant

@@ -476,3 +476,30 @@ async fn a_finished_action_is_stored_in_the_tense_the_user_told_it() {
     let report = done_reports(&h).await.join("; ");
     assert!(report.contains("1 tense"), "{report}");
 }
+
+/// Seen from the 1.5B memory LLM in explicit mode's background save: a complaint and a question
+/// ("The paint smell is awful. How long does it last?") read as a worry and a search. A claim of
+/// interest or worry is stored only when the user said so in some such word.
+#[tokio::test]
+async fn an_interest_or_a_worry_the_user_never_voiced_is_not_stored() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text("It fades in a day or two.".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user is concerned about the smell of the paint.",
+            "The user is looking for information about the paint smell.",
+            "The user is worried about the baby's sleep.",
+        ]),
+    );
+    let stored = extracted(
+        &h,
+        "iw",
+        Some("2026-03-16T19:00:00Z"),
+        "The paint smell is awful. I'm worried about the baby's sleep. How long does it last?",
+    )
+    .await;
+    assert_eq!(stored, ["The user is worried about the baby's sleep."]);
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("2 rejected (ungrounded)"), "{report}");
+}
