@@ -278,3 +278,94 @@ fn tense_as_told_on_generated_facts() {
         },
     );
 }
+
+/// A claim of liking, interest or worry stands only when the user voiced one: with no such word
+/// in anything the user said, it is refused, whatever else they said.
+#[test]
+fn unvoiced_readings_on_generated_texts() {
+    crate::run(
+        "unvoiced-readings",
+        2_000,
+        (
+            sentence(),
+            prop::sample::select(vec![
+                "is worried about",
+                "is concerned about",
+                "is interested in",
+                "is looking for information about",
+                "prefers",
+                "is passionate about",
+            ]),
+            "[a-zA-Z ]{3,20}",
+        ),
+        |(said, claim, object)| {
+            let fact = format!("The user {claim} the {object}.");
+            let evidence = gates::Evidence::new([("user", said.as_str())]);
+            let result = evidence.check(&fact, "fact");
+            let lower = said.to_lowercase();
+            let voiced = [
+                "worr",
+                "concern",
+                "interest",
+                "look",
+                "prefer",
+                "passion",
+                "like",
+                "love",
+                "fond",
+                "into ",
+                "want",
+                "need",
+                "help",
+                "try",
+                "plan",
+                "keen",
+                "hop",
+                "wish",
+                "anxious",
+                "nervous",
+                "afraid",
+                "scared",
+                "fear",
+                "stress",
+                "panic",
+                "uneasy",
+                "bother",
+                "freak",
+                "enjoy",
+                "fan of",
+                "favo",
+                "adore",
+                "obsess",
+                "crazy",
+                "go-to",
+                "hooked",
+                "great",
+                "amazing",
+                "awesome",
+                "curious",
+                "learn",
+                "seek",
+                "search",
+                "think",
+                "consider",
+                "dream",
+                "eager",
+                "explor",
+                "wanna",
+                "fascinat",
+                "'d like",
+                "would like",
+                "'d love",
+                "would love",
+                "can't get enough",
+            ]
+            .iter()
+            .any(|w| lower.contains(w));
+            if !voiced {
+                prop_assert!(result.is_err(), "{fact} from {said:?}");
+            }
+            Ok(())
+        },
+    );
+}
