@@ -15,6 +15,7 @@ mod core_line;
 mod dates;
 mod deadline;
 mod form;
+mod guess;
 mod instruction;
 mod person;
 mod promise;
@@ -23,6 +24,7 @@ mod relation;
 pub mod relative;
 mod subject;
 mod tense;
+mod vaguer;
 mod words;
 
 pub use core_line::check_core_line;
@@ -90,6 +92,13 @@ pub enum Rejection {
     /// In the first person ("The stories were so inspiring! I was so happy."): a line of the
     /// conversation, not a fact about the user written as one.
     FirstPerson,
+    /// In the second person ("The assistant will keep you updated."): the assistant's line
+    /// copied, not a fact written about the user.
+    SecondPerson,
+    /// Says less than another fact of the same batch, in words the user never said: a
+    /// paraphrase beside the fact as told ("The user will take advantage of the extra time."
+    /// beside "The user will use the extra time for more field data.").
+    Vaguer,
 }
 
 impl Rejection {
@@ -116,6 +125,8 @@ impl Rejection {
             Rejection::NotPromised => "not_promised",
             Rejection::InventedDate => "invented_date",
             Rejection::FirstPerson => "first_person",
+            Rejection::Vaguer => "vaguer",
+            Rejection::SecondPerson => "second_person",
         }
     }
 }
@@ -339,6 +350,9 @@ impl Evidence {
         // What a fact says of its subject must be said too: "The user's cat Miso is a pet
         // lover." is grounded by its subject alone (seen: seven such from one answer).
         if !commitment && predicate(fact).is_some_and(|p| !p.is_empty() && !p.iter().any(said)) {
+            return Err(Rejection::Ungrounded);
+        }
+        if !commitment && guess::guessed_object(fact, &words, said) {
             return Err(Rejection::Ungrounded);
         }
         if !commitment

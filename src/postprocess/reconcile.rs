@@ -169,6 +169,21 @@ pub(super) async fn reconcile(
         }
         fresh.push((index, fact));
     }
+    // A fact that says less than another of this batch, in words the user never said, is a
+    // paraphrase of it: only the other is kept.
+    if !origin.stated {
+        let texts: Vec<String> = fresh.iter().map(|(_, fact)| fact.text.clone()).collect();
+        fresh.retain(|(index, fact)| {
+            let vaguer = texts
+                .iter()
+                .any(|other| *other != fact.text && evidence.vaguer_than(&fact.text, other));
+            if vaguer {
+                let label = reject(&mut counts, &fact.text, Rejection::Vaguer);
+                outcomes[*index] = Some(outcome(&label, None, None));
+            }
+            !vaguer
+        });
+    }
     let finish =
         |counts: HashMap<String, usize>, outcomes: Vec<Option<FactOutcome>>, empty| Reconciled {
             report: report_of(counts, empty),

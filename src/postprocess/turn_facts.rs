@@ -1,6 +1,7 @@
 //! Facts from one explicit-mode turn, for the agent's background save: the extraction prompt on
 //! the user's messages of the turn, one memory LLM call, and the same gates as implicit mode
-//! (nothing the user did not say, no questions, no placeholders).
+//! (nothing the user did not say, no questions, no placeholders, no vaguer paraphrase of another
+//! fact).
 
 use super::gates::Evidence;
 use super::jobs::{extraction_material, facts_schema, parse_facts, transcript};
@@ -49,5 +50,17 @@ pub async fn extract(
             }
         }
     }
+    // A paraphrase beside the fact as told says less, in words the user never said.
+    let all = kept.clone();
+    kept.retain(|fact| {
+        let vaguer = all
+            .iter()
+            .any(|other| other != fact && evidence.vaguer_than(fact, other));
+        if vaguer {
+            tracing::info!(reason = "vaguer", text = %fact, "background save: fact refused");
+            refused += 1;
+        }
+        !vaguer
+    });
     Ok((kept, refused))
 }

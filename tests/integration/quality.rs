@@ -503,3 +503,31 @@ async fn an_interest_or_a_worry_the_user_never_voiced_is_not_stored() {
     let report = done_reports(&h).await.join("; ");
     assert!(report.contains("2 rejected (ungrounded)"), "{report}");
 }
+
+/// Seen from the 1.5B memory LLM (the scenario suite, run H): one statement extracted twice,
+/// as told and paraphrased into something vaguer. Only the fact as told is stored.
+#[tokio::test]
+async fn a_vaguer_paraphrase_beside_the_fact_as_told_is_not_stored() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text("Field data will help.".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user will take advantage of the extra time.",
+            "The user will use the extra time for more field data.",
+        ]),
+    );
+    let stored = extracted(
+        &h,
+        "vg",
+        Some("2026-09-20T10:00:00Z"),
+        "I will use the extra time for more field data.",
+    )
+    .await;
+    assert_eq!(
+        stored,
+        ["The user will use the extra time for more field data."]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 rejected (vaguer)"), "{report}");
+}

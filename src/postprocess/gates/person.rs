@@ -1,5 +1,6 @@
 //! The third-person rule: a fact is written about the user, so "I", "me" or "my" outside quotes
-//! marks a line of the conversation copied as a fact.
+//! marks a line of the conversation copied as a fact, and "you" or "your" a line of the
+//! assistant's.
 
 use super::Rejection;
 
@@ -36,6 +37,17 @@ pub fn check_person(text: &str) -> Result<(), Rejection> {
     });
     if first_person {
         return Err(Rejection::FirstPerson);
+    }
+    // "The assistant will make sure to keep you updated on any changes to the research plan."
+    // (explicit mode's background save, the scenario suite).
+    let second_person = words.iter().any(|w| {
+        matches!(
+            w.to_lowercase().as_str(),
+            "you" | "your" | "yours" | "yourself" | "you're" | "you've" | "you'll" | "you'd"
+        )
+    });
+    if second_person {
+        return Err(Rejection::SecondPerson);
     }
     Ok(())
 }

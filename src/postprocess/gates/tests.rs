@@ -611,7 +611,15 @@ fn first_person_is_refused_outside_quotes_only() {
         "The user reads about World War I.",
         "The user's cat is called Miso.",
         "Mimi is the user's nickname.",
+        "The user's favourite song is \"All You Need Is Love\".",
     ] {
         assert_eq!(check_person(text), Ok(()), "{text}");
+    }
+    for text in [
+        "The assistant will make sure to keep you updated on any changes to the research plan.",
+        "Your deadline is November 30.",
+        "The user said you're right.",
+    ] {
+        assert_eq!(check_person(text), Err(Rejection::SecondPerson), "{text}");
     }
 }
