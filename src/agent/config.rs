@@ -70,6 +70,11 @@ pub struct ExplicitConfig {
     /// still searches archival memory and the conversation for each new message). 0: always the
     /// full MemGPT set.
     pub compact_below_tokens: usize,
+    /// When to send the agent's prompt again (`max_tokens: 1`, off the request path) after a
+    /// turn whose last upstream call was not the agent's prompt (the plain reply, a background
+    /// save on the same server), so that a one-slot local server's prompt cache holds it for the
+    /// next turn: `auto` (for an upstream on loopback or a private network), `always`, `never`.
+    pub rewarm_cache: super::Rewarm,
     /// Longest wait of `send_message_to_agent_and_wait_for_reply` for the other agent's reply.
     #[serde(with = "humantime_serde")]
     pub agent_reply_timeout: Duration,
@@ -128,6 +133,7 @@ impl Default for ExplicitConfig {
             recall_before_turn: 4,
             never_mentioned: true,
             compact_below_tokens: 4096,
+            rewarm_cache: super::Rewarm::Auto,
         }
     }
 }

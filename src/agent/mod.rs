@@ -23,6 +23,7 @@ mod step;
 pub mod tools;
 mod turn;
 mod unusable;
+mod warm;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -30,6 +31,7 @@ use std::sync::{Arc, Mutex};
 pub use config::{CoreMemoryAt, ExplicitConfig};
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
 pub use turn::{Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome};
+pub use warm::Rewarm;
 
 use crate::memory::{MemoryResult, MemoryService};
 use crate::postprocess::llm::MemoryLlm;

@@ -28,7 +28,7 @@ impl Agents {
     }
 
     /// Loads (creating on first use) the agent and puts the client's messages in the buffer.
-    async fn load_turn(&self, input: &TurnInput) -> Result<Turn, TurnError> {
+    pub(super) async fn load_turn(&self, input: &TurnInput) -> Result<Turn, TurnError> {
         let (scope, agent) = (input.scope.clone(), input.agent.clone());
         let defaults = self.default_blocks();
         let client_system = input.client_system.clone();

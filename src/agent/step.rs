@@ -373,7 +373,7 @@ impl Agents {
         )
     }
 
-    fn request_body(
+    pub(super) fn request_body(
         &self,
         input: &TurnInput,
         turn: &Turn,

@@ -61,6 +61,11 @@ impl MemoryLlm {
         })
     }
 
+    /// The endpoint asked (`…/chat/completions`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
     /// One completion: `system` instructions, `user` material; returns the answer text.
     pub async fn complete(
         &self,

@@ -123,3 +123,68 @@ async fn the_trace_leaves_cached_tokens_out_when_the_upstream_does_not_report_th
     assert_eq!(trace.len(), 1);
     assert!(trace[0].get("cached_tokens").is_none(), "{trace:?}");
 }
+
+/// The upstream's chat requests once `count` of them have arrived (a background request comes
+/// after the answer).
+async fn requests_once(h: &crate::common::Harness, count: usize) -> Vec<Value> {
+    for _ in 0..200 {
+        let requests = model_requests(h);
+        if requests.len() >= count {
+            return requests;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    model_requests(h)
+}
+
+/// A turn answered by the plain reply ends on a short prompt of its own, which on a one-slot
+/// local server evicts the agent's (run J: the next turn took 20-30 s instead of 8 s). For an
+/// upstream on this machine the agent's prompt is then sent again for one token, off the request
+/// path, as the next turn will start it: that turn's first request repeats all of it (but the core
+/// memory message, when memory changed in between). A turn answered with `send_message` (the agent's own prompt last) needs none,
+/// and `never` sends none.
+#[tokio::test]
+async fn after_a_plain_reply_a_local_upstream_gets_the_agents_prompt_again() {
+    let h = harness_with(|c| c.explicit.rewarm_cache = memproxy::agent::Rewarm::Auto).await;
+    h.mock.push(send("Hello!"));
+    say(&h, "warm", "Hi there.").await;
+    h.mock
+        .push(send("I'm sorry, but I can't assist with that."));
+    h.mock.push(memproxy::mock::Reply::Text(
+        "Miso is a fine name.".to_owned(),
+    ));
+    h.mock.push(memproxy::mock::Reply::Text("ok".to_owned()));
+    say(&h, "warm", "My cat is called Miso.").await;
+    let requests = requests_once(&h, 4).await;
+    assert_eq!(requests.len(), 4, "hello, refusal, plain reply, re-warm");
+    assert!(requests[2].get("tools").is_none(), "the plain reply");
+    let warm = &requests[3];
+    assert_eq!(warm["max_tokens"], 1, "{warm:#}");
+    assert_eq!(warm["tools"], requests[1]["tools"], "the agent's own tools");
+
+    h.mock.push(send("Your cat is Miso."));
+    say(&h, "warm", "What is my cat called?").await;
+    let requests = model_requests(&h);
+    assert_eq!(requests.len(), 5);
+    let (count, same_tools) = shared(warm, &requests[4]);
+    assert!(same_tools);
+    // All of it when memory did not change since (here); else all but the core memory message.
+    assert!(
+        count + 1 >= message_count(warm),
+        "the next turn starts with the re-warmed prompt up to core memory: {:#}\n---\n{:#}",
+        warm["messages"],
+        requests[4]["messages"]
+    );
+    assert!(count > 3, "system message and turn history are shared");
+
+    let never = harness_with(|_| {}).await;
+    never
+        .mock
+        .push(send("I'm sorry, but I can't assist with that."));
+    never.mock.push(memproxy::mock::Reply::Text(
+        "Miso is a fine name.".to_owned(),
+    ));
+    say(&never, "warm", "My cat is called Miso.").await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(model_requests(&never).len(), 2, "never: no re-warm");
+}

@@ -1,0 +1,154 @@
+//! Putting the agent's prompt back in a local upstream's prompt cache after a turn. A one-slot
+//! local server (llama.cpp with one slot, `../shared/tools/real-llm`) keeps the KV cache of the
+//! last prompt it processed only. When a turn ends with the plain reply (a short prompt of its
+//! own, no tools), or a background save asked the same server, the agent's ~1,400-token prompt is
+//! gone, and the next turn processes it from scratch: 20-30 s on 2 cores against 8 s for a turn
+//! whose prompt is cached (seen in the scenario suite, run J). Re-warming sends the agent's
+//! context as the next turn will start it (system message, tools, summary, the queue with this
+//! turn in it, core memory) with `max_tokens: 1`, off the request path, after any background
+//! save. The next turn then reuses all of it but its own new messages. One prompt-only request;
+//! `explicit.rewarm_cache` decides when (`auto`: only for an upstream on this machine or a
+//! private network, where nobody bills the input tokens).
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::model::ChatModel;
+use super::step::{Offer, Progress};
+use super::turn::{Ending, Stop, TurnInput, TurnOutcome};
+use super::Agents;
+
+/// When to re-warm the upstream's prompt cache after a turn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rewarm {
+    /// For an upstream on loopback or a private network (a local server).
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+/// Whether `url`'s host is this machine or a private network address.
+pub fn is_local(url: &str) -> bool {
+    let host = url
+        .split("://")
+        .nth(1)
+        .unwrap_or(url)
+        .split(['/', '?'])
+        .next()
+        .unwrap_or_default();
+    let host = host.rsplit('@').next().unwrap_or(host);
+    let host = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.split(':').next().unwrap_or_default(),
+    };
+    if host.eq_ignore_ascii_case("localhost") || host.ends_with(".local") {
+        return true;
+    }
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V4(ip)) => ip.is_loopback() || ip.is_private() || ip.is_link_local(),
+        Ok(IpAddr::V6(ip)) => ip.is_loopback() || (ip.segments()[0] & 0xfe00) == 0xfc00,
+        Err(_) => false,
+    }
+}
+
+impl Agents {
+    /// Whether the agent's prompt is sent again after this turn: the turn changed memory
+    /// (recorded), and its last upstream call was not the agent's prompt (the plain reply) or
+    /// a background save asks the same server (`saved_on_upstream`).
+    pub fn needs_rewarm(
+        &self,
+        input: &TurnInput,
+        outcome: &TurnOutcome,
+        upstream_url: &str,
+        saved_on_upstream: bool,
+    ) -> bool {
+        let wanted = match self.config.rewarm_cache {
+            Rewarm::Always => true,
+            Rewarm::Never => false,
+            Rewarm::Auto => is_local(upstream_url),
+        };
+        let plain = matches!(
+            outcome.ending,
+            Ending::Reply {
+                stop: Stop::PlainReply,
+                ..
+            }
+        );
+        wanted && input.record && (plain || saved_on_upstream)
+    }
+
+    /// Whether the memory LLM (the background save's) is the chat upstream at `upstream_url`.
+    pub fn memory_llm_on(&self, upstream_url: &str) -> bool {
+        self.summarizer
+            .url()
+            .starts_with(upstream_url.trim_end_matches('/'))
+    }
+
+    /// Sends the agent's context as the next turn will open it, for one token; every problem
+    /// is logged, never raised.
+    pub async fn rewarm(&self, model: &dyn ChatModel, mut input: TurnInput) {
+        let started = Instant::now();
+        // A read-only view: reads the agent as it is now, writes nothing.
+        input.record = false;
+        input.user_messages.clear();
+        input.tool_results.clear();
+        input.app_reply = None;
+        let turn = match self.load_turn(&input).await {
+            Ok(turn) => turn,
+            Err(error) => {
+                tracing::warn!(%error, agent = %input.agent, "prompt cache re-warm: agent not loaded");
+                return;
+            }
+        };
+        let mut body = self.request_body(&input, &turn, &Progress::default(), Offer::All);
+        if let Some(body) = body.as_object_mut() {
+            body.remove("max_completion_tokens");
+            body.remove("stream");
+            body.insert("max_tokens".to_owned(), json!(1));
+        }
+        match model.complete(body).await {
+            Ok(answer) => tracing::info!(
+                agent = %input.agent,
+                prompt_tokens = answer.usage.prompt_tokens,
+                latency_ms = started.elapsed().as_secs_f64() * 1e3,
+                "prompt cache re-warmed"
+            ),
+            Err(error) => {
+                tracing::warn!(%error, agent = %input.agent, "prompt cache re-warm failed")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_upstreams_are_loopback_private_and_named_local() {
+        for url in [
+            "http://127.0.0.1:8090/v1",
+            "http://localhost:11434/v1",
+            "http://[::1]:8080/v1",
+            "http://10.0.0.7/v1",
+            "http://192.168.1.20:8000/v1",
+            "http://user:pw@172.16.3.4:8000/v1",
+            "http://gpu-box.local:8000/v1",
+        ] {
+            assert!(is_local(url), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "https://api.anthropic.com/v1",
+            "http://8.8.8.8/v1",
+            "http://[2001:db8::1]/v1",
+        ] {
+            assert!(!is_local(url), "{url}");
+        }
+    }
+}
