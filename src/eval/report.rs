@@ -18,7 +18,7 @@ pub struct StrategySummary {
     pub requests: usize,
     pub probes: usize,
     pub errors: usize,
-    /// By kind: chat, agent_step, extract, reconcile, summarize.
+    /// By kind: chat, agent_step, rewarm, extract, reconcile, summarize.
     pub work: BTreeMap<String, Work>,
     pub chat_tokens: u64,
     pub memory_tokens: u64,
@@ -210,8 +210,9 @@ fn optional(value: Option<f64>) -> String {
 }
 
 /// Kinds of upstream work that are memory work (all but the answer's own chat call).
-const MEMORY_KINDS: [&str; 6] = [
+const MEMORY_KINDS: [&str; 7] = [
     "agent_step",
+    "rewarm",
     "extract",
     "reconcile",
     "summarize",

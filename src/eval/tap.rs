@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 /// One upstream call.
 #[derive(Clone, Debug, Serialize)]
 pub struct Call {
-    /// `chat`, `extract`, `reconcile` or `summarize` (memory calls carry a marker).
+    /// `chat`, `extract`, `reconcile` or `summarize` (memory calls carry a marker), or `rewarm`
+    /// (an agent prompt sent again for one token).
     pub kind: String,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
@@ -165,9 +166,15 @@ async fn forward(State(state): State<Arc<TapState>>, request: Request) -> Respon
             .iter()
             .find(|(marker, _)| system.contains(marker))
             .map_or("chat", |(_, kind)| kind);
+        // An agent's prompt sent again for one token (`agent::warm`), off the request path.
+        let kind = if kind == "chat" && request["max_tokens"] == 1 {
+            "rewarm"
+        } else {
+            kind
+        };
         let completion: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
         let usage = &completion["usage"];
-        let (prompt_text_tokens, shared_prefix_tokens) = if kind == "chat" {
+        let (prompt_text_tokens, shared_prefix_tokens) = if kind == "chat" || kind == "rewarm" {
             let text = prompt_text(&request);
             let mut last = state
                 .ledger

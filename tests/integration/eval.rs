@@ -158,6 +158,8 @@ fn kind_of(body: &Value) -> &'static str {
         "reconcile"
     } else if system.contains("MEMPROXY-SUMMARIZE") {
         "summarize"
+    } else if body["max_tokens"] == 1 {
+        "rewarm"
     } else {
         "chat"
     }
@@ -182,6 +184,9 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
                 json!({"label": "human", "content": "Lives in Lisbon.", "request_heartbeat": true}),
             ));
             mock.push(call("send_message", json!({"message": "Noted."})));
+            // After a memory write the plain reply answers; then, the upstream being local, the
+            // agent's prompt is sent again for one token (`--settle` waits for it).
+            mock.push(Reply::Text("ok".to_owned()));
             mock.push(call("send_message", json!({"message": "Hi Pixel!"})));
             mock.push(call(
                 "send_message",
@@ -189,14 +194,9 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
             ));
         }
         let out = tempfile::tempdir().expect("out");
-        run(args(
-            fixture("tiny-scenario.json"),
-            vec![mode],
-            &mock,
-            out.path(),
-        ))
-        .await
-        .expect("eval runs");
+        let mut run_args = args(fixture("tiny-scenario.json"), vec![mode], &mock, out.path());
+        run_args.settle = mode == Mode::Explicit;
+        run(run_args).await.expect("eval runs");
 
         let mut expected: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         for body in mock
@@ -226,6 +226,15 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
                 let (calls, tokens) = expected["chat"];
                 let steps = reported("agent_step");
                 assert_eq!(steps.0, 1, "one extra agent step");
+                assert_eq!(
+                    expected["rewarm"].0, 1,
+                    "one re-warm, after the plain reply"
+                );
+                assert_eq!(
+                    reported("rewarm"),
+                    expected["rewarm"],
+                    "re-warms booked apart"
+                );
                 assert_eq!(
                     (reported("chat").0 + steps.0, reported("chat").1 + steps.1),
                     (calls, tokens)
