@@ -511,6 +511,16 @@ fn an_interest_or_a_worry_must_be_the_users_own_word() {
             "Big news: I moved to Porto last week for a new job.",
             "The user is looking for a new job.",
         ),
+        // Run K, the background save: a complaint read as an experience, and the answer to the
+        // question told as what the user learned.
+        (
+            "The paint smell is awful. How long does it last?",
+            "The user has experienced a paint smell.",
+        ),
+        (
+            "The paint smell is awful. How long does it last?",
+            "The user has learned about the lifespan of paint smell.",
+        ),
     ] {
         let evidence = Evidence::new([("user", said)]);
         assert_eq!(
@@ -531,6 +541,10 @@ fn an_interest_or_a_worry_must_be_the_users_own_word() {
         (
             "I'm hoping to find a flat with a garden for Pixel.",
             "The user is looking for a flat with a garden.",
+        ),
+        (
+            "I learned about sourdough starters from my grandmother.",
+            "The user learned about sourdough starters from their grandmother.",
         ),
     ] {
         let evidence = Evidence::new([("user", said)]);

@@ -187,12 +187,61 @@ const CONCERN_SAID: [&str; 12] = [
     "worr", "concern", "anxious", "nervous", "afraid", "scared", "fear", "stress", "panic",
     "uneasy", "bother", "freak",
 ];
+/// How a fact tells the assistant's answer as something the user learned ("The user has learned
+/// about the lifespan of paint smell." from the reply "The paint smell will last for about 2-3
+/// days."), or a complaint as an experience ("The user has experienced a paint smell." from "The
+/// paint smell is awful.").
+const LEARNED: [&str; 13] = [
+    "learned about",
+    "has learned",
+    "learnt about",
+    "was told",
+    "has been told",
+    "was informed",
+    "was advised",
+    "received advice",
+    "received information",
+    "received tips",
+    "got advice",
+    "is aware of",
+    "is aware that",
+];
+const LEARNED_SAID: [&str; 10] = [
+    "learn",
+    "told",
+    "heard",
+    "read ",
+    "aware",
+    "found out",
+    "discover",
+    "taught",
+    "studied",
+    "know",
+];
+const EXPERIENCED: [&str; 4] = [
+    "has experienced",
+    "experienced a",
+    "is experiencing",
+    "has been experiencing",
+];
+const EXPERIENCED_SAID: [&str; 8] = [
+    "experienc",
+    "suffer",
+    "went through",
+    "going through",
+    "struggl",
+    "deal",
+    "felt",
+    "feel",
+];
 /// Claims a model reads into what the user said, each with the words the user must have used
 /// for the claim to be theirs.
-pub(super) const READINGS: [(&[&str], &[&str]); 3] = [
+pub(super) const READINGS: [(&[&str], &[&str]); 5] = [
     (&LIKING, &LIKING_SAID),
     (&INTERESTS, &INTEREST_SAID),
     (&CONCERNS, &CONCERN_SAID),
+    (&LEARNED, &LEARNED_SAID),
+    (&EXPERIENCED, &EXPERIENCED_SAID),
 ];
 
 /// Words that carry no content of their own, and the words naming the two sides.
