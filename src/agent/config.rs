@@ -75,6 +75,10 @@ pub struct ExplicitConfig {
     /// save on the same server), so that a one-slot local server's prompt cache holds it for the
     /// next turn: `auto` (for an upstream on loopback or a private network), `always`, `never`.
     pub rewarm_cache: super::Rewarm,
+    /// After a finished turn, evict the oldest messages (off the request path) when the next
+    /// turn, adding about as much as this one did, would pass `evict_ratio` and the agent has had
+    /// its memory-pressure step; the next turn then does not wait for the summary call.
+    pub evict_after_turn: bool,
     /// Longest wait of `send_message_to_agent_and_wait_for_reply` for the other agent's reply.
     #[serde(with = "humantime_serde")]
     pub agent_reply_timeout: Duration,
@@ -134,6 +138,7 @@ impl Default for ExplicitConfig {
             never_mentioned: true,
             compact_below_tokens: 4096,
             rewarm_cache: super::Rewarm::Auto,
+            evict_after_turn: true,
         }
     }
 }

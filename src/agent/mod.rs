@@ -6,6 +6,7 @@
 //! blocks, log, archival passages, summary, step trace) lives in the memory layer.
 
 mod calls;
+mod compact;
 mod config;
 pub mod context;
 mod evict;

@@ -58,14 +58,15 @@ pub fn is_local(url: &str) -> bool {
 
 impl Agents {
     /// Whether the agent's prompt is sent again after this turn: the turn changed memory
-    /// (recorded), and its last upstream call was not the agent's prompt (the plain reply) or
-    /// a background save asks the same server (`saved_on_upstream`).
+    /// (recorded), and its last upstream call was not the agent's prompt (the plain reply), or
+    /// the server's cache no longer holds it (`cache_lost`: a background save asked the same
+    /// server, or eviction after the turn changed the prompt's start).
     pub fn needs_rewarm(
         &self,
         input: &TurnInput,
         outcome: &TurnOutcome,
         upstream_url: &str,
-        saved_on_upstream: bool,
+        cache_lost: bool,
     ) -> bool {
         let wanted = match self.config.rewarm_cache {
             Rewarm::Always => true,
@@ -79,7 +80,7 @@ impl Agents {
                 ..
             }
         );
-        wanted && input.record && (plain || saved_on_upstream)
+        wanted && input.record && (plain || cache_lost)
     }
 
     /// Whether the memory LLM (the background save's) is the chat upstream at `upstream_url`.

@@ -123,7 +123,8 @@ pub(super) fn book(pair: &mut PairResult, mode: Mode, answer: &Answer) {
     pair.total_ms.push(answer.total_ms);
 }
 
-/// Asks the judge model directly (not through memproxy; not counted as the strategy's work).
+/// Asks the judge model directly, at `--judge-upstream` or else `--upstream` (not through
+/// memproxy; not counted as the strategy's work).
 pub(super) async fn judge(
     args: &RunArgs,
     model: &str,
@@ -138,7 +139,10 @@ pub(super) async fn judge(
     let mut request = reqwest::Client::new()
         .post(format!(
             "{}/chat/completions",
-            args.upstream.trim_end_matches('/')
+            args.judge_upstream
+                .as_deref()
+                .unwrap_or(&args.upstream)
+                .trim_end_matches('/')
         ))
         .json(&body);
     if let Some(key) = upstream_key() {

@@ -52,6 +52,10 @@ pub struct RunArgs {
     /// Grade answers with this model too (fixed prompt; CORRECT/WRONG).
     #[arg(long)]
     pub judge_model: Option<String>,
+    /// The judge at another /v1 endpoint (default: --upstream), so its short prompts do not
+    /// evict the chat model's cached prompt on a one-slot local server.
+    #[arg(long)]
+    pub judge_upstream: Option<String>,
     /// Only the first N conversations.
     #[arg(long)]
     pub limit: Option<usize>,

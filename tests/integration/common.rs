@@ -74,6 +74,7 @@ pub fn test_config(mock: &MockUpstream, data: &std::path::Path) -> Config {
     config.explicit.background_save = false;
     // And the re-warming of the mock's prompt cache after a plain reply (the mock is local).
     config.explicit.rewarm_cache = memproxy::agent::Rewarm::Never;
+    config.explicit.evict_after_turn = false;
     // MEMPROXY_TEST_STORE=postgres runs every test on a fresh PostgreSQL database instead.
     if on_postgres() {
         if let Some(url) = std::thread::spawn(crate::conformance::postgres_url)

@@ -25,6 +25,7 @@ fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path
         upstream: mock.base_url(),
         model: Some("mock-model".to_owned()),
         judge_model: None,
+        judge_upstream: None,
         limit: None,
         max_sessions: None,
         max_probes: None,
@@ -560,4 +561,45 @@ async fn a_separate_memory_upstream_is_booked_too() {
         .sum();
     assert_eq!(booked, on_memory.len() as u64, "{work}");
     assert!(work["extract"]["calls"].as_u64() >= Some(1), "{work}");
+}
+
+/// With `--judge-upstream`, every probe is graded there and nothing of the judge's reaches the
+/// chat upstream; the verdict comes back into the probe's result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_separate_judge_upstream_grades_every_probe() {
+    let chat = MockUpstream::start().await.expect("chat mock");
+    let judge = MockUpstream::start().await.expect("judge mock");
+    let out = tempfile::tempdir().expect("out");
+    let mut run_args = args(
+        fixture("tiny-scenario.json"),
+        vec![Mode::Passthrough],
+        &chat,
+        out.path(),
+    );
+    run_args.judge_model = Some("judge-model".to_owned());
+    run_args.judge_upstream = Some(judge.base_url());
+    for _ in 0..8 {
+        judge.push(Reply::Text("CORRECT".to_owned()));
+    }
+    run(run_args).await.expect("eval runs");
+    let graded = |mock: &MockUpstream| {
+        mock.chat_requests(None)
+            .iter()
+            .filter(|r| r.to_string().contains("You grade answers"))
+            .count()
+    };
+    let summary = results(out.path());
+    let probes = summary["strategies"][0]["probes"].as_u64().unwrap_or(0);
+    assert!(probes >= 1, "{summary}");
+    assert_eq!(graded(&judge) as u64, probes, "one grading per probe");
+    assert_eq!(
+        graded(&chat),
+        0,
+        "the judge's prompt reached the chat upstream"
+    );
+    assert_eq!(
+        summary["strategies"][0]["judge"].as_f64(),
+        Some(1.0),
+        "{summary}"
+    );
 }

@@ -25,6 +25,7 @@ mod eval;
 mod explicit;
 mod explicit_cache;
 mod explicit_edges;
+mod explicit_evict;
 mod explicit_hygiene;
 mod explicit_memory;
 mod explicit_recall;
