@@ -4,6 +4,7 @@
 //! Repairs are only those with one reading (fences, a missing closing brace, trailing commas,
 //! Python literals); anything else is reported back to the model as a failed call.
 
+use super::tools::SEND_MESSAGE;
 use serde_json::{Map, Value};
 
 /// The arguments object of a call; an empty string is an empty object.
@@ -189,6 +190,26 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
     };
     if let Some(map) = object {
         let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
+        // A call in the API's own shape, as text (`{"id": "call_…", "type": "function",
+        // "function": {"name", "arguments"}}`, seen from the 1.5B model answering the plain
+        // reply): a send_message's message is the reply, unless it says back what the user
+        // said (whole, or cut by the token limit); any other call is no answer.
+        if let Some(Value::Object(function)) = map.get("function") {
+            let sends = function.get("name").and_then(Value::as_str) == Some(SEND_MESSAGE);
+            let message = match function.get("arguments") {
+                Some(Value::String(text)) => arguments(text).ok(),
+                Some(Value::Object(arguments)) => Some(arguments.clone()),
+                _ => None,
+            }
+            .and_then(|arguments| text_arg(&arguments, "message"))
+            .map(|message| message.trim().to_owned());
+            return match message {
+                Some(message) if sends && !message.is_empty() && !cut_echo(&message, user_said) => {
+                    PlainAnswer::Reply(message)
+                }
+                _ => PlainAnswer::Echo,
+            };
+        }
         // The system's own envelopes echoed back, or a tool call written as text (one that was
         // not taken as a call): neither is something to show the user.
         let has_arguments = map.contains_key("arguments") || map.contains_key("parameters");
@@ -226,6 +247,14 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
         return PlainAnswer::Echo;
     }
     PlainAnswer::Reply(trimmed.to_owned())
+}
+
+/// What the user said, said back whole or cut short (a reply stopped by the token limit).
+fn cut_echo(text: &str, user_said: &[String]) -> bool {
+    let text = normal(text);
+    echoes(&text, user_said)
+        || (text.chars().count() >= 12
+            && user_said.iter().any(|said| normal(said).starts_with(&text)))
 }
 
 /// `text` trimmed of quotes, lowercased, its spacing made single: how replies are compared.
@@ -385,6 +414,39 @@ mod tests {
         assert_eq!(
             plain_answer(" Hello. ", &said),
             PlainAnswer::Reply("Hello.".to_owned())
+        );
+        // A call in the API's own shape: a send_message's message is the reply; cut by the
+        // token limit, or saying back the user's message (even cut), it is no answer.
+        let told = ["Hey Mel! I wanted to tell you about my school event last week.".to_owned()];
+        let api_call = |arguments: &str| {
+            format!(
+                r#"{{"id":"call_4dbd48c9_1_0","type":"function","function":{{"name":"send_message","arguments":{arguments}}}}}"#
+            )
+        };
+        assert_eq!(
+            plain_answer(
+                &api_call(r#""{\"message\":\"That sounds great!\"}""#),
+                &told
+            ),
+            PlainAnswer::Reply("That sounds great!".to_owned())
+        );
+        let cut = r#"{"id":"call_4dbd48c9_1_0","type":"function","function":{"name":"send_message","arguments":"{\"message\":\"Hey Mel! I wanted to tell you about my sch"#;
+        assert_eq!(plain_answer(cut, &told), PlainAnswer::Echo);
+        assert_eq!(
+            plain_answer(
+                &api_call(
+                    r#"{"message":"hey mel! i wanted to tell you about my school event last week."}"#
+                ),
+                &told
+            ),
+            PlainAnswer::Echo
+        );
+        assert_eq!(
+            plain_answer(
+                r#"{"type":"function","function":{"name":"conversation_search","arguments":"{}"}}"#,
+                &told
+            ),
+            PlainAnswer::Echo
         );
         // Another agent's envelope imitated, fenced: its text is the reply, the echo is not.
         let fenced = "```json\n{\"type\": \"agent_message\", \"from\": \"alice\", \"message\": \"Not telling.\"}\n```";
