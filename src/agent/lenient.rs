@@ -188,7 +188,7 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
     } else {
         None
     };
-    if let Some(map) = object {
+    if let Some(map) = &object {
         let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
         // A call in the API's own shape, as text (`{"id": "call_…", "type": "function",
         // "function": {"name", "arguments"}}`, seen from the 1.5B model answering the plain
@@ -235,6 +235,14 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
             }
             return PlainAnswer::Reply(message.trim().to_owned());
         }
+    }
+    // A call as text too broken to read (cut inside an escape): still not a thing to show.
+    let head: String = trimmed.chars().take(160).collect();
+    if object.is_none()
+        && trimmed.starts_with('{')
+        && (head.contains("\"function\"") || head.contains("\"arguments\""))
+    {
+        return PlainAnswer::Echo;
     }
     // A function result imitated in the chat template's own markup (Qwen's `<tool_response>`).
     if ["<tool_response>", "<tool_call>", "<|im_start|>"]

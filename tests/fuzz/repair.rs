@@ -93,3 +93,44 @@ fn the_memory_llm_answer_parser_is_idempotent_and_bounded() {
         Ok(())
     });
 }
+
+/// A send_message written as text in the API's own call shape, cut anywhere from its arguments
+/// on: the reply taken from it is never the call itself, nor the user's message said back
+/// (whole, or cut to 12 characters or more).
+#[test]
+fn a_call_written_as_text_never_replies_with_the_call_or_the_users_words() {
+    let strategy = ("[A-Za-z ,.!?']{12,60}", any::<usize>(), any::<bool>());
+    crate::run(
+        "plain-answer-api-call",
+        3_000,
+        strategy,
+        |(said, cut, says_back)| {
+            let message = if says_back {
+                said.clone()
+            } else {
+                format!("Glad to hear it. {said}")
+            };
+            let arguments = serde_json::json!({ "message": message }).to_string();
+            let call = serde_json::json!({"id": "call_1", "type": "function",
+                "function": {"name": "send_message", "arguments": arguments}})
+            .to_string();
+            let start = call.find("\"arguments\"").unwrap_or(0);
+            let end = start + cut % (call.len() - start + 1);
+            let text = &call[..end];
+            let normal = lenient::normal;
+            if let lenient::PlainAnswer::Reply(reply) =
+                lenient::plain_answer(text, std::slice::from_ref(&said))
+            {
+                prop_assert!(!reply.contains("\"function\""), "{reply}");
+                prop_assert!(!reply.contains("call_1"), "{reply}");
+                let (reply, said) = (normal(&reply), normal(&said));
+                prop_assert!(
+                    !(says_back && reply.chars().count() >= 12 && said.starts_with(&reply)),
+                    "said back: {reply}"
+                );
+                prop_assert!(reply != said, "said back: {reply}");
+            }
+            Ok(())
+        },
+    );
+}
