@@ -22,6 +22,16 @@ impl Agents {
             return false;
         }
         let _turn_guard = self.turn_lock(&input.scope, &input.agent).await;
+        // A turn paused on the client's calls since (another request) keeps the context it
+        // paused with; its own steps evict if need be.
+        let (scope, agent) = (input.scope.clone(), input.agent.clone());
+        let paused = self
+            .memory
+            .blocking(move |store, _| Ok(store.paused_turn(&scope, &agent)?))
+            .await;
+        if !matches!(paused, Ok(None)) {
+            return false;
+        }
         // The agent as it is now, without new messages (another turn may have run meanwhile).
         let mut quiet = input.clone();
         quiet.user_messages.clear();

@@ -9,7 +9,6 @@ use super::context;
 use super::state::{clip, Turn};
 use super::turn::TurnError;
 use super::Agents;
-use crate::dates;
 use crate::store::{agent_conversation, now_ms, StoredMessage, Summary};
 use crate::tokens;
 
@@ -51,11 +50,8 @@ impl Agents {
             Ok(text) => (text, "ok", String::new()),
             Err(error) => {
                 tracing::warn!(%error, agent = %turn.agent, "agent summary failed; evicting without it");
-                let text = format!(
-                    "{previous}\n[{count} earlier messages could not be summarised; search them with conversation_search.]"
-                );
                 (
-                    text.trim().to_owned(),
+                    super::material::unsummarised(&previous, count),
                     "failed",
                     format!(" (summary failed: {error})"),
                 )
@@ -135,7 +131,7 @@ impl Agents {
         let mut summary = previous.to_owned();
         let mut chunk = String::new();
         let mut chunk_tokens = 0;
-        let lines: Vec<String> = evicted.iter().filter_map(render).collect();
+        let lines = super::material::material(evicted);
         for (index, line) in lines.iter().enumerate() {
             // A single huge message is cut to fit on its own.
             let line = clip(line, budget * 3);
@@ -177,63 +173,9 @@ impl Agents {
         if answer.is_empty() {
             return Err("the summary answer is empty".to_owned());
         }
+        if super::material::copies(answer, chunk) {
+            return Err("the summary answer copies the messages back".to_owned());
+        }
         Ok(answer.to_owned())
-    }
-}
-
-/// One evicted message as summary material: what was said, not the JSON around it.
-fn render(message: &StoredMessage) -> Option<String> {
-    let when = dates::timestamp(message.created_at_ms);
-    let text = match (message.role.as_str(), &message.search_text) {
-        (_, Some(search)) if !search.trim().is_empty() => search.clone(),
-        ("assistant", _) => {
-            let calls = message.tool_calls.as_deref().unwrap_or_default();
-            format!("{} {}", message.content.trim(), clip(calls, 300))
-                .trim()
-                .to_owned()
-        }
-        // A reply's acknowledgement says nothing the reply did not.
-        ("tool", _) if message.content.contains(super::tools::SENT) => return None,
-        ("tool", _) => clip(&message.content, 300),
-        _ => return None,
-    };
-    (!text.is_empty()).then(|| format!("[{when}] {}: {text}", message.role))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn message(role: &str, content: &str) -> StoredMessage {
-        StoredMessage {
-            id: 1,
-            conversation: "agent:default".to_owned(),
-            position: 1,
-            role: role.to_owned(),
-            content: content.to_owned(),
-            name: None,
-            tool_calls: None,
-            tool_call_id: None,
-            created_at_ms: 0,
-            token_count: 0,
-            superseded: false,
-            search_text: None,
-        }
-    }
-
-    #[test]
-    fn summary_material_is_what_was_said_without_acknowledgements() {
-        let ack = format!(
-            r#"{{"status":"OK","message":"{}","time":"x"}}"#,
-            super::super::tools::SENT
-        );
-        assert_eq!(render(&message("tool", &ack)), None);
-        let found = render(&message(
-            "tool",
-            r#"{"status":"OK","message":"1 result: I live in Porto."}"#,
-        ))
-        .expect("a search result is material");
-        assert!(found.contains("I live in Porto."), "{found}");
-        assert_eq!(render(&message("user", "raw wrapper")), None);
     }
 }

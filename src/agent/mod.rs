@@ -14,6 +14,7 @@ mod fallback;
 pub mod hygiene;
 pub mod lenient;
 pub mod mail;
+mod material;
 pub mod model;
 mod open;
 mod pause;

@@ -368,7 +368,7 @@ const MARKERS: [&str; 4] = [
 ];
 
 /// A naive but working memory LLM: every new user message becomes a fact, every fact is added,
-/// a summary is the start of the evicted text.
+/// a summary is the start of what the evicted messages said, in one line.
 fn memory_default(marker: &str, body: &Value) -> Reply {
     let material = body["messages"][1]["content"].as_str().unwrap_or_default();
     match marker {
@@ -390,9 +390,15 @@ fn memory_default(marker: &str, body: &Value) -> Reply {
                 .split("Messages leaving the window:")
                 .nth(1)
                 .unwrap_or(material);
+            // What was said, in one line: not the material's lines copied back.
+            let said: Vec<&str> = evicted
+                .lines()
+                .map(|line| line.split_once("] ").map_or(line, |(_, said)| said).trim())
+                .filter(|said| !said.is_empty())
+                .collect();
             Reply::Text(format!(
                 "Summary: {}",
-                evicted.trim().chars().take(300).collect::<String>()
+                said.join("; ").chars().take(300).collect::<String>()
             ))
         }
     }

@@ -141,3 +141,74 @@ async fn nothing_is_evicted_after_the_turn_before_the_agent_was_told_of_the_pres
     }
     assert!(evicted, "an eviction within 20 turns");
 }
+
+#[tokio::test]
+async fn a_summary_that_copies_the_messages_back_is_not_kept_and_memory_tools_are_no_material() {
+    let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
+    // The answer the 1.5B model gave: the material's lines copied back.
+    let copy = "Current summary:\n[2026-01-01 10:00:00 UTC] user: Turn 0.\n\
+                [2026-01-01 10:00:00 UTC] assistant: Noted turn 0.";
+    for _ in 0..20 {
+        h.mock.push_marked(
+            "MEMPROXY-SUMMARIZE",
+            memproxy::mock::Reply::Text(copy.to_owned()),
+        );
+    }
+    let filler = "apple ".repeat(250);
+    h.mock.push(crate::explicit::call(
+        "core_memory_append",
+        serde_json::json!({"label": "human", "content": "The user likes apples.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Noted turn 0."));
+    say(&h, "ec", &format!("Turn 0. I like apples. {filler}")).await;
+    let mut evictions: Vec<Value> = Vec::new();
+    for turn in 1..30 {
+        h.mock.push(send(&format!("Noted turn {turn}.")));
+        say(&h, "ec", &format!("Turn {turn}. {filler}")).await;
+        // The trace of the last turn: an eviction in this turn is in it.
+        evictions.extend(
+            steps(&h, "ec", "default")
+                .await
+                .into_iter()
+                .filter(|s| s["tool"] == "(evict)"),
+        );
+        if evictions.len() >= 2 {
+            break;
+        }
+    }
+    assert!(evictions.len() >= 2, "two evictions within 30 turns");
+    let evicted: usize = evictions
+        .iter()
+        .map(|s| {
+            assert_eq!(s["status"], "failed", "{s}");
+            let result = s["result"].as_str().unwrap_or_default();
+            result
+                .strip_prefix("evicted ")
+                .and_then(|r| r.split(' ').next())
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0)
+        })
+        .sum();
+    // One note counting every message that left without a summary, not the copy.
+    let agent = get_json(&h, "/memproxy/v1/users/ec/agents/default").await;
+    let summary = agent["summary"]["text"].as_str().unwrap_or_default();
+    assert_eq!(
+        summary,
+        format!("[{evicted} earlier messages could not be summarised; search them with conversation_search.]")
+    );
+    // The summariser saw the conversation, not memproxy's tool traffic.
+    let asked = h.mock.chat_requests(Some("MEMPROXY-SUMMARIZE"));
+    let material = asked
+        .first()
+        .and_then(|r| r["messages"][1]["content"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    assert!(
+        material.contains("user: Turn 0. I like apples."),
+        "{material}"
+    );
+    assert!(material.contains("assistant: Noted turn 0."), "{material}");
+    for absent in ["core_memory_append", "\"function\"", "updated ("] {
+        assert!(!material.contains(absent), "{absent} in {material}");
+    }
+}
