@@ -10,6 +10,7 @@
 
 use std::collections::HashSet;
 
+mod addressed;
 mod asked;
 mod core_line;
 mod dates;
@@ -235,6 +236,10 @@ impl Evidence {
         let known_texts = known;
         let known: HashSet<String> = known.iter().flat_map(|k| content_words(k)).collect();
         check_form(fact)?;
+        // "Hey Mel!": Mel is the assistant, and neither the user nor a person in their life.
+        if addressed::about_addressed(fact, &addressed::addressed(&self.user_texts)) {
+            return Err(Rejection::AboutAssistant);
+        }
         let words = fact_words(fact);
         let about_assistant = mentions_assistant(fact);
         let lower = fact.to_lowercase();
