@@ -109,22 +109,7 @@ fn last_exchange_tokens(queue: &[StoredMessage]) -> usize {
 mod tests {
     use super::*;
 
-    fn message(role: &str, content: &str) -> StoredMessage {
-        StoredMessage {
-            id: 1,
-            conversation: "agent:default".to_owned(),
-            position: 1,
-            role: role.to_owned(),
-            content: content.to_owned(),
-            name: None,
-            tool_calls: None,
-            tool_call_id: None,
-            created_at_ms: 0,
-            token_count: 0,
-            superseded: false,
-            search_text: None,
-        }
-    }
+    use super::super::material::stored_message as message;
 
     #[test]
     fn the_next_turn_is_estimated_from_the_last_exchange_only() {

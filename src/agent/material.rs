@@ -135,26 +135,30 @@ pub(super) fn unsummarised(previous: &str, count: usize) -> String {
     format!("{trimmed}\n[{count}{NOTE_END}").trim().to_owned()
 }
 
+/// A stored message of the agent's log, for tests.
+#[cfg(test)]
+pub(super) fn stored_message(role: &str, content: &str) -> StoredMessage {
+    StoredMessage {
+        id: 1,
+        conversation: "agent:default".to_owned(),
+        position: 1,
+        role: role.to_owned(),
+        content: content.to_owned(),
+        name: None,
+        tool_calls: None,
+        tool_call_id: None,
+        created_at_ms: 0,
+        token_count: 0,
+        superseded: false,
+        search_text: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn message(role: &str, content: &str) -> StoredMessage {
-        StoredMessage {
-            id: 1,
-            conversation: "agent:default".to_owned(),
-            position: 1,
-            role: role.to_owned(),
-            content: content.to_owned(),
-            name: None,
-            tool_calls: None,
-            tool_call_id: None,
-            created_at_ms: 0,
-            token_count: 0,
-            superseded: false,
-            search_text: None,
-        }
-    }
+    use super::stored_message as message;
 
     fn called(id: &str, name: &str, arguments: &str, content: &str) -> StoredMessage {
         let mut m = message("assistant", content);
