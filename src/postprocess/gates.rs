@@ -147,6 +147,8 @@ const ASSISTANT_ONLY_SHARE: f64 = 0.3;
 #[derive(Default)]
 pub struct Evidence {
     user_texts: Vec<String>,
+    /// The names the user calls the assistant by ("Hey Mel!").
+    addressed: Vec<String>,
     user_words: HashSet<String>,
     user_questions: Vec<HashSet<String>>,
     /// What the user stated and what they only asked.
@@ -190,6 +192,7 @@ impl Evidence {
                 _ => {}
             }
         }
+        evidence.addressed = addressed::addressed(&evidence.user_texts);
         evidence
     }
 
@@ -237,7 +240,7 @@ impl Evidence {
         let known: HashSet<String> = known.iter().flat_map(|k| content_words(k)).collect();
         check_form(fact)?;
         // "Hey Mel!": Mel is the assistant, and neither the user nor a person in their life.
-        if addressed::about_addressed(fact, &addressed::addressed(&self.user_texts)) {
+        if addressed::about_addressed(fact, &self.addressed) {
             return Err(Rejection::AboutAssistant);
         }
         let words = fact_words(fact);
