@@ -6,9 +6,11 @@
 //! searchable) and the summary says so, because a turn that cannot fit is worse than a gap.
 
 use super::context;
+use super::notes;
 use super::state::{clip, Turn};
 use super::turn::TurnError;
 use super::Agents;
+use crate::postprocess::llm::Answer;
 use crate::store::{agent_conversation, now_ms, StoredMessage, Summary};
 use crate::tokens;
 
@@ -119,7 +121,8 @@ impl Agents {
         context::eviction_count(&sizes, total, target).min(turn.earlier)
     }
 
-    /// Folds `evicted` into `previous`, chunk by chunk, with the memory LLM.
+    /// Folds `evicted` into `previous`, chunk by chunk, with the memory LLM: each chunk adds its
+    /// notes, and past the summary's budget the notes are merged into fewer (`agent::notes`).
     async fn summarize(
         &self,
         model: &str,
@@ -127,17 +130,17 @@ impl Agents {
         evicted: &[StoredMessage],
         window: usize,
     ) -> Result<String, String> {
-        let budget = (window / 2).max(256);
-        let mut summary = previous.to_owned();
+        let chunk_budget = (window / 2).max(256);
+        let (mut notes, tail) = notes::split(previous);
         let mut chunk = String::new();
         let mut chunk_tokens = 0;
         let lines = super::material::material(evicted);
         for (index, line) in lines.iter().enumerate() {
             // A single huge message is cut to fit on its own.
-            let line = clip(line, budget * 3);
+            let line = clip(line, chunk_budget * 3);
             let size = tokens::count(&line);
-            if chunk_tokens + size > budget && !chunk.is_empty() {
-                summary = self.summarize_chunk(model, &summary, &chunk).await?;
+            if chunk_tokens + size > chunk_budget && !chunk.is_empty() {
+                notes.extend(self.notes_of(model, &chunk).await?);
                 chunk.clear();
                 chunk_tokens = 0;
             }
@@ -145,37 +148,69 @@ impl Agents {
             chunk.push('\n');
             chunk_tokens += size;
             if index + 1 == lines.len() {
-                summary = self.summarize_chunk(model, &summary, &chunk).await?;
+                notes.extend(self.notes_of(model, &chunk).await?);
             }
         }
-        Ok(summary)
+        let budget = notes::budget(window);
+        if notes::size(&notes) > budget {
+            notes = self.merge(model, notes, budget).await;
+        }
+        Ok(notes::join(&notes, tail.as_deref()))
     }
 
-    async fn summarize_chunk(
-        &self,
-        model: &str,
-        summary: &str,
-        chunk: &str,
-    ) -> Result<String, String> {
-        let material =
-            format!("Current summary:\n{summary}\n\nMessages leaving the window:\n{chunk}\n");
+    /// The notes of one chunk of evicted messages; none that reads as a note is an error.
+    async fn notes_of(&self, model: &str, chunk: &str) -> Result<Vec<String>, String> {
+        let material = format!("Messages leaving the window:\n{chunk}\n");
+        let schema = notes::schema(notes::MAX_NOTES);
         let answer = self
             .summarizer
             .complete(
                 model,
                 &self.summary_prompt,
                 &material,
-                crate::postprocess::llm::Answer::Text,
+                Answer::Json(notes::SCHEMA_NAME, &schema),
             )
             .await
             .map_err(|e| e.to_string())?;
-        let answer = answer.trim();
-        if answer.is_empty() {
-            return Err("the summary answer is empty".to_owned());
+        let notes = notes::parse(&answer, chunk)?;
+        if notes.is_empty() {
+            return Err("no note of the summary answer reads as one".to_owned());
         }
-        if super::material::copies(answer, chunk) {
-            return Err("the summary answer copies the messages back".to_owned());
+        Ok(notes)
+    }
+
+    /// The notes merged by the memory LLM into half as many, or, where that fails or is still
+    /// too long, the newest that fit `budget` tokens (the older ones' messages stay searchable).
+    async fn merge(&self, model: &str, notes: Vec<String>, budget: usize) -> Vec<String> {
+        let most = (notes.len() / 2).max(2);
+        let material = format!(
+            "Notes to merge into at most {most}:\n{}\n",
+            notes.join("\n")
+        );
+        let schema = notes::schema(most);
+        let merged = self
+            .summarizer
+            .complete(
+                model,
+                &self.summary_prompt,
+                &material,
+                Answer::Json(notes::SCHEMA_NAME, &schema),
+            )
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|answer| notes::parse(&answer, ""));
+        let notes = match merged {
+            Ok(merged) if !merged.is_empty() => merged,
+            Ok(_) => notes,
+            Err(error) => {
+                tracing::warn!(%error, "merging the summary's notes failed; keeping the newest");
+                notes
+            }
+        };
+        let (kept, dropped) = notes::newest(&notes, budget);
+        if dropped > 0 {
+            tracing::info!(dropped, "the summary's oldest notes left it");
         }
-        Ok(answer.to_owned())
+        kept
     }
 }

@@ -16,6 +16,7 @@ pub mod lenient;
 pub mod mail;
 mod material;
 pub mod model;
+mod notes;
 mod open;
 mod pause;
 pub mod recall;
@@ -82,7 +83,7 @@ impl Agents {
             memory,
             config: config.explicit.clone(),
             summarizer: Arc::clone(&services.llm),
-            summary_prompt: services.prompts.summarize.clone(),
+            summary_prompt: services.prompts.summarize_notes.clone(),
             extract_prompt: services.prompts.extract.clone(),
             locks: Mutex::new(HashMap::new()),
             token_scales: Mutex::new(HashMap::new()),

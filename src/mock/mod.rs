@@ -385,6 +385,9 @@ fn memory_default(marker: &str, body: &Value) -> Reply {
         }
         "MEMPROXY-RECONCILE" => Reply::Text(json!({"decisions": []}).to_string()),
         "MEMPROXY-CONSOLIDATE" => Reply::Text(json!({"facts": []}).to_string()),
+        _ if body["response_format"]["json_schema"]["name"] == "summary_notes" => {
+            mock_notes(material, body)
+        }
         _ => {
             let evicted = material
                 .split("Messages leaving the window:")
@@ -402,6 +405,38 @@ fn memory_default(marker: &str, body: &Value) -> Reply {
             ))
         }
     }
+}
+
+/// Explicit mode's summary notes (`agent::notes`): a note for each user line of the evicted
+/// messages, quoting its start; merging keeps the newest notes the schema allows.
+fn mock_notes(material: &str, body: &Value) -> Reply {
+    let most = body["response_format"]["json_schema"]["schema"]["properties"]["notes"]["maxItems"]
+        .as_u64()
+        .unwrap_or(8) as usize;
+    let notes: Vec<Value> = if let Some(given) = material
+        .split_once(":\n")
+        .filter(|(head, _)| head.starts_with("Notes to merge"))
+    {
+        let lines: Vec<&str> = given.1.lines().filter(|l| !l.trim().is_empty()).collect();
+        lines[lines.len().saturating_sub(most)..]
+            .iter()
+            .map(|line| json!({"day": "", "note": line.trim()}))
+            .collect()
+    } else {
+        material
+            .lines()
+            .filter_map(|line| {
+                let (stamp, said) = line.split_once("] user: ")?;
+                let day: String = stamp.trim_start_matches('[').chars().take(10).collect();
+                let start: Vec<&str> = said.split_whitespace().take(4).collect();
+                Some(
+                    json!({"day": day, "note": format!("The user wrote \"{}\".", start.join(" "))}),
+                )
+            })
+            .take(most)
+            .collect()
+    };
+    Reply::Text(json!({"notes": notes}).to_string())
 }
 
 /// The user's words as a fact about them, the way a memory LLM writes it ("My dog is called

@@ -8,6 +8,8 @@ pub struct Prompts {
     pub extract: String,
     pub reconcile: String,
     pub summarize: String,
+    /// Explicit mode's recursive summary, as dated notes (`agent::notes`).
+    pub summarize_notes: String,
     pub consolidate: String,
 }
 
@@ -31,6 +33,10 @@ impl Prompts {
             summarize: read(
                 "summarize.md",
                 include_str!("../../config/prompts/summarize.md"),
+            )?,
+            summarize_notes: read(
+                "summarize-notes.md",
+                include_str!("../../config/prompts/summarize-notes.md"),
             )?,
             consolidate: read(
                 "consolidate.md",
