@@ -3,10 +3,12 @@
 //! last prompt it processed only. When a turn ends with the plain reply (a short prompt of its
 //! own, no tools), or a background save asked the same server, the agent's ~1,400-token prompt is
 //! gone, and the next turn processes it from scratch: 20-30 s on 2 cores against 8 s for a turn
-//! whose prompt is cached (seen in the scenario suite, run J). Re-warming sends the agent's
+//! whose prompt is cached (seen in the scenario suite, run J). After any other turn the turn's
+//! messages join the queue, before core memory: the next turn would process them and core memory
+//! again at their new place (5-9 s on 2 cores, run N). Re-warming sends the agent's
 //! context as the next turn will start it (system message, tools, summary, the queue with this
 //! turn in it, core memory) with `max_tokens: 1`, off the request path, after any background
-//! save. The next turn then reuses all of it but its own new messages. One prompt-only request;
+//! save. The next turn then reuses all of it but its recall and its own new messages. One prompt-only request;
 //! `explicit.rewarm_cache` decides when (`auto`: only for an upstream on this machine or a
 //! private network, where nobody bills the input tokens).
 
@@ -18,7 +20,7 @@ use serde_json::json;
 
 use super::model::ChatModel;
 use super::step::{Offer, Progress};
-use super::turn::{Ending, Stop, TurnInput, TurnOutcome};
+use super::turn::{Ending, TurnInput, TurnOutcome};
 use super::Agents;
 
 /// When to re-warm the upstream's prompt cache after a turn.
@@ -57,10 +59,11 @@ pub fn is_local(url: &str) -> bool {
 }
 
 impl Agents {
-    /// Whether the agent's prompt is sent again after this turn: the turn changed memory
-    /// (recorded), and its last upstream call was not the agent's prompt (the plain reply), or
-    /// the server's cache no longer holds it (`cache_lost`: a background save asked the same
-    /// server, or eviction after the turn changed the prompt's start).
+    /// Whether the agent's prompt is sent again after this turn: the turn was recorded, and it
+    /// answered (its messages now sit before core memory, where the server has not processed
+    /// them; after the plain reply the server holds a short prompt of its own), or the server's
+    /// cache no longer holds the prompt (`cache_lost`: a background save asked the same server,
+    /// or eviction after the turn changed the prompt's start).
     pub fn needs_rewarm(
         &self,
         input: &TurnInput,
@@ -73,14 +76,9 @@ impl Agents {
             Rewarm::Never => false,
             Rewarm::Auto => is_local(upstream_url),
         };
-        let plain = matches!(
-            outcome.ending,
-            Ending::Reply {
-                stop: Stop::PlainReply,
-                ..
-            }
-        );
-        wanted && input.record && (plain || cache_lost)
+        // A paused turn (the client's tools) comes back with their results, not a new turn.
+        let replied = matches!(outcome.ending, Ending::Reply { .. });
+        wanted && input.record && (replied || cache_lost)
     }
 
     /// Whether the memory LLM (the background save's) is the chat upstream at `upstream_url`.

@@ -137,17 +137,23 @@ async fn requests_once(h: &crate::common::Harness, count: usize) -> Vec<Value> {
     model_requests(h)
 }
 
-/// A turn answered by the plain reply ends on a short prompt of its own, which on a one-slot
-/// local server evicts the agent's (run J: the next turn took 20-30 s instead of 8 s). For an
-/// upstream on this machine the agent's prompt is then sent again for one token, off the request
+/// After a turn, a local upstream gets the agent's prompt again for one token, off the request
 /// path, as the next turn will start it: that turn's first request repeats all of it (but the core
-/// memory message, when memory changed in between). A turn answered with `send_message` (the agent's own prompt last) needs none,
-/// and `never` sends none.
+/// memory message, when memory changed in between). A turn answered by the plain reply ended on a
+/// short prompt of its own, which on a one-slot local server evicts the agent's (run J: the next
+/// turn took 20-30 s instead of 8 s); one answered with `send_message` left the turn's messages
+/// and the core memory after them unprocessed at their new place (run N: 5-9 s of the next turn).
+/// `never` sends none.
 #[tokio::test]
-async fn after_a_plain_reply_a_local_upstream_gets_the_agents_prompt_again() {
+async fn after_a_turn_a_local_upstream_gets_the_agents_prompt_again() {
     let h = harness_with(|c| c.explicit.rewarm_cache = memproxy::agent::Rewarm::Auto).await;
     h.mock.push(send("Hello!"));
+    h.mock.push(memproxy::mock::Reply::Text("ok".to_owned()));
     say(&h, "warm", "Hi there.").await;
+    let requests = requests_once(&h, 2).await;
+    assert_eq!(requests.len(), 2, "hello, re-warm");
+    let first_warm = requests[1].clone();
+    assert_eq!(first_warm["max_tokens"], 1, "{first_warm:#}");
     h.mock
         .push(send("I'm sorry, but I can't assist with that."));
     h.mock.push(memproxy::mock::Reply::Text(
@@ -155,25 +161,32 @@ async fn after_a_plain_reply_a_local_upstream_gets_the_agents_prompt_again() {
     ));
     h.mock.push(memproxy::mock::Reply::Text("ok".to_owned()));
     say(&h, "warm", "My cat is called Miso.").await;
-    let requests = requests_once(&h, 4).await;
-    assert_eq!(requests.len(), 4, "hello, refusal, plain reply, re-warm");
-    assert!(requests[2].get("tools").is_none(), "the plain reply");
-    let warm = &requests[3];
+    let requests = requests_once(&h, 5).await;
+    assert_eq!(requests.len(), 5, "refusal, plain reply, re-warm");
+    let (count, same_tools) = shared(&first_warm, &requests[2]);
+    assert!(same_tools);
+    assert!(
+        count + 1 >= message_count(&first_warm),
+        "after a send_message turn too: {:#}\n---\n{:#}",
+        first_warm["messages"],
+        requests[2]["messages"]
+    );
+    assert!(requests[3].get("tools").is_none(), "the plain reply");
+    let warm = &requests[4];
     assert_eq!(warm["max_tokens"], 1, "{warm:#}");
-    assert_eq!(warm["tools"], requests[1]["tools"], "the agent's own tools");
+    assert_eq!(warm["tools"], requests[2]["tools"], "the agent's own tools");
 
     h.mock.push(send("Your cat is Miso."));
     say(&h, "warm", "What is my cat called?").await;
     let requests = model_requests(&h);
-    assert_eq!(requests.len(), 5);
-    let (count, same_tools) = shared(warm, &requests[4]);
+    let (count, same_tools) = shared(warm, &requests[5]);
     assert!(same_tools);
     // All of it when memory did not change since (here); else all but the core memory message.
     assert!(
         count + 1 >= message_count(warm),
         "the next turn starts with the re-warmed prompt up to core memory: {:#}\n---\n{:#}",
         warm["messages"],
-        requests[4]["messages"]
+        requests[5]["messages"]
     );
     assert!(count > 3, "system message and turn history are shared");
 
