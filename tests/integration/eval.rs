@@ -186,9 +186,11 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
             ));
             mock.push(call("send_message", json!({"message": "Noted."})));
             // After a memory write the plain reply answers; then, the upstream being local, the
-            // agent's prompt is sent again for one token (`--settle` waits for it).
+            // agent's prompt is sent again for one token after each replayed turn (`--settle`
+            // waits for it).
             mock.push(Reply::Text("ok".to_owned()));
             mock.push(call("send_message", json!({"message": "Hi Pixel!"})));
+            mock.push(Reply::Text("ok".to_owned()));
             mock.push(call(
                 "send_message",
                 json!({"message": "Your dog is Pixel."}),
@@ -228,8 +230,8 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
                 let steps = reported("agent_step");
                 assert_eq!(steps.0, 1, "one extra agent step");
                 assert_eq!(
-                    expected["rewarm"].0, 1,
-                    "one re-warm, after the plain reply"
+                    expected["rewarm"].0, 2,
+                    "a re-warm after each replayed turn"
                 );
                 assert_eq!(
                     reported("rewarm"),
