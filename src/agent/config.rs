@@ -70,10 +70,10 @@ pub struct ExplicitConfig {
     /// still searches archival memory and the conversation for each new message). 0: always the
     /// full MemGPT set.
     pub compact_below_tokens: usize,
-    /// When to send the agent's prompt again (`max_tokens: 1`, off the request path) after a
-    /// turn whose last upstream call was not the agent's prompt (the plain reply, a background
-    /// save on the same server), so that a one-slot local server's prompt cache holds it for the
-    /// next turn: `auto` (for an upstream on loopback or a private network), `always`, `never`.
+    /// When to send the agent's prompt again (`max_tokens: 1`, off the request path) after an
+    /// answered turn, as the next turn will open it, so that a local server's prompt cache holds
+    /// it for the next turn: `auto` (for an upstream on loopback or a private network), `always`,
+    /// `never`.
     pub rewarm_cache: super::Rewarm,
     /// After a finished turn, evict the oldest messages (off the request path) when the next
     /// turn, adding about as much as this one did, would pass `evict_ratio` and the agent has had
