@@ -161,22 +161,26 @@ impl Agents {
     /// The notes of one chunk of evicted messages; none that reads as a note is an error.
     async fn notes_of(&self, model: &str, chunk: &str) -> Result<Vec<String>, String> {
         let material = format!("Messages leaving the window:\n{chunk}\n");
-        let schema = notes::schema(notes::MAX_NOTES);
-        let answer = self
-            .summarizer
-            .complete(
-                model,
-                &self.summary_prompt,
-                &material,
-                Answer::Json(notes::SCHEMA_NAME, &schema),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+        let answer = self.ask_notes(model, &material, notes::MAX_NOTES).await?;
         let notes = notes::parse(&answer, chunk)?;
         if notes.is_empty() {
             return Err("no note of the summary answer reads as one".to_owned());
         }
         Ok(notes)
+    }
+
+    /// The memory LLM's answer of at most `most` notes for `material`.
+    async fn ask_notes(&self, model: &str, material: &str, most: usize) -> Result<String, String> {
+        let schema = notes::schema(most);
+        self.summarizer
+            .complete(
+                model,
+                &self.summary_prompt,
+                material,
+                Answer::Json(notes::SCHEMA_NAME, &schema),
+            )
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// The notes merged by the memory LLM into half as many, or, where that fails or is still
@@ -187,17 +191,9 @@ impl Agents {
             "Notes to merge into at most {most}:\n{}\n",
             notes.join("\n")
         );
-        let schema = notes::schema(most);
         let merged = self
-            .summarizer
-            .complete(
-                model,
-                &self.summary_prompt,
-                &material,
-                Answer::Json(notes::SCHEMA_NAME, &schema),
-            )
+            .ask_notes(model, &material, most)
             .await
-            .map_err(|e| e.to_string())
             .and_then(|answer| notes::parse(&answer, ""));
         let notes = match merged {
             Ok(merged) if !merged.is_empty() => merged,

@@ -8,7 +8,7 @@ use crate::common::{get_json, harness_with, Harness};
 use crate::explicit::{model_requests, say, send, steps, user_payloads};
 
 /// Waits until the work the last answers set off is done.
-async fn settle(h: &Harness) {
+pub(crate) async fn settle(h: &Harness) {
     let tasks = &h.proxy.state.after_exchange;
     tasks.close();
     tasks.wait().await;

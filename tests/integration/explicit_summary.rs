@@ -7,15 +7,8 @@ use serde_json::{json, Value};
 
 use crate::common::{get_json, harness_with, Harness};
 use crate::explicit::{say, send, steps};
+use crate::explicit_evict::settle;
 use memproxy::mock::Reply;
-
-/// Waits until the work the last answers set off is done.
-async fn settle(h: &Harness) {
-    let tasks = &h.proxy.state.after_exchange;
-    tasks.close();
-    tasks.wait().await;
-    tasks.reopen();
-}
 
 async fn summary(h: &Harness, user: &str) -> String {
     let agent = get_json(h, &format!("/memproxy/v1/users/{user}/agents/default")).await;
