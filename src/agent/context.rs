@@ -146,7 +146,7 @@ pub fn layout(
     };
     let mut messages = vec![json!({"role": "system", "content": system})];
     if let Some(summary) = summary {
-        messages.push(summary_message(summary));
+        messages.push(summary_message(summary, memory));
     }
     messages.extend(queue);
     let recalled = recalled
@@ -164,11 +164,12 @@ pub fn layout(
     messages
 }
 
-/// The summary message that stands for evicted messages.
-pub fn summary_message(summary: &Summary) -> Value {
+/// The summary message that stands for evicted messages, as read next to core memory `memory`
+/// (without notes of facts it keeps as no longer true: [`super::notes::current`]).
+pub fn summary_message(summary: &Summary, memory: &str) -> Value {
     json!({"role": "user", "content": format!(
         "[Summary of earlier messages, now out of view but searchable with conversation_search]\n{}",
-        summary.text
+        super::notes::current(&summary.text, memory)
     )})
 }
 

@@ -7,6 +7,9 @@
 //! does not fit leaves oldest first (the messages stay searchable with `conversation_search`).
 //! A note must read as one: third person, a statement of a few words, not a material line.
 
+use std::borrow::Cow;
+use std::collections::HashSet;
+
 use serde_json::{json, Value};
 
 use crate::postprocess::gates;
@@ -138,6 +141,87 @@ pub(super) fn join(notes: &[String], tail: Option<&str>) -> String {
     text.trim().to_owned()
 }
 
+/// The summary as the agent reads it, next to core memory `memory`: a note's sentence that
+/// restates a line core memory keeps as no longer true (`No longer true: …`), more closely than
+/// any line still true, is left out, and a note left with nothing is too. The stored summary
+/// keeps them (history). Given both, the 1.5B model read the old note: "When is my thesis due?"
+/// was answered with the deadline the `human` block had retired, and whose new date was in a
+/// newer note (run P).
+pub fn current<'a>(summary: &'a str, memory: &str) -> Cow<'a, str> {
+    let (retired, live): (Vec<&str>, Vec<&str>) = memory
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .partition(|line| line.starts_with(super::hygiene::FORMER));
+    if retired.is_empty() {
+        return Cow::Borrowed(summary);
+    }
+    let words = |lines: &[&str]| -> Vec<HashSet<String>> {
+        lines.iter().map(|l| gates::content_words(l)).collect()
+    };
+    let (retired, live) = (words(&retired), words(&live));
+    let stale = |sentence: &str| {
+        let said = gates::content_words(sentence);
+        let share = |of: &[HashSet<String>]| {
+            of.iter()
+                .map(|line| said.intersection(line).count() * 100 / said.len().max(1))
+                .max()
+                .unwrap_or(0)
+        };
+        let old = share(&retired);
+        said.len() >= 2 && old >= 75 && old > share(&live)
+    };
+    let mut changed = false;
+    let mut kept: Vec<String> = Vec::new();
+    for line in summary.lines() {
+        let (start, text) = note_start(line);
+        let sentences = sentences(text);
+        let fresh: Vec<&str> = sentences.iter().copied().filter(|s| !stale(s)).collect();
+        if fresh.len() == sentences.len() {
+            kept.push(line.to_owned());
+        } else {
+            changed = true;
+            if !fresh.is_empty() {
+                kept.push(format!("{start}{}", fresh.join(" ")));
+            }
+        }
+    }
+    if changed {
+        Cow::Owned(kept.join("\n"))
+    } else {
+        Cow::Borrowed(summary)
+    }
+}
+
+/// A summary line split into its start (`- 2026-10-05: `, `- ` or nothing) and its text.
+fn note_start(line: &str) -> (&str, &str) {
+    let Some(rest) = line.strip_prefix("- ") else {
+        return ("", line);
+    };
+    let start = match rest.split_once(": ") {
+        Some((day, _)) if is_day(day) => "- ".len() + day.len() + ": ".len(),
+        _ => "- ".len(),
+    };
+    line.split_at(start)
+}
+
+/// The sentences of `text`, each with its end mark.
+fn sentences(text: &str) -> Vec<&str> {
+    let mut found = Vec::new();
+    let mut from = 0;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    for pair in chars.windows(2) {
+        let ((at, mark), (_, next)) = (pair[0], pair[1]);
+        if matches!(mark, '.' | '!' | '?') && next == ' ' {
+            found.push(text[from..=at].trim());
+            from = at + 1;
+        }
+    }
+    found.push(text[from..].trim());
+    found.retain(|s| !s.is_empty());
+    found
+}
+
 /// The summary's budget in tokens for a window of `window` tokens.
 pub(super) fn budget(window: usize) -> usize {
     (window / 8).clamp(128, 512)
@@ -214,6 +298,34 @@ mod tests {
             join(&["- a b c".to_owned(), "- a b c".to_owned()], None),
             "- a b c"
         );
+    }
+
+    #[test]
+    fn a_note_restating_a_retired_fact_is_left_out_of_the_view() {
+        let memory = "<human>\nThe user is writing a thesis on coral reef bleaching.\n\
+            The user's supervisor extended the deadline to November 30.\n\
+            The user lives with a dog named Pixel.\n\
+            No longer true: The deadline for the thesis is October 15.\n\
+            No longer true: The user lives in Lisbon with a dog named Pixel.\n</human>";
+        let summary = "- 2026-09-01: The user is writing a thesis on coral reef bleaching. The deadline is October 15.\n\
+            - 2026-09-01: The thesis is due on October 15!\n\
+            - 2026-09-02: The user has a dog named Pixel.\n\
+            - 2026-09-20: The supervisor extended the deadline to November 30.\n\
+            [2 earlier messages could not be summarised; search them with conversation_search.]";
+        assert_eq!(
+            current(summary, memory),
+            "- 2026-09-01: The user is writing a thesis on coral reef bleaching.\n\
+             - 2026-09-02: The user has a dog named Pixel.\n\
+             - 2026-09-20: The supervisor extended the deadline to November 30.\n\
+             [2 earlier messages could not be summarised; search them with conversation_search.]"
+        );
+        // Without retired lines, or with no note restating one, the summary is the same text.
+        assert!(matches!(
+            current(summary, "The user likes tea."),
+            Cow::Borrowed(_)
+        ));
+        let fresh = "- 2026-09-20: The supervisor extended the deadline to November 30.";
+        assert!(matches!(current(fresh, memory), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -256,9 +256,9 @@ async fn explicit(
             crate::agent::CoreMemoryAt::Turn => tokens::count(&memory),
         };
     let count = |items: &[Value]| items.iter().map(context::message_tokens).sum::<usize>();
-    let summary_tokens = summary
-        .as_ref()
-        .map_or(0, |s| context::message_tokens(&context::summary_message(s)));
+    let summary_tokens = summary.as_ref().map_or(0, |s| {
+        context::message_tokens(&context::summary_message(s, &memory))
+    });
     let sections = vec![
         section("instructions", system_tokens.saturating_sub(block_tokens)),
         section("core memory", block_tokens),

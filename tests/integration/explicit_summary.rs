@@ -119,3 +119,52 @@ async fn the_summary_is_dated_notes_in_the_third_person_merged_past_its_budget()
         "{newest_turn} of {turn}: {text}"
     );
 }
+
+/// A note of the summary that restates what core memory keeps as no longer true is left out of
+/// the agent's view (`agent::notes::current`); the stored summary keeps it.
+#[tokio::test]
+async fn a_note_of_a_retired_fact_is_left_out_of_the_agents_view() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(send("Hello!"));
+    say(&h, "st", "Hi.").await;
+    let base = "/memproxy/v1/users/st/agents/default";
+    let human = "The user is writing a thesis on coral reef bleaching.\n\
+        The user's supervisor extended the deadline to November 30.\n\
+        No longer true: The deadline for the thesis is October 15.";
+    let notes = "- 2026-09-01: The user is writing a thesis on coral reef bleaching. The deadline is October 15.\n\
+        - 2026-09-20: The supervisor extended the deadline to November 30.";
+    for (path, body) in [
+        ("blocks/human", json!({"value": human})),
+        ("summary", json!({"text": notes})),
+    ] {
+        let put = h
+            .client
+            .put(h.url(&format!("{base}/{path}")))
+            .json(&body)
+            .send()
+            .await
+            .expect("put");
+        assert_eq!(put.status(), 200, "{path}");
+    }
+    h.mock.push(send("November 30."));
+    say(&h, "st", "When is my thesis due?").await;
+    let request = crate::explicit::model_requests(&h)
+        .pop()
+        .expect("the turn's request");
+    let seen = request["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(seen.starts_with("[Summary"), "{request}");
+    assert!(
+        seen.ends_with(
+            "\n- 2026-09-01: The user is writing a thesis on coral reef bleaching.\n\
+             - 2026-09-20: The supervisor extended the deadline to November 30."
+        ),
+        "{seen}"
+    );
+    assert_eq!(
+        summary(&h, "st").await,
+        notes,
+        "the stored summary is whole"
+    );
+}
