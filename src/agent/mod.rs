@@ -20,6 +20,7 @@ mod notes;
 mod open;
 mod pause;
 pub mod recall;
+mod retired;
 mod save;
 mod state;
 mod step;

@@ -8,7 +8,6 @@
 //! A note must read as one: third person, a statement of a few words, not a material line.
 
 use std::borrow::Cow;
-use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
@@ -141,49 +140,24 @@ pub(super) fn join(notes: &[String], tail: Option<&str>) -> String {
     text.trim().to_owned()
 }
 
-/// The summary as the agent reads it, next to core memory `memory`: a note's sentence that
-/// restates a line core memory keeps as no longer true (`No longer true: …`), more closely than
-/// any line still true, is left out, and a note left with nothing is too. The stored summary
-/// keeps them (history). Given both, the 1.5B model read the old note: "When is my thesis due?"
-/// was answered with the deadline the `human` block had retired, and whose new date was in a
-/// newer note (run P).
+/// The summary as the agent reads it, next to core memory `memory`: without the sentences of
+/// notes that restate what core memory keeps as no longer true ([`super::retired`]), and without
+/// a note left with nothing. The stored summary keeps them (history).
 pub fn current<'a>(summary: &'a str, memory: &str) -> Cow<'a, str> {
-    let (retired, live): (Vec<&str>, Vec<&str>) = memory
-        .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .partition(|line| line.starts_with(super::hygiene::FORMER));
-    if retired.is_empty() {
+    let Some(retired) = super::retired::Retired::of(memory) else {
         return Cow::Borrowed(summary);
-    }
-    let words = |lines: &[&str]| -> Vec<HashSet<String>> {
-        lines.iter().map(|l| gates::content_words(l)).collect()
-    };
-    let (retired, live) = (words(&retired), words(&live));
-    let stale = |sentence: &str| {
-        let said = gates::content_words(sentence);
-        let share = |of: &[HashSet<String>]| {
-            of.iter()
-                .map(|line| said.intersection(line).count() * 100 / said.len().max(1))
-                .max()
-                .unwrap_or(0)
-        };
-        let old = share(&retired);
-        said.len() >= 2 && old >= 75 && old > share(&live)
     };
     let mut changed = false;
     let mut kept: Vec<String> = Vec::new();
     for line in summary.lines() {
         let (start, text) = note_start(line);
-        let sentences = sentences(text);
-        let fresh: Vec<&str> = sentences.iter().copied().filter(|s| !stale(s)).collect();
-        if fresh.len() == sentences.len() {
-            kept.push(line.to_owned());
-        } else {
-            changed = true;
-            if !fresh.is_empty() {
-                kept.push(format!("{start}{}", fresh.join(" ")));
+        match retired.without(text, "") {
+            Some(Cow::Borrowed(_)) => kept.push(line.to_owned()),
+            Some(Cow::Owned(fresh)) => {
+                changed = true;
+                kept.push(format!("{start}{fresh}"));
             }
+            None => changed = true,
         }
     }
     if changed {
@@ -203,23 +177,6 @@ fn note_start(line: &str) -> (&str, &str) {
         _ => "- ".len(),
     };
     line.split_at(start)
-}
-
-/// The sentences of `text`, each with its end mark.
-fn sentences(text: &str) -> Vec<&str> {
-    let mut found = Vec::new();
-    let mut from = 0;
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    for pair in chars.windows(2) {
-        let ((at, mark), (_, next)) = (pair[0], pair[1]);
-        if matches!(mark, '.' | '!' | '?') && next == ' ' {
-            found.push(text[from..=at].trim());
-            from = at + 1;
-        }
-    }
-    found.push(text[from..].trim());
-    found.retain(|s| !s.is_empty());
-    found
 }
 
 /// The summary's budget in tokens for a window of `window` tokens.

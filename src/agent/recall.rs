@@ -31,8 +31,8 @@ impl Agents {
             .await?)
     }
 
-    /// What recall before the turn would show for `said` when `queue` and `summary` are in view,
-    /// within a tenth of the window (a turn shows less when the window is nearly full): for the
+    /// What recall before the turn would show for `said` when `queue` and `summary` are in view
+    /// next to core memory `memory`, within a tenth of the window (a turn shows less when the window is nearly full): for the
     /// console's simulator.
     pub async fn recall_preview(
         &self,
@@ -40,10 +40,13 @@ impl Agents {
         agent: &str,
         said: &[String],
         queue: &[StoredMessage],
-        summary: Option<&str>,
+        (summary, memory): (Option<&str>, &str),
     ) -> MemoryResult<Option<String>> {
         let in_view: Vec<i64> = queue.iter().map(|m| m.id).collect();
-        let hits = self.recall_candidates(scope, agent, said, &in_view).await?;
+        let hits = current(
+            self.recall_candidates(scope, agent, said, &in_view).await?,
+            memory,
+        );
         let budget = self.config.context_window_tokens / 10;
         let recalled = render(&within(hits, self.config.recall_before_turn, budget));
         let never = self.unmentioned(scope, agent, said, queue, summary).await?;
@@ -164,7 +167,10 @@ impl Agents {
         if turn.recall_candidates.is_empty() {
             return;
         }
-        let candidates = std::mem::take(&mut turn.recall_candidates);
+        let candidates = current(
+            std::mem::take(&mut turn.recall_candidates),
+            turn.system.as_deref().unwrap_or_default(),
+        );
         let (_, fixed) = self.measure(turn);
         let scale = self.token_scale(&turn.model);
         let own: usize = turn
@@ -195,6 +201,25 @@ fn candidates(passages: Vec<Hit>, messages: Vec<Hit>, in_view: &[i64]) -> Vec<Hi
         .collect();
     hits.sort_by(|a, b| b.score.total_cmp(&a.score));
     hits
+}
+
+/// The candidates as they are shown next to core memory `memory`: without the sentences that
+/// restate what it keeps as no longer true (`[…]` where they were), and without a candidate
+/// left with nothing ([`super::retired`]).
+fn current(hits: Vec<Hit>, memory: &str) -> Vec<Hit> {
+    let Some(retired) = super::retired::Retired::of(memory) else {
+        return hits;
+    };
+    hits.into_iter()
+        .filter_map(|mut hit| {
+            let text = retired.without(&hit.text, "[…]")?.into_owned();
+            if text != hit.text {
+                hit.tokens = crate::tokens::count(&text);
+                hit.text = text;
+            }
+            Some(hit)
+        })
+        .collect()
 }
 
 /// The first `count` of `hits` (best first) that fit in `budget` tokens, each text once, oldest

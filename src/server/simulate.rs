@@ -231,7 +231,13 @@ async fn explicit(
     let summary_text = summary.as_ref().map(|s| s.text.as_str());
     let recalled = state
         .agents
-        .recall_preview(&scope(tenant, user), agent, &said, &queue, summary_text)
+        .recall_preview(
+            &scope(tenant, user),
+            agent,
+            &said,
+            &queue,
+            (summary_text, &memory),
+        )
         .await?;
     let mut history: Vec<Value> = queue.iter().map(context::wire_message).collect();
     if state.agents.config().replies_as_text {

@@ -12,10 +12,15 @@ const QUESTION: &str = "Which instrument does my sister Ximena play?";
 
 /// Fills the agent's 3,000-token window until its first message is evicted.
 async fn overflow(h: &Harness, user: &str) {
+    overflow_after(h, user, FACT).await;
+}
+
+/// [`overflow`], the first message saying `fact`.
+async fn overflow_after(h: &Harness, user: &str, fact: &str) {
     let filler = "apple ".repeat(250);
     for turn in 0..20 {
         let text = if turn == 0 {
-            format!("{FACT} {filler}")
+            format!("{fact} {filler}")
         } else {
             format!("Turn {turn}. {filler}")
         };
@@ -241,4 +246,43 @@ async fn a_thing_the_user_never_mentioned_is_said_to_be_unmentioned() {
     say(&h, "pets", question).await;
     let (_, memory) = asked(&h, question);
     assert!(!memory.contains("Nothing the user said"), "{memory}");
+}
+
+/// A recalled message restating what core memory keeps as no longer true is shown without that
+/// sentence (`agent::retired`): in run Q the 1.5B model answered "When is my thesis due?" with
+/// the old deadline of the user's first message, recalled beside a `human` block that had the new
+/// one.
+#[tokio::test]
+async fn a_recalled_message_is_shown_without_what_core_memory_retired() {
+    let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
+    let first = "I am writing my thesis on coral reef bleaching. My thesis is due on October 15.";
+    overflow_after(&h, "rt", first).await;
+    let human = "The user is writing a thesis on coral reef bleaching.\n\
+        The user's thesis is due on November 30.\n\
+        No longer true: The user's thesis is due on October 15.";
+    let put = h
+        .client
+        .put(h.url("/memproxy/v1/users/rt/agents/default/blocks/human"))
+        .json(&json!({"value": human}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(put.status(), 200);
+    let question = "When is my thesis due?";
+    h.mock.push(send("November 30."));
+    say(&h, "rt", question).await;
+    let (_, memory) = asked(&h, question);
+    let recalled = memory
+        .split("[Found in your archival and recall memory")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the first message is recalled: {memory}"));
+    assert!(
+        recalled.contains("I am writing my thesis on coral reef bleaching.")
+            && recalled.contains("[…]")
+            && !recalled.contains("October 15"),
+        "{recalled}"
+    );
+    // The stored message is whole.
+    let log = crate::common::get_json(&h, "/memproxy/v1/users/rt/agents/default/messages").await;
+    assert!(log.to_string().contains("My thesis is due on October 15."));
 }
