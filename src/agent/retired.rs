@@ -28,6 +28,10 @@ impl Retired {
             .map(str::trim)
             .filter(|line| !line.is_empty())
             .partition(|line| line.starts_with(super::hygiene::FORMER));
+        let retired: Vec<&str> = retired
+            .into_iter()
+            .map(|line| line.trim_start_matches(super::hygiene::FORMER))
+            .collect();
         if retired.is_empty() {
             return None;
         }
