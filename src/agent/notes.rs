@@ -43,14 +43,11 @@ pub(super) fn schema(max: usize) -> Value {
 }
 
 /// The notes of an answer, as summary lines (`- 2026-10-05: The user …`), those that read as
-/// notes of `material` only. An answer that is no list of notes is an error.
+/// notes of `material` only; of an answer the token limit cut, the notes before the cut. An
+/// answer that is no list of notes is an error.
 pub(super) fn parse(answer: &str, material: &str) -> Result<Vec<String>, String> {
-    let trimmed = answer
-        .trim()
-        .trim_start_matches("```json")
-        .trim_matches('`')
-        .trim();
-    let value: Value = serde_json::from_str(trimmed)
+    // Fenced, or cut by the token limit mid-list (its complete notes are kept).
+    let value = crate::postprocess::llm::json_object(answer)
         .map_err(|_| "the summary answer is not a list of notes".to_owned())?;
     let notes = value["notes"]
         .as_array()
@@ -234,6 +231,13 @@ mod tests {
             ]
         );
         assert!(parse("Black coffee, no sugar.", MATERIAL).is_err());
+        // Cut by the token limit (LoCoMo run R): the notes before the cut are kept.
+        let cut = r#"```json
+{"notes": [{"day": "2026-10-05", "note": "The user bought a grinder."}, {"day": "2026-10-06", "note": "The user asked ab"#;
+        assert_eq!(
+            parse(cut, MATERIAL).expect("the complete note"),
+            ["- 2026-10-05: The user bought a grinder."]
+        );
         assert!(parse(r#"{"summary": "x"}"#, MATERIAL).is_err());
     }
 

@@ -337,6 +337,18 @@ pub async fn post_json(h: &Harness, path: &str, body: &Value) -> Value {
         .expect("json")
 }
 
+/// PUT `body` to a path of the proxy; the answer must be 200.
+pub async fn put_ok(h: &Harness, path: &str, body: &Value) {
+    let answer = h
+        .client
+        .put(h.url(path))
+        .json(body)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(answer.status(), 200, "PUT {path}");
+}
+
 /// GET a path of the proxy and parse the JSON answer.
 pub async fn get_json(h: &Harness, path: &str) -> Value {
     h.client

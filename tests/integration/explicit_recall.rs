@@ -260,14 +260,12 @@ async fn a_recalled_message_is_shown_without_what_core_memory_retired() {
     let human = "The user is writing a thesis on coral reef bleaching.\n\
         The user's thesis is due on November 30.\n\
         No longer true: The user's thesis is due on October 15.";
-    let put = h
-        .client
-        .put(h.url("/memproxy/v1/users/rt/agents/default/blocks/human"))
-        .json(&json!({"value": human}))
-        .send()
-        .await
-        .expect("put");
-    assert_eq!(put.status(), 200);
+    crate::common::put_ok(
+        &h,
+        "/memproxy/v1/users/rt/agents/default/blocks/human",
+        &json!({"value": human}),
+    )
+    .await;
     let question = "When is my thesis due?";
     h.mock.push(send("November 30."));
     say(&h, "rt", question).await;

@@ -137,14 +137,7 @@ async fn a_note_of_a_retired_fact_is_left_out_of_the_agents_view() {
         ("blocks/human", json!({"value": human})),
         ("summary", json!({"text": notes})),
     ] {
-        let put = h
-            .client
-            .put(h.url(&format!("{base}/{path}")))
-            .json(&body)
-            .send()
-            .await
-            .expect("put");
-        assert_eq!(put.status(), 200, "{path}");
+        crate::common::put_ok(&h, &format!("{base}/{path}"), &body).await;
     }
     h.mock.push(send("November 30."));
     say(&h, "st", "When is my thesis due?").await;
