@@ -32,8 +32,8 @@ impl Agents {
     }
 
     /// What recall before the turn would show for `said` when `queue` and `summary` are in view
-    /// next to core memory `memory`, within a tenth of the window (a turn shows less when the window is nearly full): for the
-    /// console's simulator.
+    /// next to core memory `memory`, within a tenth of the window (a turn shows less when the
+    /// window is nearly full): for the console's simulator.
     pub async fn recall_preview(
         &self,
         scope: &UserScope,
