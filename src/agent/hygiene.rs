@@ -17,8 +17,9 @@
 //!   one whose only object is a pronoun ("The user booked it."), is refused (the implicit gates'
 //!   own checks).
 //! - The newest fact wins: a new home, workplace or job ("is now an engineer at Contoso", "left
-//!   Fabrikam") takes the place of the line it makes untrue, which is kept at the end, marked
-//!   [`FORMER`], as history (the gates' `supersedes`, which implicit memory uses too).
+//!   Fabrikam") takes the place of the line it makes untrue, which is kept at the end as history,
+//!   told in the past with what holds since ([`super::history`]; the gates' `supersedes`, which
+//!   implicit memory uses too).
 //! - A relative day in a `human` line ("hiked … on Saturday", "bought a grinder yesterday") is
 //!   written as the date it meant, counted from the turn's time, as implicit facts are
 //!   ([`dated`]).
@@ -27,6 +28,7 @@
 
 use std::collections::HashSet;
 
+use super::history;
 use crate::memory::perspective::about_the_user;
 use crate::postprocess::gates;
 
@@ -115,7 +117,7 @@ pub fn append_at(
     // appends and seldom replaces, so both would stay as current), and the old line is kept,
     // marked, as the block's history ("What was my job before?").
     if label == "human" {
-        return Ok(superseding(value, content));
+        return Ok(superseding(value, content, now_ms.map(day_of)));
     }
     Ok(format!("{value}\n{content}"))
 }
@@ -127,27 +129,30 @@ pub fn dated(label: &str, content: &str, said: &[String], now_ms: i64) -> String
     if label != "human" {
         return content.to_owned();
     }
-    let day = now_ms.div_euclid(86_400_000);
+    let day = day_of(now_ms);
     gates::relative::resolve(content, day)
         .or_else(|| gates::relative::from_source(content, said, day))
         .unwrap_or_else(|| content.to_owned())
 }
 
-/// Marks a line of the `human` block that a newer one made no longer true.
-pub const FORMER: &str = "No longer true: ";
+/// The day (since 1970-01-01, UTC) of a time in milliseconds.
+fn day_of(now_ms: i64) -> i64 {
+    now_ms.div_euclid(86_400_000)
+}
 
 /// Lines of history a `human` block keeps; the oldest goes first.
 const MAX_FORMER: usize = 2;
 
 /// `value` with `content` added: in the place of the first line it supersedes (at the end of the
-/// current lines when none), the superseded lines moved to the history at the block's end.
-fn superseding(value: &str, content: &str) -> String {
+/// current lines when none), the superseded lines moved to the history at the block's end, dated
+/// `day` when known.
+fn superseding(value: &str, content: &str, day: Option<i64>) -> String {
     let mut lines: Vec<String> = Vec::new();
     // Older history first, then what this line makes untrue.
     let (mut former, mut untrue): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
     let mut placed = false;
     for line in value.lines() {
-        if line.starts_with(FORMER) {
+        if history::is_history(line) {
             former.push(line.to_owned());
         } else if gates::supersedes(content, line) {
             if !placed {
@@ -156,7 +161,7 @@ fn superseding(value: &str, content: &str) -> String {
             }
             // What of it stays true ("lives with a dog named Pixel") keeps its place.
             lines.extend(gates::remainder(line.trim()));
-            untrue.push(format!("{FORMER}{}", line.trim()));
+            untrue.push(history::line(line, content, day));
         } else {
             lines.push(line.to_owned());
         }
@@ -177,10 +182,11 @@ fn with_history(mut lines: Vec<String>, former: Vec<String>) -> String {
 
 /// A `core_memory_replace` in `human` whose new text makes the old one untrue (a new job, home,
 /// deadline) keeps the old one as history, as an append that supersedes a line does: replaced
-/// outright, "What was my job before?" had no answer left (seen on job-change).
-pub fn replaced(label: &str, value: &str, old: &str, new: &str) -> String {
+/// outright, "What was my job before?" had no answer left (seen on job-change). `now_ms`: the
+/// turn's time, the day the history line gives.
+pub fn replaced(label: &str, value: &str, old: &str, new: &str, now_ms: Option<i64>) -> String {
     let (old, new) = (old.trim(), new.trim());
-    if label != "human" || new.is_empty() || old.starts_with(FORMER) {
+    if label != "human" || new.is_empty() || history::is_history(old) {
         return value.to_owned();
     }
     let untrue: Vec<&str> = old
@@ -194,8 +200,9 @@ pub fn replaced(label: &str, value: &str, old: &str, new: &str) -> String {
     let (lines, mut former): (Vec<String>, Vec<String>) = value
         .lines()
         .map(str::to_owned)
-        .partition(|line| !line.starts_with(FORMER));
-    former.extend(untrue.iter().map(|line| format!("{FORMER}{line}")));
+        .partition(|line| !history::is_history(line));
+    let day = now_ms.map(day_of);
+    former.extend(untrue.iter().map(|line| history::line(line, new, day)));
     with_history(lines, former)
 }
 
@@ -260,10 +267,16 @@ fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Resul
                     .to_owned(),
             );
         }
-        let block = if PLACEHOLDERS.contains(&value.trim()) {
+        // What the block holds as true: a fact may come back after a history line ended it.
+        let live: Vec<&str> = value
+            .lines()
+            .filter(|line| !history::is_history(line))
+            .collect();
+        let live = live.join("\n");
+        let block = if PLACEHOLDERS.contains(&live.trim()) {
             ""
         } else {
-            value
+            live.as_str()
         };
         if let Err(reason) = gates::check_core_line(content, &said, block) {
             return Err(core_line_refused(reason));
@@ -307,6 +320,9 @@ fn capitalized(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 2026-09-20 10:00 UTC.
+    const SEPT_20: i64 = 20_716 * 86_400_000 + 36_000_000;
 
     fn said(text: &str) -> Vec<String> {
         vec![text.to_owned()]
@@ -356,7 +372,7 @@ mod tests {
         let value = "The user is Ada.\nThe user lives in Lisbon.\nThe user works as a data analyst at Fabrikam.";
         assert_eq!(
             append("human", value, "The user moved to Porto in October.", &[]),
-            Ok("The user is Ada.\nThe user moved to Porto in October.\nThe user works as a data analyst at Fabrikam.\nNo longer true: The user lives in Lisbon.".to_owned())
+            Ok("The user is Ada.\nThe user moved to Porto in October.\nThe user works as a data analyst at Fabrikam.\nFormerly, the user lived in Lisbon; since then: the user moved to Porto in October.".to_owned())
         );
         // Seen with the real 1.5B model: the background save's lines for "I left Fabrikam. I'm
         // now a machine learning engineer at Contoso."
@@ -368,12 +384,12 @@ mod tests {
         );
         assert_eq!(
             contoso,
-            Ok("The user is Ada.\nThe user lives in Lisbon.\nThe user is now a machine learning engineer at Contoso.\nNo longer true: The user works as a data analyst at Fabrikam.".to_owned())
+            Ok("The user is Ada.\nThe user lives in Lisbon.\nThe user is now a machine learning engineer at Contoso.\nFormerly, the user worked as a data analyst at Fabrikam; since then: the user is now a machine learning engineer at Contoso.".to_owned())
         );
         let left = append("human", value, "The user left Fabrikam.", &[]);
         assert_eq!(
             left,
-            Ok("The user is Ada.\nThe user lives in Lisbon.\nThe user left Fabrikam.\nNo longer true: The user works as a data analyst at Fabrikam.".to_owned())
+            Ok("The user is Ada.\nThe user lives in Lisbon.\nThe user left Fabrikam.\nFormerly, the user worked as a data analyst at Fabrikam; since then: the user left Fabrikam.".to_owned())
         );
         // History is not superseded again, and only the newest lines of it are kept.
         let mut block = value.to_owned();
@@ -383,7 +399,7 @@ mod tests {
         }
         assert_eq!(
             block,
-            "The user is Ada.\nThe user moved to Faro.\nThe user works as a data analyst at Fabrikam.\nNo longer true: The user moved to Porto.\nNo longer true: The user moved to Braga."
+            "The user is Ada.\nThe user moved to Faro.\nThe user works as a data analyst at Fabrikam.\nFormerly, the user moved to Porto; since then: the user moved to Braga.\nFormerly, the user moved to Braga; since then: the user moved to Faro."
         );
         // Who the user lives with outlasts the home.
         assert_eq!(
@@ -393,19 +409,26 @@ mod tests {
                 "The user moved to Porto.",
                 &[]
             ),
-            Ok("The user moved to Porto.\nThe user lives with a dog named Pixel.\nThe user likes tea.\nNo longer true: The user lives in Lisbon with a dog named Pixel.".to_owned())
+            Ok("The user moved to Porto.\nThe user lives with a dog named Pixel.\nThe user likes tea.\nFormerly, the user lived in Lisbon with a dog named Pixel; since then: the user moved to Porto.".to_owned())
         );
         // Seen with the real 1.5B model on project-deadline: both dates current, the older one
         // answered.
         let thesis = "The user is writing a thesis on coral reef bleaching.\nThe deadline for the thesis is October 15.";
         assert_eq!(
-            append(
+            append_at(
                 "human",
                 thesis,
                 "The user's supervisor extended their deadline to November 30.",
-                &[]
+                &[],
+                Some(SEPT_20)
             ),
-            Ok("The user is writing a thesis on coral reef bleaching.\nThe user's supervisor extended their deadline to November 30.\nNo longer true: The deadline for the thesis is October 15.".to_owned())
+            Ok("The user is writing a thesis on coral reef bleaching.\nThe user's supervisor extended their deadline to November 30.\nUntil 2026-09-20, the deadline for the thesis was October 15; since then: the user's supervisor extended their deadline to November 30.".to_owned())
+        );
+        // A fact may come back: history does not make it a restatement.
+        let back = append("human", &block, "The user lives in Lisbon.", &[]).expect("saved");
+        assert!(
+            back.starts_with("The user is Ada.\nThe user lives in Lisbon.\n"),
+            "{back}"
         );
         // Other facts are appended; another block keeps every line.
         assert_eq!(
@@ -513,19 +536,19 @@ mod tests {
         let old = "The user works as a data analyst at Fabrikam.";
         let new = "The user is now a machine learning engineer at Contoso.";
         assert_eq!(
-            replaced("human", &value.replace(old, new), old, new),
-            "The user is Ada.\nThe user is now a machine learning engineer at Contoso.\nNo longer true: The user works as a data analyst at Fabrikam."
+            replaced("human", &value.replace(old, new), old, new, Some(SEPT_20)),
+            "The user is Ada.\nThe user is now a machine learning engineer at Contoso.\nUntil 2026-09-20, the user worked as a data analyst at Fabrikam; since then: the user is now a machine learning engineer at Contoso."
         );
         // A correction that does not make the old line untrue, another block, a deletion: as is.
         let fixed = "The user works as a senior data analyst at Fabrikam.";
         assert_eq!(
-            replaced("human", &value.replace(old, fixed), old, fixed),
+            replaced("human", &value.replace(old, fixed), old, fixed, None),
             value.replace(old, fixed)
         );
         let contoso = value.replace(old, new);
-        assert_eq!(replaced("persona", &contoso, old, new), contoso);
+        assert_eq!(replaced("persona", &contoso, old, new, None), contoso);
         assert_eq!(
-            replaced("human", "The user is Ada.", old, ""),
+            replaced("human", "The user is Ada.", old, "", None),
             "The user is Ada."
         );
     }

@@ -11,6 +11,7 @@ mod config;
 pub mod context;
 mod evict;
 mod fallback;
+pub mod history;
 pub mod hygiene;
 pub mod lenient;
 pub mod mail;

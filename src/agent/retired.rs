@@ -1,5 +1,5 @@
-//! What core memory keeps as no longer true (`No longer true: …` lines of the `human` block,
-//! written by [`super::hygiene`]) left out of what else the agent reads beside it: the summary's
+//! What core memory keeps as no longer true (the history lines of the `human` block,
+//! [`super::history`]) left out of what else the agent reads beside it: the summary's
 //! notes and the messages recalled before the turn. Both keep the old fact as it was said, and the
 //! 1.5B model answered from them: in run P from a summary note, in run Q from the user's old
 //! message that recall before the turn found for "When is my thesis due?", while the `human`
@@ -27,10 +27,11 @@ impl Retired {
             .lines()
             .map(str::trim)
             .filter(|line| !line.is_empty())
-            .partition(|line| line.starts_with(super::hygiene::FORMER));
+            .partition(|line| super::history::is_history(line));
+        // The old fact only: what holds since, named on the same line, is live.
         let retired: Vec<&str> = retired
             .into_iter()
-            .map(|line| line.trim_start_matches(super::hygiene::FORMER))
+            .filter_map(super::history::former)
             .collect();
         if retired.is_empty() {
             return None;

@@ -58,7 +58,7 @@ impl Agents {
             Ok((facts, refused)) => {
                 let mut saved = Vec::new();
                 for fact in facts {
-                    match self.save_fact(&input, &outcome.said, &fact).await {
+                    match self.save_fact(&input, &outcome.said, &fact, at).await {
                         Ok(Some(place)) => saved.push(format!("{place}: {fact}")),
                         Ok(None) => {}
                         Err(error) => {
@@ -111,6 +111,7 @@ impl Agents {
         input: &TurnInput,
         said: &[String],
         fact: &str,
+        at: i64,
     ) -> Result<Option<&'static str>, String> {
         let (scope, agent, text) = (input.scope.clone(), input.agent.clone(), fact.to_owned());
         let said = said.to_vec();
@@ -119,7 +120,8 @@ impl Agents {
             .blocking(move |store, _| {
                 Ok(
                     store.edit_core_block(&scope, &agent, "human", &mut |block| {
-                        let value = hygiene::append("human", &block.value, &text, &said)?;
+                        let value =
+                            hygiene::append_at("human", &block.value, &text, &said, Some(at))?;
                         if value.chars().count() as i64 > block.char_limit {
                             return Err(FULL.to_owned());
                         }

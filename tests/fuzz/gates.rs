@@ -5,6 +5,7 @@
 
 use proptest::prelude::*;
 
+use memproxy::agent::history::{self, is_history};
 use memproxy::agent::hygiene;
 use memproxy::postprocess::gates;
 
@@ -110,15 +111,12 @@ fn newest_wins_and_hygiene_on_generated_facts() {
             ) {
                 // Every line is still there, as it was or marked as history; only history is
                 // dropped, for newer history, once the block keeps its two lines of it.
-                let history = after
-                    .lines()
-                    .filter(|l| l.starts_with(hygiene::FORMER))
-                    .count();
+                let history = after.lines().filter(|l| is_history(l)).count();
                 for line in value.lines() {
-                    let marked = format!("{}{}", hygiene::FORMER, line.trim());
+                    let marked = history::line(line, &new, None);
                     let kept = after.lines().any(|l| l == line || l == marked);
                     prop_assert!(
-                        kept || line.starts_with(hygiene::FORMER) || history == 2,
+                        kept || is_history(line) || history == 2,
                         "line {line:?} lost: {value:?} + {new:?} -> {after:?}"
                     );
                 }

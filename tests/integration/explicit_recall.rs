@@ -259,7 +259,7 @@ async fn a_recalled_message_is_shown_without_what_core_memory_retired() {
     overflow_after(&h, "rt", first).await;
     let human = "The user is writing a thesis on coral reef bleaching.\n\
         The user's thesis is due on November 30.\n\
-        No longer true: The user's thesis is due on October 15.";
+        Until 2026-09-20, the user's thesis was due on October 15; since then: the user's thesis is due on November 30.";
     crate::common::put_ok(
         &h,
         "/memproxy/v1/users/rt/agents/default/blocks/human",

@@ -83,7 +83,8 @@ impl Tool for Replace {
                 hygiene::check_replacement(&name, value, &old, &new, &said)
                     .map_err(ToolOutcome::failed)?;
                 // Checked as written, kept with its relative day made a date.
-                replace(&name, value, &old, &hygiene::dated(&name, &new, &said, now))
+                let new = hygiene::dated(&name, &new, &said, now);
+                replace(&name, value, &old, &new, now)
             })
             .await
         };
@@ -91,7 +92,13 @@ impl Tool for Replace {
     }
 }
 
-fn replace(label: &str, value: &str, old: &str, new: &str) -> Result<String, ToolOutcome> {
+fn replace(
+    label: &str,
+    value: &str,
+    old: &str,
+    new: &str,
+    now: i64,
+) -> Result<String, ToolOutcome> {
     if old.is_empty() {
         return Err(ToolOutcome::failed(
             "'old_content' is empty; to add text use core_memory_append",
@@ -109,6 +116,7 @@ fn replace(label: &str, value: &str, old: &str, new: &str) -> Result<String, Too
         &value.replace(needle, new),
         needle,
         new,
+        Some(now),
     ))
 }
 

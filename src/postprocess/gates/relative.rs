@@ -236,7 +236,7 @@ fn preceded_by_on(lower: &[String], at: usize) -> bool {
     at >= 2 && lower[at - 2] == "on"
 }
 
-fn ymd(day: i64) -> String {
+pub(crate) fn ymd(day: i64) -> String {
     let (year, month, day) = civil_from_days(day);
     format!("{year:04}-{month:02}-{day:02}")
 }
