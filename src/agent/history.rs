@@ -50,7 +50,8 @@ pub fn former(line: &str) -> Option<&str> {
         let (date, rest) = rest.split_once(", ")?;
         is_date(date).then_some(rest)
     })?;
-    Some(rest.split_once(SINCE).map_or(rest, |(old, _)| old))
+    // A line ending where what holds since begins is trimmed of its space.
+    Some(rest.split_once(SINCE.trim_end()).map_or(rest, |(old, _)| old))
 }
 
 fn is_date(text: &str) -> bool {

@@ -126,6 +126,38 @@ fn newest_wins_and_hygiene_on_generated_facts() {
     );
 }
 
+/// The history lines of a `human` block, on generated facts and texts: nothing panics, a line made
+/// of any old and new fact reads back as history, its old fact without what holds since, and
+/// neither a generated fact nor a line of it is taken for history.
+#[test]
+fn history_lines_on_generated_facts() {
+    crate::run(
+        "agent-history-lines",
+        2_000,
+        (sentence(), sentence(), prop::option::of(0i64..200_000)),
+        |(old, new, day)| {
+            let line = history::line(&old, &new, day);
+            prop_assert!(is_history(&line), "{line:?}");
+            let former = history::former(&line).unwrap_or_default();
+            prop_assert!(!former.contains('\n') || old.contains('\n'));
+            // The old fact ends where what holds since begins.
+            if !old.contains("; since then: ") {
+                prop_assert!(
+                    line.contains(&format!("{former}; since then: ")),
+                    "{line:?}"
+                );
+            }
+            for text in [&old, &new] {
+                let generated_history = ["No longer true: ", "Until ", "Formerly, "]
+                    .iter()
+                    .any(|mark| text.trim_start().starts_with(mark));
+                prop_assert!(generated_history || !is_history(text), "{text:?}");
+            }
+            Ok(())
+        },
+    );
+}
+
 /// Facts that no longer hold, on generated texts: nothing panics, a question is told about the
 /// past or not without failing, and what is shown is some of what was given, each text once,
 /// none that a live fact says, none that its replacement only added to.
