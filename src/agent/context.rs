@@ -131,17 +131,19 @@ pub fn is_compiled_memory(text: &str) -> bool {
 
 /// The request's messages around the compiled `memory`: the system message, the summary, the
 /// stored queue, then this turn's messages, with core memory where `at` puts it and what was
-/// recalled for the turn ([`super::recall`]) just before the turn's messages.
+/// recalled for the turn ([`super::recall`]) just before the turn's messages. Core memory's
+/// history lines are shown only when `past` (the turn asks about the past: [`super::history`]).
 pub fn layout(
-    (at, set): (CoreMemoryAt, Tools),
+    (at, set, past): (CoreMemoryAt, Tools, bool),
     memory: &str,
     recalled: Option<&str>,
     summary: Option<&Summary>,
     queue: impl IntoIterator<Item = Value>,
     turn: impl IntoIterator<Item = Value>,
 ) -> Vec<Value> {
+    let shown = super::history::in_view(memory, past);
     let system = match at {
-        CoreMemoryAt::System => format!("{}\n\n{memory}", instructions(at, set)),
+        CoreMemoryAt::System => format!("{}\n\n{shown}", instructions(at, set)),
         CoreMemoryAt::Turn => instructions(at, set),
     };
     let mut messages = vec![json!({"role": "system", "content": system})];
@@ -154,7 +156,7 @@ pub fn layout(
         .unwrap_or_default();
     match at {
         CoreMemoryAt::Turn => messages.push(json!({"role": "user",
-            "content": format!("{MEMORY_HEADING}\n{memory}{recalled}")})),
+            "content": format!("{MEMORY_HEADING}\n{shown}{recalled}")})),
         CoreMemoryAt::System if !recalled.is_empty() => {
             messages.push(json!({"role": "user", "content": recalled.trim_start()}));
         }

@@ -42,10 +42,22 @@ impl Agents {
                 shared: None,
             });
         }
-        let summary = turn.summary.as_ref().map(|s| s.text.clone());
-        let recalled = turn.recalled.as_deref();
-        let mut messages =
-            vec![json!({"role": "system", "content": system(&blocks, summary, recalled)})];
+        // Read as the agent reads it: the summary without notes of retired facts, core memory
+        // without its history unless the turn asks about the past.
+        let memory = turn.system.clone().unwrap_or_else(|| {
+            let values: Vec<&str> = blocks.iter().map(|b| b.value.as_str()).collect();
+            values.join("\n")
+        });
+        let summary = turn
+            .summary
+            .as_ref()
+            .map(|s| super::notes::current(&s.text, &memory).into_owned());
+        let view = View {
+            summary,
+            recalled: turn.recalled.as_deref(),
+            past: turn.asks_about_the_past(),
+        };
+        let mut messages = vec![json!({"role": "system", "content": system(&blocks, view)})];
         messages.extend(conversation(&turn.messages()));
         let mut body = json!({"model": input.model, "messages": messages});
         if input.model.is_empty() {
@@ -88,9 +100,22 @@ impl Agents {
     }
 }
 
+/// What the plain reply reads beside the blocks.
+struct View<'a> {
+    summary: Option<String>,
+    recalled: Option<&'a str>,
+    /// The turn asks about the past: the blocks' history lines are shown.
+    past: bool,
+}
+
 /// The client's instructions, then what core memory holds, the summary and what was recalled
 /// for the turn, in plain words.
-fn system(blocks: &[CoreBlock], summary: Option<String>, recalled: Option<&str>) -> String {
+fn system(blocks: &[CoreBlock], view: View<'_>) -> String {
+    let View {
+        summary,
+        recalled,
+        past,
+    } = view;
     let mut text = String::new();
     if let Some(client) = blocks.iter().find(|b| b.label == CLIENT_BLOCK) {
         text.push_str(&client.value);
@@ -100,7 +125,7 @@ fn system(blocks: &[CoreBlock], summary: Option<String>, recalled: Option<&str>)
         "You are a helpful assistant. Answer the user's last message directly, in plain text.",
     );
     for block in blocks.iter().filter(|b| b.label != CLIENT_BLOCK) {
-        let value = block.value.trim();
+        let value = super::history::in_view(block.value.trim(), past);
         if value.is_empty() {
             continue;
         }
@@ -287,10 +312,25 @@ mod tests {
         );
         let text = system(
             &blocks,
-            Some("They talked about food.".to_owned()),
-            Some(&recalled),
+            View {
+                summary: Some("They talked about food.".to_owned()),
+                recalled: Some(&recalled),
+                past: false,
+            },
         );
         assert!(text.contains("What you know about the user:\nThe user is vegetarian."));
+        // History lines only for a question about the past.
+        let mut with_history = blocks.clone();
+        with_history[0]
+            .value
+            .push_str("\nFormerly, the user ate fish; since then: the user is vegetarian.");
+        let view = |past| View {
+            summary: None,
+            recalled: None,
+            past,
+        };
+        assert!(!system(&with_history, view(false)).contains("ate fish"));
+        assert!(system(&with_history, view(true)).contains("the user ate fish; since then"));
         assert!(text.contains("Earlier in the conversation:\nThey talked about food."));
         assert!(
             text.ends_with(

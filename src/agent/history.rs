@@ -12,6 +12,8 @@
 //! lines that name what holds now"). Lines written by older versions (`No longer true: …`) are
 //! still read as history.
 
+use std::borrow::Cow;
+
 use crate::postprocess::gates::relative;
 
 /// How older versions marked a history line.
@@ -39,7 +41,8 @@ pub fn is_history(line: &str) -> bool {
 }
 
 /// The old fact a history line keeps (without its date and what holds since); `None` for a line
-/// that is not history.
+/// that is not history ("Formerly, I was a chemist." in `persona` is not: history names what
+/// holds since).
 pub fn former(line: &str) -> Option<&str> {
     let line = line.trim();
     if let Some(old) = line.strip_prefix(LEGACY) {
@@ -51,7 +54,29 @@ pub fn former(line: &str) -> Option<&str> {
         is_date(date).then_some(rest)
     })?;
     // A line ending where what holds since begins is trimmed of its space.
-    Some(rest.split_once(SINCE.trim_end()).map_or(rest, |(old, _)| old))
+    rest.split_once(SINCE.trim_end()).map(|(old, _)| old)
+}
+
+/// `text` (a block, or compiled core memory) without its history lines: what a turn that does
+/// not ask about the past reads ([`crate::memory::history::asks_about_the_past`], the rule
+/// implicit memory's block follows too). Even named beside what holds now, an old value in view
+/// was what the 1.5B model answered "When is my thesis due?" with in run S.
+pub fn without(text: &str) -> Cow<'_, str> {
+    if !text.lines().any(is_history) {
+        return Cow::Borrowed(text);
+    }
+    let kept: Vec<&str> = text.lines().filter(|line| !is_history(line)).collect();
+    Cow::Owned(kept.join("\n"))
+}
+
+/// What of `text` a turn reads: all of it when `past` (its message asks about the past), else
+/// [`without`] its history.
+pub fn in_view(text: &str, past: bool) -> Cow<'_, str> {
+    if past {
+        Cow::Borrowed(text)
+    } else {
+        without(text)
+    }
 }
 
 fn is_date(text: &str) -> bool {
@@ -208,9 +233,23 @@ mod tests {
             "The user lives in Lisbon.",
             "Until recently, the user lived in Lisbon.",
             "Until 2026, the user lived in Lisbon.",
+            "Until 2026-09-20, the user lived in Lisbon.",
+            "Formerly, I was a chemist.",
             "",
         ] {
             assert!(!is_history(live), "{live:?}");
         }
+    }
+
+    #[test]
+    fn a_turn_that_does_not_ask_about_the_past_reads_no_history() {
+        let human = "The user is Ada.\nNo longer true: The user lives in Lisbon.\nThe user likes tea.\nFormerly, the user lived in Faro; since then: the user moved to Lisbon.";
+        assert_eq!(
+            in_view(human, false),
+            "The user is Ada.\nThe user likes tea."
+        );
+        assert_eq!(in_view(human, true), human);
+        let plain = "The user is Ada.\nThe user likes tea.";
+        assert!(matches!(in_view(plain, false), Cow::Borrowed(_)));
     }
 }

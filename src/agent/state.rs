@@ -70,6 +70,14 @@ impl Turn {
         clip(self.said.last().map_or("", |s| s.trim()), 200)
     }
 
+    /// Whether what the user said this turn asks how things were: only then does the agent read
+    /// core memory's history lines ([`super::history`]).
+    pub fn asks_about_the_past(&self) -> bool {
+        self.said
+            .iter()
+            .any(|s| crate::memory::history::asks_about_the_past(s))
+    }
+
     pub fn now(&self) -> i64 {
         self.clock.unwrap_or_else(now_ms)
     }
@@ -122,7 +130,7 @@ impl Turn {
 
     fn wire_messages(&self) -> Vec<Value> {
         context::layout(
-            (self.memory_at, self.tool_set),
+            (self.memory_at, self.tool_set, self.asks_about_the_past()),
             self.system.as_deref().unwrap_or_default(),
             self.recalled.as_deref(),
             self.summary.as_ref(),

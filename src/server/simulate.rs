@@ -243,8 +243,11 @@ async fn explicit(
     if state.agents.config().replies_as_text {
         history = context::replies_as_text(history);
     }
+    let past = said
+        .iter()
+        .any(|s| crate::memory::history::asks_about_the_past(s));
     let messages = context::layout(
-        (at, tool_set),
+        (at, tool_set, past),
         &memory,
         recalled.as_deref(),
         summary.as_ref(),

@@ -413,8 +413,35 @@ async fn a_replaced_job_stays_in_human_as_history() {
         .expect("answer");
     assert_eq!(response.status(), 200);
     // Told in the past, dated with the turn's day, with what holds since.
+    let history = "Until 2026-09-20, the user worked as a data analyst at Fabrikam; since then: the user is now a machine learning engineer at Contoso.";
     assert_eq!(
         block(&h, "jo", "human").await,
-        format!("{engineer}\nUntil 2026-09-20, the user worked as a data analyst at Fabrikam; since then: the user is now a machine learning engineer at Contoso.")
+        format!("{engineer}\n{history}")
     );
+
+    // The agent reads the history only when asked about the past: beside the new job, the
+    // 1.5B model answered with the old one.
+    for (question, shown) in [
+        ("Which company do I work for?", false),
+        ("What was my job before my current one?", true),
+    ] {
+        h.mock.push(send("Answered."));
+        say(&h, "jo", question).await;
+        let request = model_requests(&h)
+            .into_iter()
+            .rev()
+            .find(|r| r.to_string().contains(question))
+            .expect("the question's request");
+        let memory = request["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_str())
+            .find(|c| c.starts_with("[Core memory, as it is now]"))
+            .unwrap_or_default();
+        assert!(memory.contains(engineer), "{memory}");
+        assert_eq!(memory.contains(history), shown, "{question}: {memory}");
+    }
+    // What is stored is whole.
+    assert!(block(&h, "jo", "human").await.ends_with(history));
 }
