@@ -88,6 +88,18 @@ pub fn tool_results(request: &Value) -> Vec<Value> {
 }
 
 /// `{"type": ...}` payloads of user-role messages in a request.
+/// The `[Core memory, as it is now]` message of a request to the chat model; empty when none.
+pub fn memory_message(request: &Value) -> String {
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .find(|c| c.starts_with("[Core memory, as it is now]"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
 pub fn user_payloads(request: &Value) -> Vec<Value> {
     request["messages"]
         .as_array()

@@ -432,13 +432,7 @@ async fn a_replaced_job_stays_in_human_as_history() {
             .rev()
             .find(|r| r.to_string().contains(question))
             .expect("the question's request");
-        let memory = request["messages"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|m| m["content"].as_str())
-            .find(|c| c.starts_with("[Core memory, as it is now]"))
-            .unwrap_or_default();
+        let memory = crate::explicit::memory_message(&request);
         assert!(memory.contains(engineer), "{memory}");
         assert_eq!(memory.contains(history), shown, "{question}: {memory}");
     }

@@ -48,14 +48,8 @@ fn asked(h: &Harness, question: &str) -> (Value, String) {
                 .is_some_and(|p| p["message"] == question)
         })
         .expect("the question's request");
-    let memory = request["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|m| m["content"].as_str())
-        .find(|c| c.starts_with("[Core memory, as it is now]"))
-        .expect("memory message")
-        .to_owned();
+    let memory = crate::explicit::memory_message(&request);
+    assert!(!memory.is_empty(), "memory message: {request}");
     (request, memory)
 }
 
