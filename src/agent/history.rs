@@ -69,6 +69,12 @@ pub fn without(text: &str) -> Cow<'_, str> {
     Cow::Owned(kept.join("\n"))
 }
 
+/// Whether a turn in which the user said `said` asks about the past, and so reads history lines.
+pub fn asked_about(said: &[String]) -> bool {
+    said.iter()
+        .any(|s| crate::memory::history::asks_about_the_past(s))
+}
+
 /// What of `text` a turn reads: all of it when `past` (its message asks about the past), else
 /// [`without`] its history.
 pub fn in_view(text: &str, past: bool) -> Cow<'_, str> {

@@ -268,15 +268,11 @@ fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Resul
             );
         }
         // What the block holds as true: a fact may come back after a history line ended it.
-        let live: Vec<&str> = value
-            .lines()
-            .filter(|line| !history::is_history(line))
-            .collect();
-        let live = live.join("\n");
+        let live = history::without(value);
         let block = if PLACEHOLDERS.contains(&live.trim()) {
             ""
         } else {
-            live.as_str()
+            live.as_ref()
         };
         if let Err(reason) = gates::check_core_line(content, &said, block) {
             return Err(core_line_refused(reason));

@@ -73,9 +73,7 @@ impl Turn {
     /// Whether what the user said this turn asks how things were: only then does the agent read
     /// core memory's history lines ([`super::history`]).
     pub fn asks_about_the_past(&self) -> bool {
-        self.said
-            .iter()
-            .any(|s| crate::memory::history::asks_about_the_past(s))
+        super::history::asked_about(&self.said)
     }
 
     pub fn now(&self) -> i64 {

@@ -243,9 +243,7 @@ async fn explicit(
     if state.agents.config().replies_as_text {
         history = context::replies_as_text(history);
     }
-    let past = said
-        .iter()
-        .any(|s| crate::memory::history::asks_about_the_past(s));
+    let past = crate::agent::history::asked_about(&said);
     let messages = context::layout(
         (at, tool_set, past),
         &memory,
