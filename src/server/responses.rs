@@ -106,11 +106,7 @@ async fn handle(
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(previous)) => {
             let found = response_log::chain(&state, &scope, previous).await?;
-            found.ok_or_else(|| ProxyError::InvalidRequest {
-                message: format!("Previous response with id '{previous}' not found."),
-                param: Some("previous_response_id".to_owned()),
-                code: "previous_response_not_found",
-            })?
+            found.ok_or_else(|| previous_not_found(previous))?
         }
         Some(_) => {
             return Err(ProxyError::invalid(
@@ -161,10 +157,12 @@ async fn native(
         .get("previous_response_id")
         .and_then(Value::as_str)
         .map(str::to_owned);
+    // The upstream keeps every tenant's responses under one key: continuing one is allowed only
+    // from a chain this user's own requests logged here.
     let history = match &previous {
         Some(previous) => response_log::chain(&state, &scope, previous)
             .await?
-            .unwrap_or_default(),
+            .ok_or_else(|| previous_not_found(previous))?,
         None => Vec::new(),
     };
     let translated = match wire::to_chat(&request, history) {
@@ -274,23 +272,33 @@ async fn stored_response(
     Ok(serde_json::from_str(&stored.body).unwrap_or(Value::Null))
 }
 
-/// `GET /v1/responses/{id}`: this user's logged response.
+fn previous_not_found(previous: &str) -> ProxyError {
+    ProxyError::InvalidRequest {
+        message: format!("Previous response with id '{previous}' not found."),
+        param: Some("previous_response_id".to_owned()),
+        code: "previous_response_not_found",
+    }
+}
+
+/// `GET /v1/responses/{id}`: this user's logged response. With a native upstream, the upstream's
+/// copy, once this user's log shows the response as theirs: the upstream holds every tenant's
+/// responses under one key, so an id alone proves nothing.
 pub async fn get(
     State(state): State<SharedState>,
     ApiPath(id): ApiPath<String>,
     Extension(context): Extension<RequestContext>,
     headers: HeaderMap,
 ) -> Result<Response, ProxyError> {
+    let body = stored_response(&state, &context, &headers, &id, false).await?;
     if let Some(upstream) = &state.responses_upstream {
         let path = format!("/responses/{id}");
         let request = (Method::GET, path.as_str(), Bytes::new());
         return super::native::relay_raw(&state, &context, &headers, upstream, request, None).await;
     }
-    let body = stored_response(&state, &context, &headers, &id, false).await?;
     Ok(surface::json(StatusCode::OK, HeaderMap::new(), &body))
 }
 
-/// `DELETE /v1/responses/{id}`.
+/// `DELETE /v1/responses/{id}`: only this user's own (as `get`).
 pub async fn delete(
     State(state): State<SharedState>,
     ApiPath(id): ApiPath<String>,
@@ -298,11 +306,8 @@ pub async fn delete(
     headers: HeaderMap,
 ) -> Result<Response, ProxyError> {
     if let Some(upstream) = &state.responses_upstream {
-        // memproxy's copy of the conversation goes too (if it has one).
-        match stored_response(&state, &context, &headers, &id, true).await {
-            Ok(_) | Err(ProxyError::ResourceNotFound(_)) => {}
-            Err(error) => return Err(error),
-        }
+        // memproxy's copy of the conversation goes too; without one it is not this user's.
+        stored_response(&state, &context, &headers, &id, true).await?;
         let path = format!("/responses/{id}");
         let request = (Method::DELETE, path.as_str(), Bytes::new());
         return super::native::relay_raw(&state, &context, &headers, upstream, request, None).await;

@@ -297,13 +297,18 @@ async fn responses_keep_their_chain_upstream_and_memory_goes_into_instructions()
         "{said:?}"
     );
 
-    // Stored responses live upstream.
-    let got = h
-        .client
-        .get(h.url(&format!("/v1/responses/{id}")))
-        .send()
-        .await
-        .expect("answer");
+    // Stored responses live upstream, and are reached only by the user who made them: the
+    // upstream keeps every tenant's under one key.
+    let get_as = |user: &'static str| {
+        h.client
+            .get(h.url(&format!("/v1/responses/{id}")))
+            .header("x-memproxy-user", user)
+            .send()
+    };
+    let other = get_as("mallory").await.expect("answer");
+    assert_eq!(other.status(), 404);
+    assert!(upstream_saw(&h, &format!("/v1/responses/{id}")).is_empty());
+    let got = get_as("quin").await.expect("answer");
     assert_eq!(got.status(), 200);
     let got: Value = got.json().await.expect("json");
     assert_eq!(got["id"], id);
