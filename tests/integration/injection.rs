@@ -25,15 +25,33 @@ const HOSTILE: [&str; 3] = [
 #[tokio::test]
 async fn hostile_memories_are_quoted_data_inside_the_one_memory_block() {
     let h = harness_with(|_| {}).await;
-    for text in HOSTILE {
-        let added = post_json(
-            &h,
-            "/memproxy/v1/users/ana/memories",
-            &json!({"text": text}),
-        )
-        .await;
-        assert!(added["id"].is_i64(), "{added}");
-    }
+    // The management API refuses instructions as MCP does; an import (a restore of what memproxy
+    // exported) plants them, as a store written before that refusal would hold them.
+    let refused = h
+        .client
+        .post(h.url("/memproxy/v1/users/ana/memories"))
+        .json(&json!({"text": HOSTILE[0]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(refused.status(), 400);
+    let file: String = HOSTILE
+        .iter()
+        .map(|text| {
+            let line = json!({"type": "memory", "text": text, "kind": "fact", "sources": [],
+                "created_at_ms": 1000, "updated_at_ms": 1000, "valid_until_ms": null});
+            format!("{line}\n")
+        })
+        .collect();
+    let imported = h
+        .client
+        .post(h.url("/memproxy/v1/users/ana/import"))
+        .header("content-type", "application/x-ndjson")
+        .body(file)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(imported.status(), 200, "{:?}", imported.text().await);
     let response = implicit_chat(
         &h,
         "ana",

@@ -216,13 +216,19 @@ impl Facts for PostgresStore {
     fn delete_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
         in_transaction!(self, |tx| {
             let uid = require_uid(tx, scope).await?;
-            let (old, _) = memory_of(tx, uid, id, "TRUE", "memory").await?;
+            memory_of(tx, uid, id, "TRUE", "memory").await?;
             tx.execute(
                 "DELETE FROM memories WHERE id = $1 AND uid = $2",
                 &[&id, &uid],
             )
             .await?;
-            log_event(tx, uid, id, "delete", Some(&old), None, cause).await?;
+            // Deleted is forgotten: the audit log keeps what happened to the memory, not its words.
+            tx.execute(
+                "UPDATE memory_events SET old_value = NULL, new_value = NULL WHERE uid = $1 AND memory_id = $2",
+                &[&uid, &id],
+            )
+            .await?;
+            log_event(tx, uid, id, "delete", None, None, cause).await?;
             bump_generation(tx, uid, Corpus::Memory).await?
         })
     }

@@ -227,10 +227,21 @@ impl super::Users for PostgresStore {
                     &[&scope.tenant, &scope.user],
                 )
                 .await?;
+            if deleted > 0 {
+                // The deleted rows stay in the table files as dead tuples until vacuumed; VACUUM
+                // prunes them so no query, dump or replica sees them again (docs/postgres.md
+                // says what stays on disk until PostgreSQL reuses the space).
+                client.batch_execute(USER_TABLES_VACUUM).await?;
+            }
             Ok(deleted > 0)
         })
     }
 }
+
+/// Every table that holds a user's words, vacuumed after the user is deleted.
+const USER_TABLES_VACUUM: &str = "VACUUM users, conversations, messages, memories, memory_events, \
+     archival_passages, summaries, core_blocks, agents, agent_steps, agent_pauses, shared_blocks, \
+     block_attachments, responses, jobs";
 
 /// The user's id; `NotFound` when they have never been seen.
 async fn require_uid(

@@ -44,7 +44,7 @@ impl Users for SqliteStore {
     }
 
     fn delete_user(&self, scope: &UserScope) -> StoreResult<bool> {
-        self.write(|tx| {
+        self.erase(|tx| {
             let Some(uid) = find_uid(tx, scope)? else {
                 return Ok(false);
             };
@@ -153,7 +153,7 @@ impl Facts for SqliteStore {
     }
 
     fn delete_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
-        self.write(|tx| memories::delete(tx, scope, id, cause))
+        self.erase(|tx| memories::delete(tx, scope, id, cause))
     }
 
     fn restore_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
@@ -245,11 +245,11 @@ impl Agents for SqliteStore {
     }
 
     fn delete_passage(&self, scope: &UserScope, agent: &str, id: i64) -> StoreResult<u64> {
-        self.write(|tx| agent::delete_passage(tx, scope, agent, id))
+        self.erase(|tx| agent::delete_passage(tx, scope, agent, id))
     }
 
     fn delete_core_block(&self, scope: &UserScope, agent: &str, label: &str) -> StoreResult<bool> {
-        self.write(|tx| agent::delete_block(tx, scope, agent, label))
+        self.erase(|tx| agent::delete_block(tx, scope, agent, label))
     }
 
     fn ensure_agent(
@@ -283,7 +283,7 @@ impl Agents for SqliteStore {
     }
 
     fn reset_agent(&self, scope: &UserScope, agent: &str) -> StoreResult<bool> {
-        self.write(|tx| agent_log::reset(tx, scope, agent))
+        self.erase(|tx| agent_log::reset(tx, scope, agent))
     }
 
     fn paused_turn(&self, scope: &UserScope, agent: &str) -> StoreResult<Option<String>> {
@@ -305,7 +305,7 @@ impl Agents for SqliteStore {
         agent: &str,
         position: i64,
     ) -> StoreResult<(Vec<(i64, i64)>, u64)> {
-        self.write(|tx| agent_log::delete_message(tx, scope, agent, position))
+        self.erase(|tx| agent_log::delete_message(tx, scope, agent, position))
     }
 
     fn append_agent_messages(

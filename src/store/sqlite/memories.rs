@@ -212,12 +212,17 @@ pub fn restore(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> Sto
 
 pub fn delete(tx: &Transaction, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
     let uid = require_uid(tx, scope)?;
-    let old = text_of(tx, uid, id, "TRUE", "memory")?;
+    text_of(tx, uid, id, "TRUE", "memory")?;
     tx.execute(
         "DELETE FROM memories WHERE id = ?1 AND uid = ?2",
         params![id, uid],
     )?;
-    log_event(tx, uid, id, "delete", Some(&old), None, cause)?;
+    // Deleted is forgotten: the audit log keeps what happened to the memory, not its words.
+    tx.execute(
+        "UPDATE memory_events SET old_value = NULL, new_value = NULL WHERE uid = ?1 AND memory_id = ?2",
+        params![uid, id],
+    )?;
+    log_event(tx, uid, id, "delete", None, None, cause)?;
     bump_generation(tx, uid, Corpus::Memory)
 }
 

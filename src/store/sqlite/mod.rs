@@ -49,7 +49,8 @@ fn open_connection(path: &Path) -> StoreResult<Connection> {
     let connection = Connection::open(path)?;
     connection.busy_timeout(std::time::Duration::from_secs(10))?;
     connection.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
+         PRAGMA secure_delete = ON;",
     )?;
     Ok(connection)
 }
@@ -180,6 +181,25 @@ impl SqliteStore {
         let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let value = work(&transaction)?;
         transaction.commit()?;
+        Ok(value)
+    }
+
+    /// A write that deletes what a user asked to have forgotten, and then leaves no copy of it in
+    /// the files: `secure_delete` (every connection) zeroes the deleted cells and freed pages,
+    /// the full-text indexes drop the deleted entries' tokens (`secure-delete`, migration 13), and
+    /// a checkpoint copies the zeroed pages into the database and truncates the write-ahead log,
+    /// which still held the text in the frames of earlier writes. A checkpoint that readers keep
+    /// from finishing leaves the log to the next one, and says so.
+    fn erase<T>(&self, work: impl FnOnce(&Transaction) -> StoreResult<T>) -> StoreResult<T> {
+        let value = self.write(work)?;
+        let connection = lock(&self.writer);
+        let (busy, _, _): (i64, i64, i64) =
+            connection.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |row| {
+                Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+            })?;
+        if busy != 0 {
+            tracing::warn!("the write-ahead log could not be truncated after a deletion; the next checkpoint will");
+        }
         Ok(value)
     }
 

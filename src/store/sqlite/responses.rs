@@ -101,7 +101,7 @@ impl crate::store::responses::ResponseLog for super::SqliteStore {
     }
 
     fn delete_response(&self, scope: &UserScope, id: &str) -> StoreResult<bool> {
-        self.write(|tx| delete(tx, scope, id))
+        self.erase(|tx| delete(tx, scope, id))
     }
 
     fn response_chain(

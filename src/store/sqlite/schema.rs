@@ -337,4 +337,12 @@ CREATE TABLE block_attachments (
 CREATE INDEX block_attachments_by_block ON block_attachments(block_id);
 ALTER TABLE agents ADD COLUMN memory_epoch INTEGER NOT NULL DEFAULT 0;
 "#,
+    // 13: deleted entries leave no tokens in the full-text indexes (FTS5's `secure-delete`;
+    // `secure_delete` on every connection does the same for table pages): a deleted user, memory
+    // or message is gone from the file, not only from the listings.
+    r#"
+INSERT INTO memories_fts(memories_fts, rank) VALUES ('secure-delete', 1);
+INSERT INTO messages_fts(messages_fts, rank) VALUES ('secure-delete', 1);
+INSERT INTO passages_fts(passages_fts, rank) VALUES ('secure-delete', 1);
+"#,
 ];

@@ -231,7 +231,7 @@ impl SharedBlocks for super::SqliteStore {
     }
 
     fn delete_shared_block(&self, scope: &UserScope, name: &str) -> StoreResult<bool> {
-        self.write(|tx| delete(tx, scope, name))
+        self.erase(|tx| delete(tx, scope, name))
     }
 
     fn attach_shared_block(
