@@ -28,11 +28,18 @@ pub struct Limits {
     pub max_blocks_per_agent: usize,
     /// Most shared blocks one user may have (each may be attached to several agents).
     pub max_shared_blocks_per_user: usize,
-    /// Requests per minute per proxy key on the `/v1` routes (with auth off, all requests share
-    /// one budget); 0: no limit.
+    /// Requests per minute per key on every route that can call an LLM: `/v1`, MCP and the
+    /// simulator (with auth off, all requests share one budget); 0: no limit.
     pub requests_per_minute: u32,
     /// Requests a key may send at once above the steady rate; 0: as many as `requests_per_minute`.
     pub burst: u32,
+    /// Messages one agent turn may send to other agents (each runs that agent's turn upstream).
+    pub max_agent_messages_per_turn: usize,
+    /// How many agents a message may pass through: a turn started by a message of depth
+    /// `max_agent_message_depth` sends none further.
+    pub max_agent_message_depth: usize,
+    /// Most items (memories, messages, passages, blocks) one import may carry.
+    pub max_import_items: usize,
 }
 
 impl Default for Limits {
@@ -45,6 +52,9 @@ impl Default for Limits {
             max_shared_blocks_per_user: 100,
             requests_per_minute: 0,
             burst: 0,
+            max_agent_messages_per_turn: 4,
+            max_agent_message_depth: 2,
+            max_import_items: 10_000,
         }
     }
 }
@@ -119,8 +129,10 @@ impl Limits {
             || self.max_agents_per_user == 0
             || self.max_blocks_per_agent == 0
             || self.max_shared_blocks_per_user == 0
+            || self.max_agent_messages_per_turn == 0
+            || self.max_import_items == 0
         {
-            return Err("max_messages, max_memory_chars, max_agents_per_user, max_blocks_per_agent and max_shared_blocks_per_user must be > 0".to_owned());
+            return Err("max_messages, max_memory_chars, max_agents_per_user, max_blocks_per_agent, max_shared_blocks_per_user, max_agent_messages_per_turn and max_import_items must be > 0".to_owned());
         }
         Ok(())
     }
@@ -221,6 +233,7 @@ mod tests {
             max_shared_blocks_per_user: 1,
             requests_per_minute: 60,
             burst: 2,
+            ..Limits::default()
         }
     }
 

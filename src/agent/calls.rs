@@ -291,6 +291,8 @@ impl Agents {
                 model,
                 model_name: &turn.model,
                 chain: &turn.chain,
+                depth: turn.depth,
+                sent: &turn.sent_to_agents,
                 peers: &turn.peers,
             }),
         };

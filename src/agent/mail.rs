@@ -18,21 +18,38 @@ use crate::upstream::{request_headers, Upstream};
 /// The job kind.
 pub const AGENT_MESSAGE: &str = "agent_message";
 
-/// Queues a message from `from` to `to` (agents of `scope`'s user).
+/// One message between two agents of a user.
+pub struct Letter<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub message: &'a str,
+    /// The chat model the receiver's turn runs on.
+    pub model: &'a str,
+    pub clock: Option<i64>,
+    /// How many messages between agents led to the receiver's turn (see `TurnInput::depth`).
+    pub depth: usize,
+}
+
+/// Queues a letter between agents of `scope`'s user.
 pub async fn post(
     memory: &MemoryService,
     scope: &UserScope,
-    from: &str,
-    to: &str,
-    message: &str,
-    model: &str,
-    clock: Option<i64>,
+    letter: Letter<'_>,
 ) -> MemoryResult<()> {
+    let Letter {
+        from,
+        to,
+        message,
+        model,
+        clock,
+        depth,
+    } = letter;
     let job = NewJob {
         kind: AGENT_MESSAGE.to_owned(),
         scope: Some(scope.clone()),
         dedupe_key: None,
-        payload: json!({"from": from, "to": to, "message": message, "model": model, "clock": clock}),
+        payload: json!({"from": from, "to": to, "message": message, "model": model, "clock": clock,
+            "depth": depth}),
         run_after_ms: now_ms(),
     };
     memory
@@ -77,6 +94,7 @@ impl AgentMail {
             record: true,
             from_agent: Some(from.clone()),
             chain: Vec::new(),
+            depth: job.payload["depth"].as_u64().map_or(1, |d| d as usize),
         };
         let outcome = self
             .agents

@@ -16,6 +16,7 @@ impl Agents {
         let paused = self.take_pause(input).await?;
         let mut turn = self.load_turn(input).await?;
         turn.chain = input.chain.clone();
+        turn.depth = input.depth;
         let mut progress = Progress::default();
         match paused {
             Some(paused) => self.resume(&mut turn, &mut progress, paused, &input.tool_results),
@@ -173,6 +174,8 @@ impl Agents {
             resumed: false,
             peers,
             chain: Vec::new(),
+            depth: 0,
+            sent_to_agents: Default::default(),
             scope: input.scope.clone(),
             agent: input.agent.clone(),
             model: input.model.clone(),

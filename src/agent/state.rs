@@ -62,6 +62,10 @@ pub(super) struct Turn {
     pub peers: Vec<crate::store::AgentRecord>,
     /// The agents waiting for this turn's reply.
     pub chain: Vec<String>,
+    /// How many messages between agents led to this turn.
+    pub depth: usize,
+    /// Messages this turn sent to other agents (`limits.max_agent_messages_per_turn`).
+    pub sent_to_agents: std::sync::atomic::AtomicUsize,
 }
 
 impl Turn {

@@ -39,6 +39,9 @@ pub struct TurnInput {
     pub from_agent: Option<String>,
     /// The agents waiting for this turn's reply (send_message_to_agent_and_wait_for_reply).
     pub chain: Vec<String>,
+    /// How many messages between agents led to this turn (0: the user's own request); bounds
+    /// how far one request's messages can spread (`limits.max_agent_message_depth`).
+    pub depth: usize,
 }
 
 /// The client's result of one of its tool calls.

@@ -100,6 +100,7 @@ impl Tool for SendAsync {
     async fn execute(&self, tools: &ToolScope<'_>, arguments: &Map<String, Value>) -> ToolOutcome {
         let run = async {
             let (to, message) = addressed(tools, arguments)?;
+            spend(tools, 1)?;
             post(tools, &to, &message).await?;
             Ok(ToolOutcome::ok(format!(
                 "Message sent to {to}. Its reply will arrive in your conversation later."
@@ -141,6 +142,7 @@ impl Tool for SendAndWait {
                     "{to} is waiting for your reply in this exchange: answer with send_message, or use {SEND_ASYNC}"
                 )));
             }
+            spend(tools, 1)?;
             let mut chain = messaging.chain.to_vec();
             chain.push(tools.agent.to_owned());
             let input = TurnInput {
@@ -156,6 +158,7 @@ impl Tool for SendAndWait {
                 record: true,
                 from_agent: Some(tools.agent.to_owned()),
                 chain,
+                depth: messaging.depth + 1,
             };
             let limit = messaging.agents.config().agent_reply_timeout;
             let turn = messaging.agents.run_turn(messaging.model, input);
@@ -218,6 +221,7 @@ impl Tool for SendToTags {
                     "no other agent has the tags {tags:?}"
                 )));
             }
+            spend(tools, targets.len())?;
             for to in &targets {
                 post(tools, to, &message).await?;
             }
@@ -240,20 +244,50 @@ fn addressed(
     Ok((peer(tools, &target)?.name.clone(), message))
 }
 
+/// Takes `count` messages from what this turn may send: each one runs another agent's turn
+/// upstream, so one request's messages are bounded in number per turn
+/// (`limits.max_agent_messages_per_turn`) and in how far they pass on
+/// (`limits.max_agent_message_depth`).
+fn spend(tools: &ToolScope<'_>, count: usize) -> Result<(), ToolOutcome> {
+    use std::sync::atomic::Ordering;
+    let Some(messaging) = tools.messaging.as_ref() else {
+        return Err(ToolOutcome::failed(
+            "messaging other agents is not available here",
+        ));
+    };
+    let limits = tools.memory.limits();
+    if messaging.depth >= limits.max_agent_message_depth {
+        return Err(ToolOutcome::failed(format!(
+            "this turn answers a message that came through {} agents, the most a message may pass through (limits.max_agent_message_depth): answer with send_message",
+            messaging.depth
+        )));
+    }
+    let sent = messaging.sent.load(Ordering::Relaxed);
+    if sent + count > limits.max_agent_messages_per_turn {
+        return Err(ToolOutcome::failed(format!(
+            "that is {count} more messages to other agents after {sent}; one turn may send at most {} (limits.max_agent_messages_per_turn)",
+            limits.max_agent_messages_per_turn
+        )));
+    }
+    messaging.sent.fetch_add(count, Ordering::Relaxed);
+    Ok(())
+}
+
 /// Queues one message from the calling agent.
 async fn post(tools: &ToolScope<'_>, to: &str, message: &str) -> Result<(), ToolOutcome> {
     let model = tools.messaging.as_ref().map_or("", |m| m.model_name);
-    mail::post(
-        tools.memory,
-        tools.scope,
-        tools.agent,
+    let depth = tools.messaging.as_ref().map_or(0, |m| m.depth);
+    let letter = mail::Letter {
+        from: tools.agent,
         to,
         message,
         model,
-        tools.clock,
-    )
-    .await
-    .map_err(|e| ToolOutcome::failed(e.to_string()))
+        clock: tools.clock,
+        depth: depth + 1,
+    };
+    mail::post(tools.memory, tools.scope, letter)
+        .await
+        .map_err(|e| ToolOutcome::failed(e.to_string()))
 }
 
 /// The peers that have every one of `tags`.

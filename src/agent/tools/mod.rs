@@ -108,6 +108,10 @@ pub struct Messaging<'a> {
     pub model_name: &'a str,
     /// The agents waiting for this turn's reply, up the chain (never waited for in turn).
     pub chain: &'a [String],
+    /// How many messages between agents led to this turn (0: the user's own request).
+    pub depth: usize,
+    /// Messages this turn has sent to other agents so far.
+    pub sent: &'a std::sync::atomic::AtomicUsize,
     /// The other agents of the user.
     pub peers: &'a [crate::store::AgentRecord],
 }
