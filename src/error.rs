@@ -33,6 +33,19 @@ pub enum ProxyError {
     /// one).
     #[error("{0}")]
     Forbidden(String),
+    /// A `Host` memproxy does not answer under (`server.allowed_hosts`): the guard against DNS
+    /// rebinding, where a web page reaches a local server under its own domain name.
+    #[error("memproxy does not answer under the host name '{0}': add it to server.allowed_hosts (MEMPROXY_ALLOWED_HOSTS) if it is yours.")]
+    HostNotAllowed(String),
+    /// A state-changing request sent by a web page of another origin (`server.allowed_origins`).
+    #[error("Requests from the web origin '{0}' may not change anything here: add it to server.allowed_origins (MEMPROXY_ALLOWED_ORIGINS) if it is yours.")]
+    OriginNotAllowed(String),
+    /// A body in a content type this route does not read (it takes JSON).
+    #[error("This route takes a JSON body ('content-type: application/json'), not '{0}'.")]
+    UnsupportedMediaType(String),
+    /// The client did not send its whole request body in time (`server.body_timeout`).
+    #[error("The request body did not arrive within {}.", humantime::format_duration(*.0))]
+    BodyTimeout(Duration),
     #[error("Unknown route: {method} {path}")]
     NotFound { method: String, path: String },
     #[error("{0}")]
@@ -89,6 +102,26 @@ impl ProxyError {
                 "invalid_api_key",
             ),
             Forbidden(_) => (StatusCode::FORBIDDEN, "permission_error", "forbidden"),
+            HostNotAllowed(_) => (
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "host_not_allowed",
+            ),
+            OriginNotAllowed(_) => (
+                StatusCode::FORBIDDEN,
+                "permission_error",
+                "origin_not_allowed",
+            ),
+            UnsupportedMediaType(_) => (
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_request_error",
+                "unsupported_media_type",
+            ),
+            BodyTimeout(_) => (
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_request_error",
+                "request_timeout",
+            ),
             NotFound { .. } => (
                 StatusCode::NOT_FOUND,
                 "invalid_request_error",

@@ -22,6 +22,7 @@ pub struct Metrics {
     rejections: IntCounterVec,
     open_indexes: IntGauge,
     rate_limited: prometheus::IntCounter,
+    refused_connections: prometheus::IntCounter,
 }
 
 impl Metrics {
@@ -107,6 +108,11 @@ impl Metrics {
             "Requests refused with 429 because their key's budget (limits.requests_per_minute) was spent",
         )?;
         registry.register(Box::new(rate_limited.clone()))?;
+        let refused_connections = prometheus::IntCounter::new(
+            "memproxy_connections_refused_total",
+            "Connections closed at once because server.max_connections or max_connections_per_ip was reached",
+        )?;
+        registry.register(Box::new(refused_connections.clone()))?;
         registry.register(Box::new(jobs.clone()))?;
         registry.register(Box::new(requests.clone()))?;
         registry.register(Box::new(upstream_seconds.clone()))?;
@@ -125,6 +131,7 @@ impl Metrics {
             rejections,
             open_indexes,
             rate_limited,
+            refused_connections,
         })
     }
 
@@ -136,6 +143,10 @@ impl Metrics {
 
     pub fn count_rate_limited(&self) {
         self.rate_limited.inc();
+    }
+
+    pub fn count_refused_connection(&self) {
+        self.refused_connections.inc();
     }
 
     pub fn count_request(&self, route: &str, status: u16) {

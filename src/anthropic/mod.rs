@@ -356,7 +356,7 @@ fn convert_tool_choice(choice: &Value, out: &mut Map<String, Value>) -> Result<(
 /// Anthropic's error `type` for a status.
 pub fn error_type(status: u16) -> &'static str {
     match status {
-        400 | 422 => "invalid_request_error",
+        400 | 408 | 415 | 422 => "invalid_request_error",
         401 => "authentication_error",
         403 => "permission_error",
         404 => "not_found_error",

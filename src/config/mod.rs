@@ -14,6 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::mode::Mode;
 pub use crate::secret::Secret;
+pub use server::ServerConfig;
+
+mod server;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -76,21 +79,15 @@ pub struct UpstreamConfig {
     /// Ask for `stream_options.include_usage` on streams to learn token counts; the usage chunk
     /// is removed again before relaying when the client did not ask for it.
     pub observe_stream_usage: bool,
+    /// With proxy keys, relay the upstream's stored resources (`/v1/files`, `batches`,
+    /// `vector_stores`, …) too. They live under the one upstream key every tenant shares, so any
+    /// tenant could list, read or delete another's: off by default.
+    pub relay_shared_resources: bool,
     /// An upstream that speaks Anthropic's Messages API itself; unset: Messages requests are
     /// translated to Chat Completions and go to `url`.
     pub messages: Option<crate::upstream::ApiUpstream>,
     /// An upstream that speaks the OpenAI Responses API itself; unset: translated to `url`.
     pub responses: Option<crate::upstream::ApiUpstream>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ServerConfig {
-    /// Largest accepted chat request body.
-    pub max_body_bytes: usize,
-    /// How long shutdown waits for in-flight requests and background work.
-    #[serde(with = "humantime_serde")]
-    pub shutdown_grace: Duration,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -150,17 +147,9 @@ impl Default for UpstreamConfig {
             idle_timeout: Duration::from_secs(120),
             total_timeout: Duration::from_secs(1800),
             observe_stream_usage: true,
+            relay_shared_resources: false,
             messages: None,
             responses: None,
-        }
-    }
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            max_body_bytes: 16 * 1024 * 1024,
-            shutdown_grace: Duration::from_secs(30),
         }
     }
 }
@@ -261,6 +250,12 @@ impl Config {
         if let Some(key) = non_empty("MEMPROXY_ADMIN_KEY") {
             self.auth.admin_key = Some(Secret::new(key));
         }
+        if let Some(hosts) = env("MEMPROXY_ALLOWED_HOSTS") {
+            self.server.allowed_hosts = server::list(&hosts);
+        }
+        if let Some(origins) = env("MEMPROXY_ALLOWED_ORIGINS") {
+            self.server.allowed_origins = server::list(&origins);
+        }
         if let Some(allow) = non_empty("MEMPROXY_ALLOW_UNAUTHENTICATED") {
             self.auth.allow_unauthenticated = parse_bool("MEMPROXY_ALLOW_UNAUTHENTICATED", &allow)?;
         }
@@ -327,9 +322,7 @@ impl Config {
                 return Err(invalid(key, "must be greater than zero"));
             }
         }
-        if self.server.max_body_bytes < 1024 {
-            return Err(invalid("server.max_body_bytes", "must be at least 1024"));
-        }
+        self.server.validate()?;
         self.tenant_keys()?;
         self.exposure(self.listen)?;
         if self

@@ -89,30 +89,66 @@ impl MemoryServer {
     }
 }
 
-/// The Streamable HTTP service (stateless, JSON answers) for `/mcp`. `loopback`: the listener is
-/// on a loopback address, where the `Host` header is checked against loopback names (a web page
-/// cannot reach it through DNS rebinding); elsewhere keys are required and guard it.
+/// The Streamable HTTP service (stateless, JSON answers) for `/mcp`, reading bodies up to
+/// `max_body_bytes` as every other route. Its own `Host` check is off: `server::guard` checks
+/// `Host` and `Origin` on every route alike (loopback names and `server.allowed_hosts`).
 pub fn http_service(
     memory: Arc<MemoryService>,
     post: Arc<PostProcessor>,
-    loopback: bool,
+    max_body_bytes: usize,
 ) -> rmcp::transport::streamable_http_server::StreamableHttpService<
     MemoryServer,
     rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
 > {
     use rmcp::transport::streamable_http_server::StreamableHttpServerConfig;
-    let mut config = StreamableHttpServerConfig::default()
+    let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
-        .with_json_response(true);
-    if !loopback {
-        config = config.disable_allowed_hosts();
-    }
+        .with_json_response(true)
+        .with_max_request_body_bytes(max_body_bytes)
+        .disable_allowed_hosts();
     let server = MemoryServer::new(memory, post, Caller::FromRequest);
     rmcp::transport::streamable_http_server::StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::default(),
         config,
     )
+}
+
+/// The transport's own refusals (wrong method, `Accept` or content type, a body too large) come
+/// as plain text; this puts them in JSON-RPC's error shape, as memproxy's other MCP errors.
+pub async fn errors_as_json_rpc(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::header::CONTENT_TYPE;
+    let response = next.run(request).await;
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.contains("json") || value.contains("event-stream"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_owned()
+    } else {
+        text
+    };
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
+        "error": {"code": -32600, "message": message}});
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    parts.headers.insert(
+        CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    axum::response::Response::from_parts(parts, axum::body::Body::from(body.to_string()))
 }
 
 fn text_result(value: &serde_json::Value, error: bool) -> CallToolResult {

@@ -264,6 +264,18 @@ impl PostProcessor {
     }
 }
 
+/// A memory written by hand (MCP's `add_memory`, the management API) is refused when it reads
+/// as an instruction: a client steered by a hostile page must not plant a standing prompt
+/// injection that every later chat carries.
+pub fn refuse_instruction(text: &str) -> Result<(), crate::memory::MemoryError> {
+    if gates::reads_as_instruction(text) {
+        return Err(crate::memory::MemoryError::Invalid(
+            "Not stored: this reads as an instruction to the assistant or its memory (\"ignore previous instructions\", \"delete all memories\"); a memory states a fact about the user.".to_owned(),
+        ));
+    }
+    Ok(())
+}
+
 impl PostProcessor {
     /// Keeps a fact the user stated (`add_memory` over MCP) the way extracted facts are kept: an
     /// exact duplicate is not stored again, and the memory LLM reconciles it with the memories it
@@ -282,12 +294,7 @@ impl PostProcessor {
             kind: "fact".to_owned(),
         };
         self.memory.check_text(&fact().text)?;
-        // A client steered by a hostile page must not plant a standing prompt injection.
-        if gates::reads_as_instruction(&fact().text) {
-            return Err(crate::memory::MemoryError::Invalid(
-                "Not stored: this reads as an instruction to the assistant or its memory (\"ignore previous instructions\", \"delete all memories\"); a memory states a fact about the user.".to_owned(),
-            ));
-        }
+        refuse_instruction(&fact().text)?;
         let model = self
             .last_model
             .lock()

@@ -35,17 +35,24 @@ pub struct AllTenants(pub bool);
 #[derive(Clone, Debug)]
 pub struct KeyUser(pub String);
 
-pub async fn authorize(
-    State(state): State<SharedState>,
-    mut request: Request,
-    next: Next,
-) -> Result<Response, ProxyError> {
+/// Who the caller is and which tenant it acts for; a refusal comes in the shape of the route's API
+/// (JSON-RPC for MCP).
+pub async fn authorize(State(state): State<SharedState>, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    match authorized(&state, request).await {
+        Ok(request) => next.run(request).await,
+        Err(error) => super::refusal::refusal(&path, error),
+    }
+}
+
+async fn authorized(state: &SharedState, mut request: Request) -> Result<Request, ProxyError> {
     let headers = request.headers();
     let key = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
+    let key_digest_sent = key.map(key_digest);
     let asked = headers
         .get(TENANT_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -75,9 +82,28 @@ pub async fn authorize(
         request.extensions_mut().insert(KeyUser(user.clone()));
     }
     let all_tenants = is_admin || (admin_key.is_none() && state.tenant_keys.is_empty());
+    if calls_llm(&request) {
+        // The same budget as the key's `/v1` requests (one shared budget with auth off).
+        let open = admin_key.is_none() && state.tenant_keys.is_empty();
+        let budget = key_digest_sent.filter(|_| !open).unwrap_or([0u8; 32]);
+        if let Some(limiter) = &state.rate_limiter {
+            if let Err(wait) = limiter.take(budget, std::time::Instant::now()) {
+                state.metrics.count_rate_limited();
+                return Err(ProxyError::RateLimited(wait));
+            }
+        }
+    }
     request.extensions_mut().insert(AllTenants(all_tenants));
     request.extensions_mut().insert(AdminTenant(grant.tenant));
-    Ok(next.run(request).await)
+    Ok(request)
+}
+
+/// Management requests that can call an LLM and so spend the key's request budget: MCP calls
+/// (`add_memory` reconciles with the memory LLM) and the simulator.
+fn calls_llm(request: &Request) -> bool {
+    let path = request.uri().path();
+    request.method() == axum::http::Method::POST
+        && (path == "/mcp" || path == "/memproxy/v1/simulate")
 }
 
 /// What a key restricted to one user may call: that user's own routes (`/users/{user}/…`), the
@@ -198,6 +224,7 @@ pub async fn add_memory(
     ApiPath(user): ApiPath<String>,
     JsonBody(body): JsonBody<NewMemoryBody>,
 ) -> Result<Response, ProxyError> {
+    crate::postprocess::refuse_instruction(&body.text)?;
     let inserted = state
         .memory
         .add_memory(&scope(&tenant, &user), &body.text, &body.kind, "api")
@@ -225,6 +252,7 @@ pub async fn update_memory(
     ApiPath((user, id)): ApiPath<(String, i64)>,
     JsonBody(body): JsonBody<UpdateBody>,
 ) -> Result<Json<Value>, ProxyError> {
+    crate::postprocess::refuse_instruction(&body.text)?;
     state
         .memory
         .update_memory(&scope(&tenant, &user), id, &body.text, &[], "api")

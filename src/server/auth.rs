@@ -11,13 +11,14 @@
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::error::ProxyError;
 use crate::identity::DEFAULT_ID;
 use crate::keys::key_digest;
 use crate::keys::KeyGrant;
 
+use super::refusal::refusal;
 use super::SharedState;
 
 /// What authentication learned about a request, for the handlers.
@@ -76,17 +77,3 @@ pub async fn authenticate(
 }
 
 const API_KEY: &str = "x-api-key";
-
-/// A 401 or 429, in the shape of the API the request came in on.
-fn refusal(path: &str, error: ProxyError) -> Response {
-    if is_messages_path(path) {
-        crate::anthropic::error_response(&error)
-    } else {
-        error.into_response()
-    }
-}
-
-/// Routes of the Anthropic Messages API (answered in Anthropic's error shape).
-pub fn is_messages_path(path: &str) -> bool {
-    path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens")
-}

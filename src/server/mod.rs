@@ -15,10 +15,13 @@ pub mod console;
 mod exchange;
 mod explicit;
 mod extract;
+mod guard;
+mod listen;
 mod messages;
 mod native;
 mod openapi;
 mod ops;
+mod refusal;
 mod relay;
 mod response_log;
 mod responses;
@@ -28,12 +31,10 @@ mod stream;
 mod surface;
 
 use std::collections::HashMap;
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -207,11 +208,15 @@ pub async fn start_on(
         post.spawn_workers(&state.tasks, stop_maintenance.clone());
     }
     let app = router(Arc::clone(&state));
-    let serving = tokio::spawn(
-        axum::serve(listener.tap_io(no_delay), app)
-            .with_graceful_shutdown(stop.clone().cancelled_owned())
-            .into_future(),
-    );
+    let limits = listen::ConnectionLimits::of(&state.config.server);
+    let metrics = Arc::clone(&state.metrics);
+    let serving = tokio::spawn(listen::serve(
+        listener,
+        app,
+        limits,
+        stop.clone(),
+        move || metrics.count_refused_connection(),
+    ));
     tracing::info!(%addr, upstream = state.upstream.shown(state.upstream.base_url()), mode = %state.config.mode, "memproxy listening");
     Ok(RunningServer {
         addr,
@@ -289,6 +294,10 @@ async fn drain(tasks: &TaskTracker, grace: Duration) {
 /// Streams are written event by event: without TCP_NODELAY, Nagle's algorithm holds small writes
 /// back until the previous one is acknowledged (~40 ms with delayed ACKs).
 pub fn no_delay(stream: &mut tokio::net::TcpStream) {
+    no_delay_on(stream);
+}
+
+fn no_delay_on(stream: &tokio::net::TcpStream) {
     if let Err(error) = stream.set_nodelay(true) {
         tracing::debug!(%error, "cannot set TCP_NODELAY");
     }

@@ -24,6 +24,23 @@ use super::SharedState;
 
 const ROUTE: &str = "/v1/*";
 
+/// Upstream resources that outlive the request and are found by id: files, batches, stores,
+/// threads and the like. Relayed with the shared upstream key, one tenant's would be every
+/// tenant's.
+const SHARED_RESOURCES: &[&str] = &[
+    "files",
+    "uploads",
+    "batches",
+    "fine_tuning",
+    "vector_stores",
+    "assistants",
+    "threads",
+    "containers",
+    "conversations",
+    "evals",
+    "chatkit",
+];
+
 pub async fn default_route(
     State(state): State<SharedState>,
     Extension(context): Extension<RequestContext>,
@@ -55,6 +72,16 @@ async fn relay(
     let rest = path
         .find("/v1/")
         .map_or(path, |at| &path[at + "/v1".len()..]);
+    let shared = rest
+        .trim_start_matches('/')
+        .split('/')
+        .next()
+        .is_some_and(|resource| SHARED_RESOURCES.contains(&resource));
+    if shared && !state.tenant_keys.is_empty() && !state.config.upstream.relay_shared_resources {
+        return Err(ProxyError::Forbidden(format!(
+            "'{rest}' is kept by the upstream under the key every tenant shares, so memproxy does not relay it with proxy keys set (upstream.relay_shared_resources)"
+        )));
+    }
     let path_and_query = match parts.uri.query() {
         Some(query) => format!("{rest}?{query}"),
         None => rest.to_owned(),

@@ -2,15 +2,15 @@
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::{HeaderName, Request};
-use axum::middleware::from_fn_with_state;
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::{any, get, post, put};
 use axum::Router;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
 
 use super::{
-    admin, agents_api, auth, blocks_api, chat, check_api, console, messages, openapi, ops, relay,
-    responses, simulate, SharedState,
+    admin, agents_api, auth, blocks_api, chat, check_api, console, guard, messages, openapi, ops,
+    relay, responses, simulate, SharedState,
 };
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -35,6 +35,8 @@ pub fn router(state: SharedState) -> Router {
             "/{mode}/v1/messages/count_tokens",
             post(messages::count_tokens),
         )
+        .route_layer(from_fn_with_state(state.clone(), guard::json_body))
+        // Any other `/v1` route goes to the upstream as it is, in whatever content type it takes.
         .route("/v1/{*rest}", any(relay::default_route))
         .route("/{mode}/v1/{*rest}", any(relay::mode_route))
         .route_layer(from_fn_with_state(state.clone(), auth::authenticate))
@@ -119,19 +121,22 @@ pub fn router(state: SharedState) -> Router {
         .route("/memproxy/v1/check", get(check_api::check))
         .route("/memproxy/v1/check/repair", post(check_api::repair))
         .route("/memproxy/v1/simulate", post(simulate::simulate))
+        .route_layer(from_fn_with_state(state.clone(), guard::json_body))
         .route_layer(from_fn_with_state(state.clone(), admin::authorize))
         .layer(DefaultBodyLimit::max(body_limit));
-    // Memory over MCP (Streamable HTTP), with the management API's authorization.
-    let loopback = state.config.listen.ip().is_loopback();
+    // Memory over MCP (Streamable HTTP), with the management API's authorization; `guard`
+    // checks its Host and Origin as every route's.
     let mcp = Router::new()
         .route_service(
             "/mcp",
             crate::mcp::http_service(
                 std::sync::Arc::clone(&state.memory),
                 std::sync::Arc::clone(&state.post),
-                loopback,
+                body_limit,
             ),
         )
+        .route_layer(from_fn_with_state(state.clone(), guard::json_body))
+        .route_layer(from_fn(crate::mcp::errors_as_json_rpc))
         .route_layer(from_fn_with_state(state.clone(), admin::authorize))
         .layer(DefaultBodyLimit::max(body_limit));
     Router::new()
@@ -147,6 +152,7 @@ pub fn router(state: SharedState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .fallback(ops::not_found)
+        .layer(from_fn_with_state(state.clone(), guard::guard))
         .layer(from_fn_with_state(state.clone(), ops::count_requests))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(TraceLayer::new_for_http().make_span_with(|request: &Request<_>| {

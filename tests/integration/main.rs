@@ -57,5 +57,7 @@ mod responses;
 mod sdk;
 mod secrets;
 mod shared_blocks;
+mod stored_responses;
 mod streaming;
 mod user_keys;
+mod web_guard;

@@ -85,5 +85,6 @@ pub fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, Pro
         record: scope.record,
         from_agent: None,
         chain: Vec::new(),
+        depth: 0,
     })
 }
