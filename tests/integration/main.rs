@@ -20,6 +20,7 @@ mod console;
 mod consolidation;
 mod crashes;
 mod disk;
+mod erasure;
 mod errors;
 mod eval;
 mod explicit;
