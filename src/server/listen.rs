@@ -135,6 +135,25 @@ impl Drop for Slot {
     }
 }
 
+/// HTTP/2's connection preface; any other first bytes are HTTP/1.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the client's first bytes, enough to tell HTTP/1 from HTTP/2, arrive within `limit`.
+async fn protocol_known(stream: &tokio::net::TcpStream, limit: Duration) -> bool {
+    let wait = async {
+        let mut first = [0u8; 24];
+        loop {
+            match stream.peek(&mut first).await {
+                Ok(0) | Err(_) => return false,
+                Ok(n) if n >= H2_PREFACE.len() || first[..n] != H2_PREFACE[..n] => return true,
+                // A beginning of the HTTP/2 preface: wait for the rest of it.
+                Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+    };
+    tokio::time::timeout(limit, wait).await.unwrap_or(false)
+}
+
 /// Serves `app` on `listener` until `stop`, then lets open connections finish their requests.
 pub async fn serve(
     listener: TcpListener,
@@ -174,6 +193,16 @@ pub async fn serve(
         let stop = stop.clone();
         let header_timeout = limits.header_timeout;
         connections.spawn(async move {
+            // hyper's header deadline starts once it knows the protocol; until the first bytes
+            // say which, the wait is bounded here.
+            let known = tokio::select! {
+                known = protocol_known(&stream, header_timeout) => known,
+                _ = stop.cancelled() => false,
+            };
+            if !known {
+                tracing::trace!(%peer, "connection closed: nothing sent within server.header_timeout");
+                return;
+            }
             let mut builder = Builder::new(TokioExecutor::new());
             builder
                 .http1()

@@ -53,12 +53,25 @@ async fn a_deleted_user_leaves_no_word_in_the_data_directory() {
         .await
         .expect("answer");
     assert_eq!(response.status(), 200);
-    post_json(&h, "/memproxy/v1/users/dave/memories", &json!({"text": format!("Dave's cat is {word}.")})).await;
+    post_json(
+        &h,
+        "/memproxy/v1/users/dave/memories",
+        &json!({"text": format!("Dave's cat is {word}.")}),
+    )
+    .await;
     // Another user keeps a word of their own: the check can find what is there.
-    post_json(&h, "/memproxy/v1/users/erin/memories", &json!({"text": format!("Erin likes {kept}.")})).await;
+    post_json(
+        &h,
+        "/memproxy/v1/users/erin/memories",
+        &json!({"text": format!("Erin likes {kept}.")}),
+    )
+    .await;
     eventually("the exchanges are recorded", || async {
-        let conversations: Value = crate::common::get_json(&h, "/memproxy/v1/users/dave/conversations").await;
-        conversations["data"].as_array().is_some_and(|c| c.len() >= 2)
+        let conversations: Value =
+            crate::common::get_json(&h, "/memproxy/v1/users/dave/conversations").await;
+        conversations["data"]
+            .as_array()
+            .is_some_and(|c| c.len() >= 2)
     })
     .await;
     h.proxy.state.after_exchange.close();
@@ -73,8 +86,15 @@ async fn a_deleted_user_leaves_no_word_in_the_data_directory() {
     let data = h.data.path().to_owned();
     let keep_dir = h.data;
     h.proxy.shutdown().await;
-    assert!(!files_holding(&data, kept).is_empty(), "the other user's word is still stored");
-    assert_eq!(files_holding(&data, word), Vec::<String>::new(), "dave's word is still in the files");
+    assert!(
+        !files_holding(&data, kept).is_empty(),
+        "the other user's word is still stored"
+    );
+    assert_eq!(
+        files_holding(&data, word),
+        Vec::<String>::new(),
+        "dave's word is still in the files"
+    );
     drop(keep_dir);
 }
 
@@ -123,8 +143,21 @@ async fn a_deleted_memory_and_a_deleted_response_leave_no_word() {
             .is_ok_and(|r| r.status() == 200)
     })
     .await;
-    assert_eq!(h.client.delete(&memory_url).send().await.expect("answer").status(), 200);
-    let gone = h.client.delete(&response_url).header("x-memproxy-user", "ana").send().await;
+    assert_eq!(
+        h.client
+            .delete(&memory_url)
+            .send()
+            .await
+            .expect("answer")
+            .status(),
+        200
+    );
+    let gone = h
+        .client
+        .delete(&response_url)
+        .header("x-memproxy-user", "ana")
+        .send()
+        .await;
     assert_eq!(gone.expect("answer").status(), 200);
     assert!(memories(&h, "ana").await.is_empty());
     let data = h.data.path().to_owned();

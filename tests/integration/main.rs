@@ -58,6 +58,7 @@ mod responses;
 mod sdk;
 mod secrets;
 mod shared_blocks;
+mod slow_clients;
 mod stored_responses;
 mod streaming;
 mod user_keys;
