@@ -235,3 +235,78 @@ async fn an_agent_alone_is_not_offered_messaging_and_tags_are_checked() {
     let body: Value = response.json().await.expect("json");
     assert_eq!(body["error"]["param"], "tags");
 }
+
+/// The tool results the model was shown, as text.
+fn results_text(h: &Harness) -> String {
+    model_requests(h)
+        .iter()
+        .flat_map(tool_results)
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn one_turns_messages_are_bounded_in_number_and_in_depth() {
+    let h = harness_with(|c| c.limits.max_agent_message_depth = 1).await;
+    for worker in ["w1", "w2", "w3", "w4", "w5", "w6"] {
+        tag(&h, "ana", worker, json!(["worker"])).await;
+    }
+    // Six matching agents, more than a turn may message (limits.max_agent_messages_per_turn, 4).
+    h.mock.push(call(
+        "send_message_to_agents_matching_tags",
+        json!({"tags": ["worker"], "message": "Status?", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Too many workers."));
+    let response = ask(
+        &h,
+        "ana",
+        "alice",
+        json!([{"role": "user", "content": "Ask all workers."}]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        results_text(&h).contains("max_agent_messages_per_turn"),
+        "{}",
+        results_text(&h)
+    );
+    for worker in ["w1", "w6"] {
+        assert!(
+            log_of(&h, "ana", worker, "agent_message").await.is_empty(),
+            "{worker}"
+        );
+    }
+
+    // A turn started by another agent's message (depth 1) sends none further.
+    h.mock.push(both(
+        call(
+            "send_message_to_agent_async",
+            json!({"agent": "w1", "message": "Pass it on to w2."}),
+        ),
+        send("Sent."),
+    ));
+    h.mock.push(call(
+        "send_message_to_agent_async",
+        json!({"agent": "w2", "message": "From alice, via me.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("I could not pass it on."));
+    let response = ask(
+        &h,
+        "ana",
+        "alice",
+        json!([{"role": "user", "content": "Message w1."}]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    eventually("w1 answered alice", || async {
+        !log_of(&h, "ana", "alice", "agent_reply").await.is_empty()
+    })
+    .await;
+    assert!(
+        results_text(&h).contains("max_agent_message_depth"),
+        "{}",
+        results_text(&h)
+    );
+    assert!(log_of(&h, "ana", "w2", "agent_message").await.is_empty());
+}

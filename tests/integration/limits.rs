@@ -283,3 +283,74 @@ async fn each_key_has_its_own_request_budget_and_a_spent_one_is_a_429_with_retry
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn mcp_calls_spend_the_keys_budget_and_an_import_is_bounded_in_items() {
+    let h = harness_with(|c| {
+        c.auth.api_keys = vec![Secret::new("acme/ana:mp-ana-mcp")];
+        c.limits.requests_per_minute = 6;
+        c.limits.burst = 2;
+        c.limits.max_import_items = 2;
+    })
+    .await;
+    let add = |n: usize| {
+        let call = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": "add_memory", "arguments": {"text": format!("Ana owns {n} kayaks.")}}});
+        h.client
+            .post(h.url("/mcp"))
+            .bearer_auth("mp-ana-mcp")
+            .header("accept", "application/json, text/event-stream")
+            .json(&call)
+            .send()
+    };
+    // The budget the key's chats spend: one chat, one MCP call, then a 429 in JSON-RPC's shape.
+    let chat = h
+        .client
+        .post(h.url("/v1/chat/completions"))
+        .bearer_auth("mp-ana-mcp")
+        .json(&chat("hi"))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(chat.status(), 200);
+    assert_eq!(add(1).await.expect("answer").status(), 200);
+    let calls = h.mock.requests().len();
+    let refused = add(2).await.expect("answer");
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let error: Value = refused.json().await.expect("json");
+    assert_eq!(error["jsonrpc"], "2.0", "{error}");
+    assert_eq!(
+        error["error"]["data"]["code"], "rate_limit_exceeded",
+        "{error}"
+    );
+    assert_eq!(
+        h.mock.requests().len(),
+        calls,
+        "no memory-LLM call past the budget"
+    );
+
+    // Three items, over limits.max_import_items = 2 (with the admin-less open management API).
+    let open = harness_with(|c| c.limits.max_import_items = 2).await;
+    let file: String = (0..3)
+        .map(|n| {
+            let line = json!({"type": "memory", "text": format!("Fact {n}."), "kind": "fact",
+                "sources": [], "created_at_ms": 1000, "updated_at_ms": 1000, "valid_until_ms": null});
+            format!("{line}\n")
+        })
+        .collect();
+    let response = open
+        .client
+        .post(open.url("/memproxy/v1/users/ana/import"))
+        .body(file)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.expect("json");
+    assert_openai_error(&body, "limit_exceeded");
+    assert!(
+        body.to_string().contains("limits.max_import_items"),
+        "{body}"
+    );
+}
