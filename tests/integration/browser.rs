@@ -168,3 +168,42 @@ async fn the_console_works_in_a_real_browser() {
     );
     assert_eq!(shared["data"][0]["agents"], json!(["default", "helper"]));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_of_another_origin_can_neither_read_nor_write_memory() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let setup = Command::new(root.join("scripts/setup-browser"))
+        .status()
+        .expect("run scripts/setup-browser");
+    assert!(setup.success(), "scripts/setup-browser failed");
+    // The default local install: no keys.
+    let h = harness_with(|_| {}).await;
+    let mut command = Command::new("node");
+    command
+        .current_dir(root)
+        .arg(root.join("tests/ui/foreign_page.mjs"))
+        .arg(h.url(""))
+        .arg(root.join("target/ui-screenshots"));
+    crate::common::run_checks(
+        command,
+        "foreign page test",
+        &[
+            "cross-origin-read-blocked",
+            "cors-json-blocked",
+            "form-post-refused",
+            "form-import-refused",
+            "rebinding-refused",
+            "same-origin-write",
+        ],
+    )
+    .await;
+    assert!(
+        crate::common::memories(&h, "default").await.is_empty(),
+        "the page stored nothing"
+    );
+    assert!(
+        h.mock.chat_requests(None).is_empty(),
+        "the page chatted with nobody"
+    );
+    assert_eq!(crate::common::memories(&h, "console-user").await.len(), 1);
+}
