@@ -13,16 +13,19 @@ use crate::tokens;
 pub struct Window {
     /// Leading system/developer messages (kept as they are).
     pub system: Vec<usize>,
-    /// Conversation messages that fit, in order.
+    /// Messages kept after those, in order: the newest turns that fit, and every system or
+    /// developer message further down (a client's trailing environment message, say).
     pub kept: Vec<usize>,
     /// Conversation messages that were dropped (the oldest), in order.
     pub dropped: Vec<usize>,
+    /// What had to be kept (the newest user turn and what answers it) is over the budget: sent
+    /// whole all the same.
+    pub over_budget: Option<(usize, usize)>,
 }
 
 pub fn is_system(message: &ChatMessage) -> bool {
     matches!(message.role.as_str(), "system" | "developer")
 }
-
 pub fn message_tokens(message: &ChatMessage) -> usize {
     let calls = message.tool_calls.as_ref().map_or(0, |calls| {
         calls
@@ -55,26 +58,45 @@ fn units(messages: &[ChatMessage], start: usize) -> Vec<std::ops::Range<usize>> 
     units
 }
 
-/// Keeps the newest units within `budget` tokens (system messages not counted against it).
+/// Keeps the newest units within `budget` tokens. System and developer messages are never
+/// dropped, wherever they are, and do not count against the budget (the history budget is for
+/// the conversation). The newest user message and everything after it (the tool calls and results
+/// that answer it) are always kept: without them the upstream would answer another question.
 pub fn window(messages: &[ChatMessage], budget: usize) -> Window {
     let system_end = messages.iter().take_while(|m| is_system(m)).count();
     let units = units(messages, system_end);
+    let newest_user = messages
+        .iter()
+        .rposition(|m| m.role == "user")
+        .filter(|&at| at >= system_end);
+    let must_keep = newest_user
+        .and_then(|at| units.iter().position(|unit| unit.contains(&at)))
+        .unwrap_or(units.len().saturating_sub(1));
     let mut used = 0;
     let mut first_kept = units.len();
     for (position, unit) in units.iter().enumerate().rev() {
-        let cost: usize = messages[unit.clone()].iter().map(message_tokens).sum();
-        let newest = position + 1 == units.len();
-        if used + cost > budget && !newest {
+        let cost: usize = messages[unit.clone()]
+            .iter()
+            .filter(|m| !is_system(m))
+            .map(message_tokens)
+            .sum();
+        if used + cost > budget && position < must_keep {
             break;
         }
         used += cost;
         first_kept = position;
     }
     let split = units.get(first_kept).map_or(messages.len(), |u| u.start);
+    let (older_system, dropped): (Vec<usize>, Vec<usize>) =
+        (system_end..split).partition(|&i| is_system(&messages[i]));
     Window {
         system: (0..system_end).collect(),
-        kept: (split..messages.len()).collect(),
-        dropped: (system_end..split).collect(),
+        kept: older_system
+            .into_iter()
+            .chain(split..messages.len())
+            .collect(),
+        dropped,
+        over_budget: (used > budget).then_some((used, budget)),
     }
 }
 
@@ -160,5 +182,42 @@ mod tests {
             message("user", &"huge ".repeat(500)),
         ];
         assert_eq!(window(&messages, 10).kept, [1]);
+    }
+
+    #[test]
+    fn a_trailing_system_message_never_pushes_out_the_users_question() {
+        // Claude Code's shape: the user's message, then a long environment system message.
+        let environment = "Environment line. ".repeat(600);
+        let messages = vec![
+            message("user", "What is my dog called?"),
+            message("system", &environment),
+        ];
+        let window = window(&messages, 50);
+        assert_eq!(window.kept, [0, 1]);
+        assert!(window.dropped.is_empty());
+        assert_eq!(window.over_budget, None, "system text is not history");
+    }
+
+    #[test]
+    fn interleaved_system_messages_stay_and_the_answered_turn_is_kept_whole() {
+        let long = "word ".repeat(100);
+        let messages = vec![
+            message("user", &long),
+            message("developer", "Use metric units."),
+            message("assistant", &long),
+            message("user", &long),
+            call("c1"),
+            result("c1", &long),
+        ];
+        let window = window(&messages, 10);
+        assert_eq!(window.system, Vec::<usize>::new());
+        assert_eq!(
+            window.kept,
+            [1, 3, 4, 5],
+            "the developer message and the newest turn"
+        );
+        assert_eq!(window.dropped, [0, 2]);
+        let (used, budget) = window.over_budget.expect("over budget");
+        assert!(used > budget && budget == 10);
     }
 }

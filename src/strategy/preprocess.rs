@@ -129,7 +129,11 @@ fn build(
     }
     let tokens_after = compact::total_tokens(&messages);
     let changed = messages != request.messages;
+    let degraded = window.over_budget.map(|(used, budget)| {
+        format!("the newest turn is {used} tokens, over memory.history_budget_tokens ({budget}): sent whole")
+    });
     Rewrite {
+        degraded,
         plan: changed.then(|| Plan {
             first_kept: window
                 .kept

@@ -12,6 +12,7 @@ mod branches;
 mod browser;
 mod chat;
 mod check;
+mod client_shapes;
 mod conformance;
 mod conformance_agents;
 mod conformance_memory;

@@ -1,0 +1,150 @@
+//! Real clients' requests, as captured from the clients themselves (`tests/fixtures/clients/`),
+//! through every strategy with the default budgets: the newest user message reaches the upstream
+//! as the user's turn, the client's system messages (Claude Code's trailing environment message
+//! too) are kept, and memory is injected; a second session recalls the first.
+
+use std::time::Duration;
+
+use memproxy::config::Secret;
+use memproxy::upstream::ApiUpstream;
+use serde_json::Value;
+
+use crate::common::{eventually, harness_with, memories, Harness};
+
+/// The captured Claude Code 2.1.332 request: `[user(<system-reminder>…), user("My dog is called
+/// Rexford."), system("# Environment…", about 9,500 characters)]` besides its top-level system.
+fn claude_code() -> Value {
+    let text = include_str!("../fixtures/clients/claude-code-2.1.332.json");
+    serde_json::from_str::<Value>(text).expect("fixture")["body"].clone()
+}
+
+/// The fixture's request with the user's words replaced by `said`.
+fn claude_code_saying(said: &str) -> Value {
+    let mut body = claude_code();
+    body["stream"] = Value::Bool(false);
+    for message in body["messages"].as_array_mut().into_iter().flatten() {
+        for block in message["content"].as_array_mut().into_iter().flatten() {
+            if block["text"] == "My dog is called Rexford." {
+                block["text"] = Value::String(said.to_owned());
+            }
+        }
+    }
+    body
+}
+
+async fn send(h: &Harness, mode: &str, body: &Value) -> reqwest::Response {
+    h.client
+        .post(h.url(&format!("/{mode}/v1/messages")))
+        .header("x-memproxy-user", "cc-user")
+        .header("anthropic-version", "2023-06-01")
+        .json(body)
+        .send()
+        .await
+        .expect("answer")
+}
+
+/// The messages of the newest request the upstream got, on `path`.
+fn sent_messages(h: &Harness, path: &str) -> Vec<Value> {
+    let request = h
+        .mock
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.path_and_query.starts_with(path))
+        .expect("a request upstream")
+        .json();
+    request["messages"].as_array().cloned().unwrap_or_default()
+}
+
+fn text_of(message: &Value) -> String {
+    match &message["content"] {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn assert_question_and_environment_reach(messages: &[Value], question: &str, mode: &str) {
+    let users: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(text_of)
+        .collect();
+    assert!(
+        users.iter().any(|t| t.trim_end().ends_with(question)),
+        "{mode}: the question is not a user turn upstream: {users:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| text_of(m).contains("# Environment")),
+        "{mode}: the environment message was dropped"
+    );
+}
+
+#[tokio::test]
+async fn claude_codes_question_reaches_the_model_in_every_strategy() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    for mode in ["passthrough", "window", "summary", "implicit"] {
+        let response = send(&h, mode, &claude_code_saying("My dog is called Rexford.")).await;
+        assert_eq!(
+            response.status(),
+            200,
+            "{mode}: {:?}",
+            response.text().await
+        );
+        let degraded = response.headers().get("x-memproxy-degraded").cloned();
+        assert!(degraded.is_none(), "{mode}: {degraded:?}");
+        let messages = sent_messages(&h, "/v1/chat/completions");
+        assert_question_and_environment_reach(&messages, "My dog is called Rexford.", mode);
+    }
+    // A second session recalls the first: the fact is stored, and injected for the new question.
+    eventually("the fact is stored", || async {
+        memories(&h, "cc-user")
+            .await
+            .iter()
+            .any(|m| m.contains("Rexford"))
+    })
+    .await;
+    let response = send(
+        &h,
+        "implicit",
+        &claude_code_saying("What is my dog called?"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let messages = sent_messages(&h, "/v1/chat/completions");
+    assert_question_and_environment_reach(&messages, "What is my dog called?", "implicit, later");
+    let all: String = messages.iter().map(text_of).collect::<Vec<_>>().join("\n");
+    assert!(
+        all.contains("<memory>") && all.contains("Rexford"),
+        "no memory injected"
+    );
+}
+
+#[tokio::test]
+async fn claude_codes_question_reaches_a_native_messages_upstream() {
+    let h = harness_with(|c| {
+        c.upstream.messages = Some(ApiUpstream {
+            url: c.upstream.url.clone(),
+            api_key: Some(Secret::new("sk-ant-upstream")),
+            auth_header: None,
+        });
+    })
+    .await;
+    for mode in ["window", "summary", "implicit"] {
+        let response = send(&h, mode, &claude_code_saying("My dog is called Rexford.")).await;
+        assert_eq!(
+            response.status(),
+            200,
+            "{mode}: {:?}",
+            response.text().await
+        );
+        let messages = sent_messages(&h, "/v1/messages");
+        assert_question_and_environment_reach(&messages, "My dog is called Rexford.", mode);
+    }
+}
