@@ -95,6 +95,9 @@ pub fn from_request(request: &Map<String, Value>) -> Result<Translated, ProxyErr
     );
     match &request.get("metadata").unwrap_or(&Value::Null)["user_id"] {
         Value::Null => {}
+        // Claude Code puts a JSON object of device and session ids there: not a person's name,
+        // neither for memproxy's user nor as the upstream's `user`.
+        Value::String(user) if user.trim_start().starts_with('{') => {}
         Value::String(user) => {
             out.insert("user".into(), json!(user));
         }

@@ -43,6 +43,10 @@ fn a_conversation_with_tools_becomes_chat_completions() {
     assert_eq!(converted["max_tokens"], 100);
     assert_eq!(converted["stop"], json!(["END"]));
     assert_eq!(converted["user"], "ada");
+    let session = chat(json!({"model": "m", "max_tokens": 5,
+        "metadata": {"user_id": "{\"device_id\":\"d\",\"session_id\":\"s\"}"},
+        "messages": [{"role": "user", "content": "hi"}]}));
+    assert!(session.get("user").is_none(), "{session}");
     assert_eq!(converted["tool_choice"], "required");
     assert_eq!(converted["parallel_tool_calls"], false);
     assert_eq!(
