@@ -31,6 +31,8 @@ pub struct Translator {
     finish: Option<String>,
     completion_usage: Value,
     ended: bool,
+    /// The prompt's tokens as known before the upstream answers, for `message_start`.
+    pub input_tokens: u64,
 }
 
 impl Translator {
@@ -44,6 +46,7 @@ impl Translator {
             finish: None,
             completion_usage: Value::Null,
             ended: false,
+            input_tokens: 0,
         }
     }
 
@@ -57,7 +60,7 @@ impl Translator {
             &json!({"type": "message_start", "message": {
                 "id": message_id(id), "type": "message", "role": "assistant", "model": self.model,
                 "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 0, "output_tokens": 0}}}),
+                "usage": {"input_tokens": self.input_tokens, "output_tokens": 0}}}),
         ));
         out.push(event("ping", &json!({"type": "ping"})));
     }
@@ -189,6 +192,9 @@ impl StreamTranslator for Translator {
 pub fn translate(
     input: BoxStream<'static, Result<Bytes, std::io::Error>>,
     model: &str,
+    input_tokens: u64,
 ) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
-    translate_stream(input, Translator::new(model))
+    let mut translator = Translator::new(model);
+    translator.input_tokens = input_tokens;
+    translate_stream(input, translator)
 }

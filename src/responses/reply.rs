@@ -70,7 +70,9 @@ pub fn usage(completion: &Value) -> Value {
     let output = usage["completion_tokens"].as_u64().unwrap_or(0);
     json!({
         "input_tokens": input,
-        "input_tokens_details": {"cached_tokens": crate::openai::cached_prompt_tokens(completion).unwrap_or(0)},
+        // A Chat Completions upstream does not report cache writes; the SDKs' types declare them.
+        "input_tokens_details": {"cached_tokens": crate::openai::cached_prompt_tokens(completion).unwrap_or(0),
+            "cache_write_tokens": 0},
         "output_tokens": output,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": input + output,

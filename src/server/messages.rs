@@ -142,6 +142,10 @@ async fn translated(
         Err(error) => return anthropic::error_response(&error),
     };
     let model = chat.model.clone().unwrap_or_default();
+    // For `message_start` of a stream, where the strategy reports no count (passthrough).
+    let counted = (chat.stream == Some(true))
+        .then(|| crate::strategy::compact::total_tokens(&chat.messages) as u64)
+        .unwrap_or(0);
     let body = match serde_json::to_vec(&chat) {
         Ok(body) => Bytes::from(body),
         Err(error) => {
@@ -152,7 +156,7 @@ async fn translated(
         headers.remove(name);
     }
     let mut response = match super::chat::handle(state, context, mode, headers, body, ROUTE).await {
-        Ok(response) => translate(response, &model).await,
+        Ok(response) => translate(response, &model, counted).await,
         Err(error) => anthropic::error_response(&error),
     };
     surface::name_dropped_tools(response.headers_mut(), &dropped_tools);
@@ -161,11 +165,21 @@ async fn translated(
 
 /// A Chat Completions answer (whole, streamed or an error) in Anthropic's shape; memproxy's own
 /// headers and the request id are kept.
-async fn translate(response: Response, model: &str) -> Response {
+async fn translate(response: Response, model: &str, counted: u64) -> Response {
     let answer = CoreAnswer::of(response);
     if answer.status.is_success() && answer.streamed {
+        // `message_start` comes before the upstream's usage: it carries the prompt's size as
+        // memproxy counted it (the upstream's own count follows in `message_delta`).
+        let counted = answer
+            .kept
+            .get("x-memproxy-prompt-tokens-after")
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| value.parse().ok())
+            .filter(|&after| after > 0)
+            .unwrap_or(counted);
         let input = CoreAnswer::into_stream(answer.body);
-        return surface::event_stream(answer.status, answer.kept, events::translate(input, model));
+        let events = events::translate(input, model, counted);
+        return surface::event_stream(answer.status, answer.kept, events);
     }
     let bytes = match axum::body::to_bytes(answer.body, usize::MAX).await {
         Ok(bytes) => bytes,

@@ -21,8 +21,11 @@ assert message.usage.input_tokens > 0 and message.usage.output_tokens > 0, messa
 print("ok create")
 
 with client.messages.stream(model="mock-model", max_tokens=50, messages=messages) as stream:
-    text = "".join(stream.text_stream)
+    events = list(stream)
     final = stream.get_final_message()
+started = [e for e in events if e.type == "message_start"][0]
+assert started.message.usage.input_tokens > 0, started.message.usage
+text = "".join(e.delta.text for e in events if e.type == "content_block_delta" and e.delta.type == "text_delta")
 assert text == "echo: hello sdk", text
 assert final.content[0].text == "echo: hello sdk" and final.stop_reason == "end_turn", final
 assert final.usage.output_tokens > 0, final.usage

@@ -19,6 +19,10 @@ first = client.responses.create(model="mock-model", input="My name is Ada.",
 assert first.object == "response" and first.status == "completed", first
 assert first.output_text == "echo: My name is Ada.", first.output_text
 assert first.usage.input_tokens > 0 and first.usage.output_tokens > 0, first.usage
+# What the SDK's types declare of the details, present where memproxy writes them (a same-API
+# relay passes the upstream's own usage as it is).
+details = first.usage.input_tokens_details
+assert details is None or details.model_dump().get("cache_write_tokens") == 0, first.usage
 print("ok create")
 
 second = client.responses.create(model="mock-model", input="What is my name?",
