@@ -67,7 +67,7 @@ pub enum MemoriesCommand {
         #[arg(long)]
         output: Option<PathBuf>,
     },
-    /// Import a JSONL export into a user (FILE, or - for stdin); all or nothing.
+    /// Import a JSONL export into a user (FILE, or - for stdin); checked whole before any write.
     Import {
         #[command(flatten)]
         who: Who,

@@ -5,7 +5,7 @@
 //! mutex and runs on the blocking pool, never on the async runtime's threads.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use fastembed::{
@@ -19,7 +19,9 @@ const ORT_LIBRARY: &str = "libonnxruntime.so.1.24.4";
 const DIMENSIONS: usize = 384;
 
 pub struct LocalEmbedder {
-    model: Arc<Mutex<TextEmbedding>>,
+    /// A fair (first come, first served) lock: bulk work embeds a batch per call, and every
+    /// other caller waits for at most the batch in progress, never for a run of them.
+    model: Arc<tokio::sync::Mutex<TextEmbedding>>,
     model_id: String,
 }
 
@@ -79,7 +81,7 @@ impl LocalEmbedder {
         let embedding = TextEmbedding::try_new_from_user_defined(model, options)
             .map_err(|error| EmbedError::Failed(format!("loading {MODEL_NAME}: {error}")))?;
         Ok(LocalEmbedder {
-            model: Arc::new(Mutex::new(embedding)),
+            model: Arc::new(tokio::sync::Mutex::new(embedding)),
             model_id: format!("local:{MODEL_NAME}"),
         })
     }
@@ -99,11 +101,8 @@ impl Embedder for LocalEmbedder {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
-        let model = Arc::clone(&self.model);
+        let mut model = Arc::clone(&self.model).lock_owned().await;
         tokio::task::spawn_blocking(move || {
-            let mut model = model
-                .lock()
-                .map_err(|_| EmbedError::Failed("the model lock is poisoned".to_owned()))?;
             let mut vectors = model
                 .embed(&texts, Some(32))
                 .map_err(|error| EmbedError::Failed(error.to_string()))?;

@@ -47,6 +47,9 @@ pub enum MemoryError {
 
 pub type MemoryResult<T> = Result<T, MemoryError>;
 
+/// Memories written per transaction by an import.
+const IMPORT_BATCH: usize = 50;
+
 /// Texts embedded per call in bulk work (about 0.2 s of the local model on two cores).
 const BULK_EMBED_BATCH: usize = 32;
 
@@ -444,9 +447,29 @@ impl MemoryService {
         for ((_, _, _, slot), embedding) in bundle.passages.iter_mut().zip(embeddings) {
             *slot = Some(embedding);
         }
+        // Written in bounded transactions, so that another user's write waits for one batch,
+        // not for the whole file: first everything but the memories, then the memories a batch
+        // at a time. The whole file was checked above; a write that fails midway (a full disk)
+        // leaves the batches before it, and importing the same file again adds only what is
+        // missing (memories are kept once by their text, turns by their position).
+        let memories = std::mem::take(&mut bundle.memories);
+        let mut parts = vec![bundle];
+        for batch in memories.chunks(IMPORT_BATCH) {
+            parts.push(crate::store::UserBundle {
+                memories: batch.to_vec(),
+                ..Default::default()
+            });
+        }
+        let mut counts = ImportCounts::default();
+        for part in parts {
+            let scope = scope.clone();
+            let written = self
+                .blocking(move |store, _| Ok(store.import_user(&scope, &part)?))
+                .await?;
+            counts.add(&written);
+        }
         let scope = scope.clone();
         self.blocking(move |store, vectors| {
-            let counts = store.import_user(&scope, &bundle)?;
             let uid = store.ensure_user(&scope)?;
             // Many rows changed at once: let the indexes catch up from the database.
             vectors.verify(uid)?;

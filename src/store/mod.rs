@@ -437,6 +437,18 @@ pub struct ImportCounts {
     pub summaries: usize,
 }
 
+impl ImportCounts {
+    /// Adds the counts of another part of the same import.
+    pub fn add(&mut self, other: &ImportCounts) {
+        self.conversations += other.conversations;
+        self.messages += other.messages;
+        self.memories += other.memories;
+        self.blocks += other.blocks;
+        self.passages += other.passages;
+        self.summaries += other.summaries;
+    }
+}
+
 /// Paging for listings.
 #[derive(Clone, Copy, Debug)]
 pub struct Page {
