@@ -143,9 +143,11 @@ async fn translated(
     };
     let model = chat.model.clone().unwrap_or_default();
     // For `message_start` of a stream, where the strategy reports no count (passthrough).
-    let counted = (chat.stream == Some(true))
-        .then(|| crate::strategy::compact::total_tokens(&chat.messages) as u64)
-        .unwrap_or(0);
+    let counted = if chat.stream == Some(true) {
+        crate::strategy::compact::total_tokens(&chat.messages) as u64
+    } else {
+        0
+    };
     let body = match serde_json::to_vec(&chat) {
         Ok(body) => Bytes::from(body),
         Err(error) => {
