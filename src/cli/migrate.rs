@@ -84,12 +84,7 @@ pub fn run(from: &Path, to: &str, pool_size: usize) -> anyhow::Result<()> {
             counts.passages,
             counts.summaries
         );
-        total.conversations += counts.conversations;
-        total.messages += counts.messages;
-        total.memories += counts.memories;
-        total.blocks += counts.blocks;
-        total.passages += counts.passages;
-        total.summaries += counts.summaries;
+        total.add(&counts);
     }
     println!(
         "migrated {} users: {} messages, {} memories, {} blocks, {} passages; each copy verified",
