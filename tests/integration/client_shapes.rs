@@ -1,7 +1,8 @@
 //! Real clients' requests, as captured from the clients themselves (`tests/fixtures/clients/`),
 //! through every strategy with the default budgets: the newest user message reaches the upstream
 //! as the user's turn, the client's system messages (Claude Code's trailing environment message
-//! too) are kept, and memory is injected; a second session recalls the first.
+//! too; Codex CLI's developer messages and tools too) are kept, and memory is injected; a second
+//! session recalls the first.
 
 use std::time::Duration;
 
@@ -147,4 +148,91 @@ async fn claude_codes_question_reaches_a_native_messages_upstream() {
         let messages = sent_messages(&h, "/v1/messages");
         assert_question_and_environment_reach(&messages, "My dog is called Rexford.", mode);
     }
+}
+
+/// The captured Codex CLI 0.171.0 request: three developer messages (about 19,000 characters),
+/// the environment context and the user's words, nine tools, `store: false`.
+fn codex_saying(said: &str) -> Value {
+    let text = include_str!("../fixtures/clients/codex-0.171.0.json");
+    let mut body = serde_json::from_str::<Value>(text).expect("fixture")["body"].clone();
+    body["stream"] = Value::Bool(false);
+    for item in body["input"].as_array_mut().into_iter().flatten() {
+        for block in item["content"].as_array_mut().into_iter().flatten() {
+            if block["text"] == "My favourite editor is Helix." {
+                block["text"] = Value::String(said.to_owned());
+            }
+        }
+    }
+    body
+}
+
+async fn send_responses(h: &Harness, mode: &str, body: &Value) -> reqwest::Response {
+    h.client
+        .post(h.url(&format!("/{mode}/v1/responses")))
+        .header("x-memproxy-user", "codex-user")
+        .json(body)
+        .send()
+        .await
+        .expect("answer")
+}
+
+fn assert_codex_reaches(messages: &[Value], question: &str, mode: &str) {
+    let users: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(text_of)
+        .collect();
+    assert!(
+        users.iter().any(|t| t.trim_end().ends_with(question)),
+        "{mode}: the question is not a user turn upstream: {users:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "system" && text_of(m).contains("You are a coding agent")),
+        "{mode}: Codex's developer instructions were dropped"
+    );
+}
+
+#[tokio::test]
+async fn codexs_question_reaches_the_model_in_every_strategy_and_is_recalled() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    for mode in ["passthrough", "window", "summary", "implicit"] {
+        let response =
+            send_responses(&h, mode, &codex_saying("My favourite editor is Helix.")).await;
+        assert_eq!(
+            response.status(),
+            200,
+            "{mode}: {:?}",
+            response.text().await
+        );
+        let messages = sent_messages(&h, "/v1/chat/completions");
+        assert_codex_reaches(&messages, "My favourite editor is Helix.", mode);
+        let tools = h
+            .mock
+            .chat_requests(None)
+            .last()
+            .map(|r| r["tools"].as_array().map_or(0, Vec::len))
+            .unwrap_or(0);
+        assert!(
+            tools > 0,
+            "{mode}: Codex's function tools reach the upstream"
+        );
+    }
+    eventually("the fact is stored", || async {
+        memories(&h, "codex-user")
+            .await
+            .iter()
+            .any(|m| m.contains("Helix"))
+    })
+    .await;
+    let response = send_responses(&h, "implicit", &codex_saying("Which editor do I like?")).await;
+    assert_eq!(response.status(), 200);
+    let messages = sent_messages(&h, "/v1/chat/completions");
+    assert_codex_reaches(&messages, "Which editor do I like?", "implicit, later");
+    let all: String = messages.iter().map(text_of).collect::<Vec<_>>().join("\n");
+    assert!(
+        all.contains("<memory>") && all.contains("Helix"),
+        "no memory injected"
+    );
 }
