@@ -258,12 +258,18 @@ impl RunningServer {
 /// Start-up recovery, then a periodic save of changed vector indexes (and a last one at stop).
 fn spawn_maintenance(state: &SharedState, stop: CancellationToken) {
     let memory = Arc::clone(&state.memory);
+    let retention = state.config.memory.clone();
     state.tasks.spawn(async move {
         match memory.recover().await {
             Ok((users, requeued)) => tracing::info!(users, requeued, "memory checked"),
             Err(error) => tracing::error!(%error, "memory check at start-up failed"),
         }
+        let mut ticks = 0u64;
         loop {
+            if ticks % PRUNE_EVERY_TICKS == 0 {
+                prune_responses(&memory, &retention).await;
+            }
+            ticks += 1;
             let stopping = tokio::select! {
                 _ = stop.cancelled() => true,
                 _ = tokio::time::sleep(FLUSH_EVERY) => false,
@@ -280,6 +286,25 @@ fn spawn_maintenance(state: &SharedState, stop: CancellationToken) {
 
 /// How often changed vector indexes are saved (a crash in between only costs a rebuild).
 const FLUSH_EVERY: Duration = Duration::from_secs(10);
+
+/// The response log's retention runs at start and every hour (360 flushes).
+const PRUNE_EVERY_TICKS: u64 = 360;
+
+/// Deletes stored Responses past `memory.responses_max_age` or beyond `responses_per_user`.
+async fn prune_responses(memory: &MemoryService, config: &crate::strategy::MemoryConfig) {
+    let before = config.responses_max_age.map_or(i64::MIN, |age| {
+        crate::store::now_ms().saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
+    });
+    let keep = config.responses_per_user;
+    match memory
+        .blocking(move |store, _| Ok(store.prune_responses(before, keep)?))
+        .await
+    {
+        Ok(0) => {}
+        Ok(pruned) => tracing::info!(pruned, "stored responses past their retention deleted"),
+        Err(error) => tracing::warn!(%error, "pruning stored responses failed"),
+    }
+}
 
 async fn drain(tasks: &TaskTracker, grace: Duration) {
     tasks.close();

@@ -39,7 +39,18 @@ pub trait ResponseLog {
         id: &str,
         limit: usize,
     ) -> StoreResult<Vec<StoredResponse>>;
+    /// Retention: deletes every user's responses created before `before_ms`, and beyond each
+    /// user's newest `keep_per_user`; returns how many went. A chain that loses a link can no
+    /// longer be continued with `previous_response_id` (the client gets 400, as for any unknown
+    /// response).
+    fn prune_responses(&self, before_ms: i64, keep_per_user: usize) -> StoreResult<u64>;
 }
+
+/// The statement of [`ResponseLog::prune_responses`], the same on both backends (`?1`/`$1`: the
+/// cut-off time, `?2`/`$2`: how many a user keeps).
+pub const PRUNE: &str = "DELETE FROM responses WHERE created_at < {1} OR id IN (
+    SELECT id FROM (SELECT id, ROW_NUMBER() OVER (PARTITION BY uid ORDER BY created_at DESC, id DESC)
+        AS newest FROM responses) AS ranked WHERE newest > {2})";
 
 /// The messages of the chain ending at `id`, oldest first: `Ok(None)` if a link is missing
 /// (the response is unknown to this user, was deleted, or was not stored).

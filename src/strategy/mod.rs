@@ -56,6 +56,12 @@ pub struct MemoryConfig {
     pub consolidation_delay: Option<Duration>,
     /// Consolidation runs per user per day at most (each makes at most one memory LLM call).
     pub consolidation_runs_per_day: u64,
+    /// Stored Responses (the log behind `previous_response_id` and `GET /v1/responses/{id}`) are
+    /// deleted this long after they were made; `"off"`: kept until deleted.
+    #[serde(with = "off_or_duration")]
+    pub responses_max_age: Option<Duration>,
+    /// Stored Responses one user keeps at most (the newest); older ones are deleted.
+    pub responses_per_user: usize,
     /// Attempts of a post-processing job before it is marked failed.
     pub job_attempts: i64,
     /// A job still `running` after this long lost its worker and is run again. Longer than any
@@ -114,6 +120,8 @@ impl Default for MemoryConfig {
             add_only: false,
             consolidation_delay: Some(Duration::from_secs(30 * 60)),
             consolidation_runs_per_day: 4,
+            responses_max_age: Some(Duration::from_secs(30 * 24 * 3600)),
+            responses_per_user: 1000,
             job_attempts: 5,
             job_lease: Duration::from_secs(20 * 60),
             job_workers: 2,

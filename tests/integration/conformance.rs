@@ -294,12 +294,51 @@ fn responses_area(store: &(impl ResponseLog + Users)) {
     );
 }
 
+/// Retention: past the cut-off time, and beyond each user's newest N, responses go; each user's
+/// count is their own.
+fn response_retention_area(store: &(impl ResponseLog + Users)) {
+    use memproxy::store::responses::StoredResponse;
+    let (cy, dee) = (
+        UserScope::new("acme", "cy"),
+        UserScope::new("globex", "dee"),
+    );
+    let at = |id: &str, created_at_ms: i64| StoredResponse {
+        id: id.to_owned(),
+        previous: None,
+        messages: "[]".to_owned(),
+        body: "{}".to_owned(),
+        created_at_ms,
+    };
+    for (id, when) in [("old", 100), ("mid", 200), ("new", 300), ("newest", 400)] {
+        store.put_response(&cy, &at(id, when)).expect("put");
+    }
+    store.put_response(&dee, &at("only", 100)).expect("put");
+    let ids = |scope: &UserScope| -> Vec<&str> {
+        ["old", "mid", "new", "newest", "only"]
+            .into_iter()
+            .filter(|id| store.response(scope, id).expect("read").is_some())
+            .collect()
+    };
+    // Nothing is old enough and everyone is within the count: nothing goes.
+    assert_eq!(store.prune_responses(0, 10).expect("prune"), 0);
+    // Older than 150: cy's oldest and dee's only one (and what another area left that old).
+    assert!(store.prune_responses(150, 10).expect("prune") >= 2);
+    assert_eq!(ids(&cy), ["mid", "new", "newest"]);
+    assert!(ids(&dee).is_empty());
+    // At most two per user: cy's older one of the three goes.
+    assert_eq!(store.prune_responses(0, 2).expect("prune"), 1);
+    assert_eq!(ids(&cy), ["new", "newest"]);
+}
+
 #[test]
 fn response_log_on_every_backend() {
     let (_dir, store) = sqlite();
     responses_area(&store);
+    response_retention_area(&store);
     if let Some(url) = postgres_url() {
-        responses_area(&postgres(&url));
+        let store = postgres(&url);
+        responses_area(&store);
+        response_retention_area(&store);
     }
 }
 

@@ -59,6 +59,17 @@ impl ResponseLog for PostgresStore {
         })
     }
 
+    fn prune_responses(&self, before_ms: i64, keep_per_user: usize) -> StoreResult<u64> {
+        let statement = crate::store::responses::PRUNE
+            .replace("{1}", "$1")
+            .replace("{2}", "$2");
+        let keep = i64::try_from(keep_per_user).unwrap_or(i64::MAX);
+        self.run(|pool| async move {
+            let client = pool.get().await?;
+            Ok(client.execute(&statement, &[&before_ms, &keep]).await?)
+        })
+    }
+
     /// The chain from `id` back through `previous` links (newest first), in one recursive query.
     fn response_chain(
         &self,

@@ -104,6 +104,14 @@ impl crate::store::responses::ResponseLog for super::SqliteStore {
         self.erase(|tx| delete(tx, scope, id))
     }
 
+    fn prune_responses(&self, before_ms: i64, keep_per_user: usize) -> StoreResult<u64> {
+        let statement = crate::store::responses::PRUNE
+            .replace("{1}", "?1")
+            .replace("{2}", "?2");
+        let keep = i64::try_from(keep_per_user).unwrap_or(i64::MAX);
+        self.erase(|tx| Ok(tx.execute(&statement, params![before_ms, keep])? as u64))
+    }
+
     fn response_chain(
         &self,
         scope: &UserScope,
