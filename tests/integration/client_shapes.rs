@@ -12,25 +12,26 @@ use serde_json::Value;
 
 use crate::common::{eventually, harness_with, memories, Harness};
 
-/// The captured Claude Code 2.1.332 request: `[user(<system-reminder>…), user("My dog is called
-/// Rexford."), system("# Environment…", about 9,500 characters)]` besides its top-level system.
-fn claude_code() -> Value {
-    let text = include_str!("../fixtures/clients/claude-code-2.1.332.json");
-    serde_json::from_str::<Value>(text).expect("fixture")["body"].clone()
-}
-
-/// The fixture's request with the user's words replaced by `said`.
-fn claude_code_saying(said: &str) -> Value {
-    let mut body = claude_code();
+/// A captured request's body (not streamed), with the user's words `told` (as captured) replaced
+/// by `said`, in the list of items at `list` (`messages` or `input`).
+fn captured_saying(fixture: &str, list: &str, told: &str, said: &str) -> Value {
+    let mut body = serde_json::from_str::<Value>(fixture).expect("fixture")["body"].clone();
     body["stream"] = Value::Bool(false);
-    for message in body["messages"].as_array_mut().into_iter().flatten() {
-        for block in message["content"].as_array_mut().into_iter().flatten() {
-            if block["text"] == "My dog is called Rexford." {
+    for item in body[list].as_array_mut().into_iter().flatten() {
+        for block in item["content"].as_array_mut().into_iter().flatten() {
+            if block["text"] == told {
                 block["text"] = Value::String(said.to_owned());
             }
         }
     }
     body
+}
+
+/// The captured Claude Code 2.1.332 request: `[user(<system-reminder>…), user("My dog is called
+/// Rexford."), system("# Environment…", about 9,500 characters)]` besides its top-level system.
+fn claude_code_saying(said: &str) -> Value {
+    let fixture = include_str!("../fixtures/clients/claude-code-2.1.332.json");
+    captured_saying(fixture, "messages", "My dog is called Rexford.", said)
 }
 
 async fn send(h: &Harness, mode: &str, body: &Value) -> reqwest::Response {
@@ -153,17 +154,8 @@ async fn claude_codes_question_reaches_a_native_messages_upstream() {
 /// The captured Codex CLI 0.171.0 request: three developer messages (about 19,000 characters),
 /// the environment context and the user's words, nine tools, `store: false`.
 fn codex_saying(said: &str) -> Value {
-    let text = include_str!("../fixtures/clients/codex-0.171.0.json");
-    let mut body = serde_json::from_str::<Value>(text).expect("fixture")["body"].clone();
-    body["stream"] = Value::Bool(false);
-    for item in body["input"].as_array_mut().into_iter().flatten() {
-        for block in item["content"].as_array_mut().into_iter().flatten() {
-            if block["text"] == "My favourite editor is Helix." {
-                block["text"] = Value::String(said.to_owned());
-            }
-        }
-    }
-    body
+    let fixture = include_str!("../fixtures/clients/codex-0.171.0.json");
+    captured_saying(fixture, "input", "My favourite editor is Helix.", said)
 }
 
 async fn send_responses(h: &Harness, mode: &str, body: &Value) -> reqwest::Response {
