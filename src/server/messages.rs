@@ -15,6 +15,7 @@ use crate::anthropic::{self, events, reply};
 use crate::error::ProxyError;
 use crate::identity::resolve_mode;
 use crate::mode::Mode;
+use crate::openai::ChatMessage;
 
 use super::auth::RequestContext;
 use super::chat::{route_mode, Reading};
@@ -134,7 +135,7 @@ async fn translated(
     body: Bytes,
 ) -> Response {
     let anthropic::Translated {
-        chat,
+        mut chat,
         dropped_tools,
         ..
     } = match anthropic::to_chat(&body) {
@@ -142,23 +143,24 @@ async fn translated(
         Err(error) => return anthropic::error_response(&error),
     };
     let model = chat.model.clone().unwrap_or_default();
-    // For `message_start` of a stream, where the strategy reports no count (passthrough).
-    let counted = if chat.stream == Some(true) {
-        crate::strategy::compact::total_tokens(&chat.messages) as u64
-    } else {
-        0
-    };
     let body = match serde_json::to_vec(&chat) {
         Ok(body) => Bytes::from(body),
         Err(error) => {
             return anthropic::error_response(&ProxyError::Internal(error.to_string()));
         }
     };
+    // Kept (not copied) for a stream's `message_start`, counted there only if the strategy
+    // reported no count (passthrough).
+    let sent = if chat.stream == Some(true) {
+        std::mem::take(&mut chat.messages)
+    } else {
+        Vec::new()
+    };
     for name in ANTHROPIC_HEADERS {
         headers.remove(name);
     }
     let mut response = match super::chat::handle(state, context, mode, headers, body, ROUTE).await {
-        Ok(response) => translate(response, &model, counted).await,
+        Ok(response) => translate(response, &model, &sent).await,
         Err(error) => anthropic::error_response(&error),
     };
     surface::name_dropped_tools(response.headers_mut(), &dropped_tools);
@@ -167,7 +169,7 @@ async fn translated(
 
 /// A Chat Completions answer (whole, streamed or an error) in Anthropic's shape; memproxy's own
 /// headers and the request id are kept.
-async fn translate(response: Response, model: &str, counted: u64) -> Response {
+async fn translate(response: Response, model: &str, sent: &[ChatMessage]) -> Response {
     let answer = CoreAnswer::of(response);
     if answer.status.is_success() && answer.streamed {
         // `message_start` comes before the upstream's usage: it carries the prompt's size as
@@ -178,7 +180,7 @@ async fn translate(response: Response, model: &str, counted: u64) -> Response {
             .and_then(|value| value.to_str().ok())
             .and_then(|value| value.parse().ok())
             .filter(|&after| after > 0)
-            .unwrap_or(counted);
+            .unwrap_or_else(|| crate::strategy::compact::total_tokens(sent) as u64);
         let input = CoreAnswer::into_stream(answer.body);
         let events = events::translate(input, model, counted);
         return surface::event_stream(answer.status, answer.kept, events);
