@@ -52,6 +52,7 @@ mod native;
 mod postgres_faults;
 mod process;
 mod quality;
+mod real_clients;
 mod recency;
 mod relay;
 mod replicas;
