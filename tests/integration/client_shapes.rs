@@ -2,13 +2,14 @@
 //! through every strategy with the default budgets: the newest user message reaches the upstream
 //! as the user's turn, the client's system messages (Claude Code's trailing environment message
 //! too; Codex CLI's developer messages and tools too) are kept, and memory is injected; a second
-//! session recalls the first.
+//! session recalls the first. Chat Completions clients (the Vercel AI SDK, Continue CLI) keep
+//! their tools, and a step that carries a tool's result reaches the upstream with it intact.
 
 use std::time::Duration;
 
 use memproxy::config::Secret;
 use memproxy::upstream::ApiUpstream;
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::common::{eventually, harness_with, memories, Harness};
 
@@ -18,6 +19,9 @@ fn captured_saying(fixture: &str, list: &str, told: &str, said: &str) -> Value {
     let mut body = serde_json::from_str::<Value>(fixture).expect("fixture")["body"].clone();
     body["stream"] = Value::Bool(false);
     for item in body[list].as_array_mut().into_iter().flatten() {
+        if item["content"] == told {
+            item["content"] = Value::String(said.to_owned());
+        }
         for block in item["content"].as_array_mut().into_iter().flatten() {
             if block["text"] == told {
                 block["text"] = Value::String(said.to_owned());
@@ -231,4 +235,92 @@ async fn codexs_question_reaches_the_model_in_every_strategy_and_is_recalled() {
         all.contains("<memory>") && all.contains("Helix"),
         "no memory injected"
     );
+}
+
+/// Chat Completions clients' captured requests: the client, the fixture, the user's words as
+/// captured. The Vercel AI SDK's is the second step of a tool call (`[system, user,
+/// assistant(tool_calls), tool]`); Continue CLI's has its system prompt and nine tools.
+const CHAT_CLIENTS: [(&str, &str, &str); 2] = [
+    (
+        "vercel-ai",
+        include_str!("../fixtures/clients/vercel-ai-7.0.173.json"),
+        "I live in Lisbon. What is the weather like here?",
+    ),
+    (
+        "continue",
+        include_str!("../fixtures/clients/continue-cli-1.5.47.json"),
+        "My favourite colour is teal.",
+    ),
+];
+
+async fn send_chat(h: &Harness, mode: &str, user: &str, body: &Value) -> reqwest::Response {
+    h.client
+        .post(h.url(&format!("/{mode}/v1/chat/completions")))
+        .header("x-memproxy-user", user)
+        .json(body)
+        .send()
+        .await
+        .expect("answer")
+}
+
+/// The messages of `sent` that are not the user's or system's: the assistant's tool calls and
+/// the tools' results, which must reach the upstream exactly as the client sent them.
+fn tool_traffic(messages: &[Value]) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m["role"] == "tool" || m.get("tool_calls").is_some())
+        .map(|m| {
+            json!({"role": m["role"], "tool_call_id": m["tool_call_id"],
+            "tool_calls": m["tool_calls"], "content": m["content"]})
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn chat_clients_keep_their_tools_and_tool_results_in_every_strategy_and_recall() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    for (client, fixture, told) in CHAT_CLIENTS {
+        let body = captured_saying(fixture, "messages", told, "My dog is called Rexford.");
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        let kept: String = system.chars().take(40).collect();
+        for mode in ["passthrough", "window", "summary", "implicit"] {
+            let response = send_chat(&h, mode, client, &body).await;
+            let status = response.status();
+            assert_eq!(status, 200, "{client} {mode}: {:?}", response.text().await);
+            let messages = sent_messages(&h, "/v1/chat/completions");
+            assert_reaches(
+                &messages,
+                "My dog is called Rexford.",
+                &kept,
+                &format!("{client} {mode}"),
+            );
+            let sent = h.mock.chat_requests(None).pop().unwrap_or(Value::Null);
+            assert_eq!(
+                sent["tools"], body["tools"],
+                "{client} {mode}: the tools changed on the way"
+            );
+            assert_eq!(
+                tool_traffic(&messages),
+                tool_traffic(body["messages"].as_array().map_or(&[][..], Vec::as_slice)),
+                "{client} {mode}: tool calls or results changed on the way"
+            );
+        }
+        eventually("the fact is stored", || async {
+            memories(&h, client)
+                .await
+                .iter()
+                .any(|m| m.contains("Rexford"))
+        })
+        .await;
+        let later = captured_saying(fixture, "messages", told, "What is my dog called?");
+        let response = send_chat(&h, "implicit", client, &later).await;
+        assert_eq!(response.status(), 200);
+        let messages = sent_messages(&h, "/v1/chat/completions");
+        assert_reaches(&messages, "What is my dog called?", &kept, client);
+        let all: String = messages.iter().map(text_of).collect::<Vec<_>>().join("\n");
+        assert!(
+            all.contains("<memory>") && all.contains("Rexford"),
+            "{client}: no memory injected"
+        );
+    }
 }
