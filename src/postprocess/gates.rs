@@ -264,6 +264,9 @@ impl Evidence {
         if !about_assistant && REPORTED_QUESTIONS.iter().any(|q| lower.contains(q)) {
             return Err(Rejection::Question);
         }
+        if self.asked.restates_request(fact) {
+            return Err(Rejection::FromQuestion);
+        }
         if !about_assistant && INTERESTS.iter().any(|q| lower.contains(q)) {
             let asked: HashSet<String> = words
                 .iter()

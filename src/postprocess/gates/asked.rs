@@ -25,6 +25,10 @@ pub(super) struct Asked {
     asked: HashSet<String>,
     /// Details a question carries: numbers, names, the user's own things ("our anniversary").
     specifics: HashSet<String>,
+    /// The verbs of the user's requests to the assistant, lowercase: a sentence whose first
+    /// word takes "me" or "us" as its object ("Tell me about my dog.", "Show us the plan")
+    /// is an imperative, since in a statement a subject, not an object, follows the first word.
+    requests: HashSet<String>,
 }
 
 fn raw_words(text: &str) -> Vec<&str> {
@@ -37,6 +41,11 @@ impl Asked {
     /// Reads one of the user's messages.
     pub(super) fn add(&mut self, text: &str) {
         for sentence in sentences(text) {
+            if let [verb, object, ..] = raw_words(sentence)[..] {
+                if matches!(object, "me" | "us") && verb.chars().all(char::is_alphabetic) {
+                    self.requests.insert(verb.to_lowercase());
+                }
+            }
             if !sentence.ends_with('?') {
                 self.stated.extend(content_words(sentence));
                 continue;
@@ -94,6 +103,15 @@ impl Asked {
 }
 
 impl Asked {
+    /// Whether `fact` is one of the user's requests restated ("Tell the user about the user's
+    /// dog." from "Tell me about my dog."): it opens with a request's verb, so it is an
+    /// imperative, which states nothing about anyone.
+    pub(super) fn restates_request(&self, fact: &str) -> bool {
+        raw_words(fact)
+            .first()
+            .is_some_and(|first| self.requests.contains(&first.to_lowercase()))
+    }
+
     /// Whether a fact with content `words` is the assistant's answer to a question of the user's,
     /// told as the user's: too few of its words stated to ground it, enough only asked, and some
     /// said only by the assistant (`answered`). "The user recommended standing leg stretches"
@@ -151,6 +169,27 @@ mod tests {
     /// Whether `word` (stemmed as content words are) is among `words`.
     fn has(words: &HashSet<String>, word: &str) -> bool {
         words.contains(&super::super::stem(word))
+    }
+
+    #[test]
+    fn a_request_restated_is_no_fact_and_a_fact_told_in_a_request_is() {
+        use super::super::{Evidence, Rejection};
+        let e = Evidence::new([
+            ("user", "Tell me about my dog. Remind us to water the plants!"),
+            ("user", "Remember that my dog is called Rexford."),
+        ]);
+        for restated in [
+            "Tell the user about the user's dog.",
+            "Remind the user to water the plants.",
+        ] {
+            assert_eq!(e.check(restated, "fact"), Err(Rejection::FromQuestion));
+        }
+        assert_eq!(e.check("The user's dog is called Rexford.", "fact"), Ok(()));
+        // A statement's first word is its subject, never followed by "me".
+        let mut asked = Asked::default();
+        asked.add("Rexford loves me. Anna told me about Lisbon.");
+        assert!(!asked.restates_request("Rexford loves the user."));
+        assert!(!asked.restates_request("Anna told the user about Lisbon."));
     }
 
     #[test]
