@@ -74,7 +74,14 @@ pub async fn handle(
         .limits
         .messages(request.messages.len())
         .map_err(ProxyError::LimitExceeded)?;
-    let mode = resolve_mode(&headers, route_mode, state.config.mode)?;
+    let mode = match resolve_mode(&headers, route_mode, state.config.mode)? {
+        // A client's task over the conversation (a title, tags) is not a turn of it.
+        mode if crate::strategy::is_client_task(&request) => {
+            tracing::debug!(%mode, "a client's task over a quoted conversation: served as passthrough");
+            Mode::Passthrough
+        }
+        mode => mode,
+    };
     let scope = Scope::identify(&context.grant, &headers, &request)?;
     if mode == Mode::Explicit {
         return super::explicit::handle(state, context, headers, request, scope, started, route)

@@ -6,6 +6,7 @@
 pub mod compact;
 pub mod inject;
 mod preprocess;
+mod tasks;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,6 +17,7 @@ use crate::config::Secret;
 
 pub use inject::Placement;
 pub use preprocess::{prepare, turns_of, Plan, Rewrite};
+pub use tasks::is_client_task;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

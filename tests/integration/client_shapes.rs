@@ -87,9 +87,10 @@ fn assert_reaches(messages: &[Value], question: &str, kept: &str, mode: &str) {
         "{mode}: the question is not a user turn upstream: {users:?}"
     );
     assert!(
-        messages
-            .iter()
-            .any(|m| m["role"] != "user" && text_of(m).contains(kept)),
+        kept.is_empty()
+            || messages
+                .iter()
+                .any(|m| m["role"] != "user" && text_of(m).contains(kept)),
         "{mode}: the client's '{kept}' message was dropped"
     );
 }
@@ -239,8 +240,9 @@ async fn codexs_question_reaches_the_model_in_every_strategy_and_is_recalled() {
 
 /// Chat Completions clients' captured requests: the client, the fixture, the user's words as
 /// captured. The Vercel AI SDK's is the second step of a tool call (`[system, user,
-/// assistant(tool_calls), tool]`); Continue CLI's has its system prompt and nine tools.
-const CHAT_CLIENTS: [(&str, &str, &str); 2] = [
+/// assistant(tool_calls), tool]`); Continue CLI's has its system prompt and nine tools; Open
+/// WebUI's has no system prompt and 36 built-in tools.
+const CHAT_CLIENTS: [(&str, &str, &str); 3] = [
     (
         "vercel-ai",
         include_str!("../fixtures/clients/vercel-ai-7.0.173.json"),
@@ -250,6 +252,11 @@ const CHAT_CLIENTS: [(&str, &str, &str); 2] = [
         "continue",
         include_str!("../fixtures/clients/continue-cli-1.5.47.json"),
         "My favourite colour is teal.",
+    ),
+    (
+        "open-webui",
+        include_str!("../fixtures/clients/open-webui-0.12.4.json"),
+        "My dog is called Rexford.",
     ),
 ];
 
@@ -281,8 +288,13 @@ async fn chat_clients_keep_their_tools_and_tool_results_in_every_strategy_and_re
     let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
     for (client, fixture, told) in CHAT_CLIENTS {
         let body = captured_saying(fixture, "messages", told, "My dog is called Rexford.");
-        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
-        let kept: String = system.chars().take(40).collect();
+        let system = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|m| m["role"] == "system")
+            .and_then(|m| m["content"].as_str());
+        let kept: String = system.unwrap_or_default().chars().take(40).collect();
         for mode in ["passthrough", "window", "summary", "implicit"] {
             let response = send_chat(&h, mode, client, &body).await;
             let status = response.status();
@@ -323,4 +335,54 @@ async fn chat_clients_keep_their_tools_and_tool_results_in_every_strategy_and_re
             "{client}: no memory injected"
         );
     }
+}
+
+/// Open WebUI's own tasks beside the chat: each quotes the chat so far in one user message.
+const OPEN_WEBUI_TASKS: [&str; 2] = [
+    include_str!("../fixtures/clients/open-webui-0.12.4-title.json"),
+    include_str!("../fixtures/clients/open-webui-0.12.4-follow-ups.json"),
+];
+
+#[tokio::test]
+async fn open_webuis_title_and_follow_up_tasks_are_relayed_as_they_are_and_not_remembered() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    for mode in ["implicit", "explicit", "summary"] {
+        for fixture in OPEN_WEBUI_TASKS {
+            let body = serde_json::from_str::<Value>(fixture).expect("fixture")["body"].clone();
+            let response = send_chat(&h, mode, "owui-user", &body).await;
+            assert_eq!(response.status(), 200, "{mode}");
+            assert_eq!(
+                response.headers()["x-memproxy-mode"],
+                "passthrough",
+                "{mode}: a client's task is served as passthrough"
+            );
+            let sent = h.mock.chat_requests(None).pop().unwrap_or(Value::Null);
+            assert_eq!(
+                sent["messages"], body["messages"],
+                "{mode}: the task reached the upstream changed"
+            );
+        }
+    }
+    // Nothing of the quoted chat was stored as the user's: a turn of the user's own after the
+    // tasks is remembered, and it alone.
+    let told = json!({"model": "mock-model",
+        "messages": [{"role": "user", "content": "I live in Lisbon."}]});
+    assert_eq!(
+        send_chat(&h, "implicit", "owui-user", &told).await.status(),
+        200
+    );
+    eventually("the user's own fact is stored", || async {
+        memories(&h, "owui-user")
+            .await
+            .iter()
+            .any(|m| m.contains("Lisbon"))
+    })
+    .await;
+    let stored = memories(&h, "owui-user").await;
+    assert!(
+        stored
+            .iter()
+            .all(|m| !m.contains("Rexford") && !m.contains("Task")),
+        "a task's quoted chat was stored: {stored:?}"
+    );
 }

@@ -175,7 +175,10 @@ mod tests {
     fn a_request_restated_is_no_fact_and_a_fact_told_in_a_request_is() {
         use super::super::{Evidence, Rejection};
         let e = Evidence::new([
-            ("user", "Tell me about my dog. Remind us to water the plants!"),
+            (
+                "user",
+                "Tell me about my dog. Remind us to water the plants!",
+            ),
             ("user", "Remember that my dog is called Rexford."),
         ]);
         for restated in [
