@@ -53,6 +53,7 @@ struct Sample {
 
 pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
     let mock = MockUpstream::start().await?;
+    mock.forget();
     let data = tempfile::tempdir()?;
     let mut config = Config {
         data_dir: data.path().to_owned(),

@@ -87,7 +87,8 @@ struct MockState {
     /// Replies for requests whose system prompt contains a marker (memory LLM calls).
     marked: Mutex<Vec<(String, VecDeque<Reply>)>>,
     received: Mutex<Vec<Received>>,
-    /// Set: requests are answered but not kept (long benchmarks; see [`MockUpstream::forget`]).
+    /// Set: requests are answered but neither they nor the Responses API's answers are kept
+    /// (long benchmarks; see [`MockUpstream::forget`]).
     forgetful: std::sync::atomic::AtomicBool,
     abandoned_streams: AtomicUsize,
     abandoned: Notify,
@@ -196,8 +197,8 @@ impl MockUpstream {
             .collect()
     }
 
-    /// Stops keeping the requests it receives (a soak would otherwise measure the mock's own
-    /// growing record instead of memproxy's memory).
+    /// Stops keeping the requests it receives and the responses it answers (a soak or a
+    /// benchmark would otherwise measure the mock's own growing record instead of memproxy).
     pub fn forget(&self) {
         self.state.forgetful.store(true, Ordering::Relaxed);
     }

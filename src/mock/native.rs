@@ -194,7 +194,8 @@ async fn serve(state: Arc<MockState>, request: Request, api: Api) -> Response {
         output_tokens,
         previous: body["previous_response_id"].clone(),
     };
-    if api == Api::Responses && body["store"] != false {
+    let keep = !state.forgetful.load(std::sync::atomic::Ordering::Relaxed);
+    if api == Api::Responses && body["store"] != false && keep {
         let response = answer.response();
         locked(&state.responses).insert(format!("resp_mock_{n}"), response);
     }

@@ -1,8 +1,10 @@
 //! The Responses API's response log on the request path, written behind the answer: a finished
 //! response goes into an in-memory table of pending writes at once (before the client gets the
 //! answer's end), and into the store in the background (`AppState::after_exchange`, drained on
-//! shutdown). Every read looks at the pending table first, so a `previous_response_id` sent the
-//! moment the answer arrives finds its response, without the store write on the answer's path.
+//! shutdown), in batches: one writer at a time takes every response queued meanwhile and
+//! writes them in one transaction, so under load a commit serves many responses. Every read
+//! looks at the pending table first, so a `previous_response_id` sent the moment the answer
+//! arrives finds its response, without the store write on the answer's path.
 //!
 //! The table is this process's. With replicas on one PostgreSQL, the next request of a chain may
 //! reach another replica before the write behind the answer is done there: a link (or a response
@@ -10,7 +12,8 @@
 //! ([`SHARED_STORE_WAIT`]) before it is called unknown.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -31,22 +34,57 @@ pub const SHARED_STORE_WAIT: Duration = Duration::from_secs(2);
 /// Responses answered but not yet in the store.
 #[derive(Default)]
 pub struct Pending {
-    entries: Mutex<HashMap<Key, StoredResponse>>,
+    entries: Mutex<HashMap<Key, Arc<StoredResponse>>>,
+    /// Responses waiting for the writer, oldest first.
+    queue: Mutex<Vec<(UserScope, Arc<StoredResponse>)>>,
+    /// Whether a writer is running (it empties the queue before it stops).
+    writing: AtomicBool,
     written: Notify,
 }
+
+/// The most responses one transaction writes.
+const BATCH: usize = 256;
+
+/// How long the writer waits for more responses before a commit; reads look at the pending
+/// table, so nobody waits for it.
+const LINGER: Duration = Duration::from_millis(10);
 
 fn key(scope: &UserScope, id: &str) -> Key {
     (scope.tenant.clone(), scope.user.clone(), id.to_owned())
 }
 
 impl Pending {
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Key, StoredResponse>> {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<StoredResponse>>> {
         self.entries
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn get(&self, scope: &UserScope, id: &str) -> Option<StoredResponse> {
+    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<(UserScope, Arc<StoredResponse>)>> {
+        self.queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The next batch for the writer; `None` (and the writer stops) when the queue is empty.
+    /// A response queued while the writer stops either is taken here or starts a new writer.
+    fn next_batch(&self) -> Option<Vec<(UserScope, Arc<StoredResponse>)>> {
+        loop {
+            {
+                let mut queue = self.queue();
+                if !queue.is_empty() {
+                    let take = queue.len().min(BATCH);
+                    return Some(queue.drain(..take).collect());
+                }
+            }
+            self.writing.store(false, Ordering::SeqCst);
+            if self.queue().is_empty() || self.writing.swap(true, Ordering::SeqCst) {
+                return None;
+            }
+        }
+    }
+
+    fn get(&self, scope: &UserScope, id: &str) -> Option<Arc<StoredResponse>> {
         self.entries().get(&key(scope, id)).cloned()
     }
 
@@ -72,6 +110,9 @@ pub struct Logger {
     pub store: bool,
     pub previous: Option<String>,
     pub new_messages: Vec<Value>,
+    /// Whether the response's body is logged too (`GET /v1/responses/{id}` serves it), or only
+    /// its conversation, when the upstream keeps the body.
+    pub keep_body: bool,
 }
 
 impl Logger {
@@ -82,31 +123,59 @@ impl Logger {
         }
         let mut messages = self.new_messages;
         messages.push(crate::responses::reply::assistant_message(&response));
-        let stored = StoredResponse {
+        let stored = Arc::new(StoredResponse {
             id: response["id"].as_str().unwrap_or_default().to_owned(),
             previous: self.previous,
             messages: Value::Array(messages).to_string(),
-            body: response.to_string(),
+            body: if self.keep_body {
+                response.to_string()
+            } else {
+                String::new()
+            },
             created_at_ms: now_ms(),
-        };
-        let (state, scope) = (self.state, self.scope);
-        let entry = key(&scope, &stored.id);
-        state
-            .pending_responses
-            .entries()
-            .insert(entry.clone(), stored.clone());
-        let tasks = state.after_exchange.clone();
-        tasks.spawn(async move {
-            let written = state
-                .memory
-                .blocking(move |store, _| Ok(store.put_response(&scope, &stored)?))
-                .await;
-            if let Err(error) = written {
-                tracing::warn!(%error, "a response could not be logged");
-            }
-            state.pending_responses.entries().remove(&entry);
-            state.pending_responses.written.notify_waiters();
         });
+        let (state, scope) = (self.state, self.scope);
+        let pending = &state.pending_responses;
+        pending
+            .entries()
+            .insert(key(&scope, &stored.id), Arc::clone(&stored));
+        pending.queue().push((scope, stored));
+        if !pending.writing.swap(true, Ordering::SeqCst) {
+            let tasks = state.after_exchange.clone();
+            tasks.spawn(write_queued(state));
+        }
+    }
+}
+
+/// The writer: writes the queued responses, a batch per transaction, until none is left. Before
+/// a batch it lingers a moment for more to arrive (a group commit): a commit costs a write of
+/// every page it touches, whether it adds one row or a hundred, and a writer that took what was
+/// there at once committed about two rows at a time under load (`memproxy bench proxy`).
+async fn write_queued(state: SharedState) {
+    loop {
+        if state.pending_responses.queue().len() < BATCH {
+            tokio::time::sleep(LINGER).await;
+        }
+        let Some(batch) = state.pending_responses.next_batch() else {
+            break;
+        };
+        let keys: Vec<Key> = batch.iter().map(|(s, r)| key(s, &r.id)).collect();
+        let written = state
+            .memory
+            .blocking(move |store, _| {
+                let rows: Vec<_> = batch.iter().map(|(s, r)| (s, r.as_ref())).collect();
+                Ok(store.put_responses(&rows)?)
+            })
+            .await;
+        if let Err(error) = written {
+            tracing::warn!(%error, responses = keys.len(), "responses could not be logged");
+        }
+        let mut entries = state.pending_responses.entries();
+        for entry in &keys {
+            entries.remove(entry);
+        }
+        drop(entries);
+        state.pending_responses.written.notify_waiters();
     }
 }
 
@@ -164,7 +233,7 @@ pub async fn stored(
         // A delete must not be overtaken by the write still under way.
         state.pending_responses.settled(&scope, id).await;
     } else if let Some(pending) = state.pending_responses.get(&scope, id) {
-        return Ok(Some(pending));
+        return Ok(Some(Arc::unwrap_or_clone(pending)));
     }
     let waited = std::time::Instant::now();
     loop {

@@ -128,6 +128,7 @@ async fn handle(
             .and_then(Value::as_str)
             .map(str::to_owned),
         new_messages: translated.new_messages,
+        keep_body: true,
     };
     let response =
         super::chat::handle(state, context, mode, headers, chat_body.into(), ROUTE).await?;
@@ -186,6 +187,8 @@ async fn native(
         store: request.get("store") != Some(&Value::Bool(false)),
         previous,
         new_messages: translated.new_messages,
+        // `GET /v1/responses/{id}` serves the upstream's own copy (see `get`).
+        keep_body: false,
     })));
     let log_done = {
         let log = Arc::clone(&log);
@@ -269,6 +272,12 @@ async fn stored_response(
     let scope = user_scope(context, headers, None)?;
     let found = response_log::stored(state, scope, id, delete).await?;
     let stored = found.ok_or_else(|| ProxyError::ResourceNotFound(format!("Response '{id}'")))?;
+    if stored.body.is_empty() && state.responses_upstream.is_none() && !delete {
+        // Relayed to a Responses upstream, which kept the answer; memproxy kept its conversation.
+        return Err(ProxyError::ResourceNotFound(format!(
+            "Response '{id}' (its body is kept by the Responses upstream it was relayed to)"
+        )));
+    }
     Ok(serde_json::from_str(&stored.body).unwrap_or(Value::Null))
 }
 

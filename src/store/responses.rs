@@ -25,8 +25,13 @@ pub struct StoredResponse {
 }
 
 pub trait ResponseLog {
+    /// Stores (or replaces) responses, each of its user, in one transaction: the log is written
+    /// in batches behind the answers, since a commit per response costs more than its row.
+    fn put_responses(&self, batch: &[(&UserScope, &StoredResponse)]) -> StoreResult<()>;
     /// Stores (or replaces) a response of this user.
-    fn put_response(&self, scope: &UserScope, response: &StoredResponse) -> StoreResult<()>;
+    fn put_response(&self, scope: &UserScope, response: &StoredResponse) -> StoreResult<()> {
+        self.put_responses(&[(scope, response)])
+    }
     /// This user's response with this id, if any (another user's never).
     fn response(&self, scope: &UserScope, id: &str) -> StoreResult<Option<StoredResponse>>;
     /// Returns whether it existed.
@@ -75,9 +80,12 @@ pub fn chain_messages(
 }
 
 /// The messages of a chain given newest first, oldest first.
-pub fn messages_of(newest_first: &[StoredResponse]) -> StoreResult<Vec<serde_json::Value>> {
+pub fn messages_of<R: std::borrow::Borrow<StoredResponse>>(
+    newest_first: &[R],
+) -> StoreResult<Vec<serde_json::Value>> {
     let mut messages = Vec::new();
     for stored in newest_first.iter().rev() {
+        let stored = stored.borrow();
         let part: Vec<serde_json::Value> = serde_json::from_str(&stored.messages).map_err(|e| {
             super::StoreError::Invalid(format!("stored response {}: {e}", stored.id))
         })?;

@@ -15,12 +15,11 @@ fn stored(row: &tokio_postgres::Row) -> StoredResponse {
 }
 
 impl ResponseLog for PostgresStore {
-    fn put_response(&self, scope: &UserScope, response: &StoredResponse) -> StoreResult<()> {
-        self.run(|pool| async move {
-            let client = pool.get().await?;
-            let uid = ensure_uid(&**client, scope).await?;
-            client
-                .execute(
+    fn put_responses(&self, batch: &[(&UserScope, &StoredResponse)]) -> StoreResult<()> {
+        in_transaction!(self, |tx| {
+            for (scope, response) in batch {
+                let uid = ensure_uid(tx, scope).await?;
+                tx.execute(
                     "INSERT INTO responses (uid, response_id, previous, messages, body, created_at)
                      VALUES ($1, $2, $3, $4, $5, $6)
                      ON CONFLICT (uid, response_id) DO UPDATE SET previous = EXCLUDED.previous,
@@ -35,7 +34,7 @@ impl ResponseLog for PostgresStore {
                     ],
                 )
                 .await?;
-            Ok(())
+            }
         })
     }
 

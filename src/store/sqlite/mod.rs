@@ -262,11 +262,8 @@ fn migrate(connection: &Connection) -> StoreResult<()> {
 
 fn find_uid(connection: &Connection, scope: &UserScope) -> StoreResult<Option<i64>> {
     Ok(connection
-        .query_row(
-            "SELECT id FROM users WHERE tenant = ?1 AND name = ?2",
-            params![scope.tenant, scope.user],
-            |row| row.get(0),
-        )
+        .prepare_cached("SELECT id FROM users WHERE tenant = ?1 AND name = ?2")?
+        .query_row(params![scope.tenant, scope.user], |row| row.get(0))
         .optional()?)
 }
 
@@ -280,10 +277,14 @@ fn require_uid(connection: &Connection, scope: &UserScope) -> StoreResult<i64> {
 }
 
 fn ensure_uid(connection: &Connection, scope: &UserScope) -> StoreResult<i64> {
-    connection.execute(
-        "INSERT OR IGNORE INTO users (tenant, name, created_at) VALUES (?1, ?2, ?3)",
-        params![scope.tenant, scope.user, super::now_ms()],
-    )?;
+    if let Some(uid) = find_uid(connection, scope)? {
+        return Ok(uid);
+    }
+    connection
+        .prepare_cached(
+            "INSERT OR IGNORE INTO users (tenant, name, created_at) VALUES (?1, ?2, ?3)",
+        )?
+        .execute(params![scope.tenant, scope.user, super::now_ms()])?;
     require_uid(connection, scope)
 }
 

@@ -8,20 +8,20 @@ use crate::store::{StoreResult, UserScope};
 
 pub fn put(tx: &Transaction, scope: &UserScope, response: &StoredResponse) -> StoreResult<()> {
     let uid = ensure_uid(tx, scope)?;
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO responses (uid, response_id, previous, messages, body, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)
          ON CONFLICT (uid, response_id) DO UPDATE SET previous = excluded.previous,
              messages = excluded.messages, body = excluded.body",
-        params![
-            uid,
-            response.id,
-            response.previous,
-            response.messages,
-            response.body,
-            response.created_at_ms
-        ],
-    )?;
+    )?
+    .execute(params![
+        uid,
+        response.id,
+        response.previous,
+        response.messages,
+        response.body,
+        response.created_at_ms
+    ])?;
     Ok(())
 }
 
@@ -92,8 +92,13 @@ pub fn delete(tx: &Transaction, scope: &UserScope, id: &str) -> StoreResult<bool
 }
 
 impl crate::store::responses::ResponseLog for super::SqliteStore {
-    fn put_response(&self, scope: &UserScope, response: &StoredResponse) -> StoreResult<()> {
-        self.write(|tx| put(tx, scope, response))
+    fn put_responses(&self, batch: &[(&UserScope, &StoredResponse)]) -> StoreResult<()> {
+        self.write(|tx| {
+            for (scope, response) in batch {
+                put(tx, scope, response)?;
+            }
+            Ok(())
+        })
     }
 
     fn response(&self, scope: &UserScope, id: &str) -> StoreResult<Option<StoredResponse>> {
