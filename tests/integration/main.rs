@@ -57,6 +57,7 @@ mod recency;
 mod relay;
 mod replicas;
 mod responses;
+mod retrieval_floor;
 mod sdk;
 mod secrets;
 mod shared_blocks;
