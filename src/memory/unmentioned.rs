@@ -209,8 +209,12 @@ fn strip_possessive(word: &str) -> &str {
         .unwrap_or(word)
 }
 
-/// Stored texts read per thing and corpus: a statement among them is enough.
-const TEXTS_READ: usize = 20;
+/// Stored texts read per thing and corpus, at most. A statement among them is enough, and the
+/// read must reach it past any number of questions (which mention nothing): a user who told of
+/// their sister once and asked about her 21 times was told she was never mentioned when only
+/// the newest 20 were read. A read that fills this bound counts as mentioned: a false "never
+/// mentioned" tells the model to deny what it was told, which is worse than no hint.
+const TEXTS_READ: usize = 2_000;
 
 impl super::MemoryService {
     /// Of the things asked about, those that no statement in the user's facts, stored turns or
@@ -230,7 +234,8 @@ impl super::MemoryService {
                 let mut said = false;
                 for corpus in [Corpus::Memory, Corpus::Message, Corpus::Passage] {
                     let texts = store.texts_with(&scope, corpus, &thing.words, TEXTS_READ)?;
-                    said = texts.iter().any(|text| mentions(text, &thing.words, true));
+                    said = texts.len() >= TEXTS_READ
+                        || texts.iter().any(|text| mentions(text, &thing.words, true));
                     if said {
                         break;
                     }

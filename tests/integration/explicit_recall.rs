@@ -278,3 +278,39 @@ async fn a_recalled_message_is_shown_without_what_core_memory_retired() {
     let log = crate::common::get_json(&h, "/memproxy/v1/users/rt/agents/default/messages").await;
     assert!(log.to_string().contains("My thesis is due on October 15."));
 }
+
+/// Issue 48: a thing the user told about is never called unmentioned by the agent, over a
+/// restart, with many questions about it after and all of it out of view; a thing never told
+/// still is. (The store-level cause, the newest 20 texts read, is pinned in `memory.rs`.)
+#[tokio::test]
+async fn a_thing_told_before_a_restart_is_never_called_unmentioned() {
+    let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
+    let told = "Please remember that my sister Zelda moved to Lisbon last spring.";
+    h.mock.push(send("I will remember that."));
+    say(&h, "zl", told).await;
+    for turn in 0..25 {
+        h.mock.push(send("Noted."));
+        say(&h, "zl", &format!("Is my sister happy there, part {turn}?")).await;
+    }
+    // Out of view: what the agent still sees says nothing of her.
+    let filler = "apple ".repeat(250);
+    for turn in 0..14 {
+        h.mock.push(send(&format!("Noted turn {turn}.")));
+        say(&h, "zl", &format!("Turn {turn}. {filler}")).await;
+    }
+    let h = crate::common::restart(h).await;
+    let question = "Where does my sister live now?";
+    h.mock.push(send("In Lisbon."));
+    say(&h, "zl", question).await;
+    let (_, memory) = asked(&h, question);
+    assert!(!memory.contains("Nothing the user said"), "{memory}");
+    // The check itself runs: a thing never told is still said to be unmentioned.
+    let question = "What is my brother's name?";
+    h.mock.push(send("You have not told me."));
+    say(&h, "zl", question).await;
+    let (_, memory) = asked(&h, question);
+    assert!(
+        memory.contains("Nothing the user said mentions their brother"),
+        "{memory}"
+    );
+}

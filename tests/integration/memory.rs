@@ -273,3 +273,42 @@ async fn recall_log_stores_each_turn_once_and_searches_it() {
     assert_eq!(hits[0].conversation.as_deref(), Some("chat-1"));
     assert_eq!(hits[0].role.as_deref(), Some("user"));
 }
+
+/// Issue 48: one statement about a thing keeps it mentioned however many questions about it the
+/// user stored after it (the check read only the newest 20 texts with the word, and a question
+/// is not a statement: 21 questions made "my sister" unmentioned).
+#[tokio::test]
+async fn a_thing_told_once_stays_mentioned_after_many_questions_about_it() {
+    use memproxy::memory::unmentioned::presupposed;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let memory = memory_in(dir.path());
+    let mut turns = vec![turn(
+        0,
+        "user",
+        "Please remember that my sister Zelda moved to Lisbon last spring.",
+    )];
+    for n in 1..=30 {
+        turns.push(turn(
+            n,
+            "user",
+            &format!("Is my sister happy there, part {n}?"),
+        ));
+    }
+    memory
+        .record_messages(&alice(), "chat", "default", turns)
+        .await
+        .expect("record");
+    let asked = presupposed("Where does my sister live now?");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let never = memory
+        .never_mentioned(&alice(), asked)
+        .await
+        .expect("check");
+    assert!(never.is_empty(), "{never:?}");
+    // A thing never told is still unmentioned.
+    let never = memory
+        .never_mentioned(&alice(), presupposed("What is my brother's name?"))
+        .await
+        .expect("check");
+    assert_eq!(never.len(), 1, "{never:?}");
+}
