@@ -49,16 +49,22 @@ async fn send(h: &Harness, mode: &str, body: &Value) -> reqwest::Response {
         .expect("answer")
 }
 
-/// The messages of the newest request the upstream got, on `path`.
+/// The messages of the newest request the upstream got on `path` for the client: the memory
+/// LLM's calls (marked `MEMPROXY-` in their system message) run in the background and may come
+/// after it.
 fn sent_messages(h: &Harness, path: &str) -> Vec<Value> {
     let request = h
         .mock
         .requests()
         .into_iter()
         .rev()
-        .find(|r| r.path_and_query.starts_with(path))
-        .expect("a request upstream")
-        .json();
+        .filter(|r| r.path_and_query.starts_with(path))
+        .map(|r| r.json())
+        .find(|body| {
+            let first = body["messages"][0]["content"].as_str().unwrap_or_default();
+            !first.contains("MEMPROXY-")
+        })
+        .expect("a request upstream");
     request["messages"].as_array().cloned().unwrap_or_default()
 }
 
