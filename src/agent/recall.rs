@@ -93,9 +93,19 @@ impl Agents {
                     Corpus::Message,
                     Within::Conversation(agent_conversation(agent)),
                 ),
-                Some(vectors),
+                Some(vectors.clone()),
             )
             .await?;
+        // The user's facts, whichever mode wrote them (implicit mode's memory LLM, an import, the
+        // management API): one memory under every mode (issue 46).
+        let mut facts = search(Corpus::Memory, Within::Agent(agent.to_owned()));
+        facts.within = None;
+        facts.top_k = count;
+        let facts = self
+            .memory
+            .retrieve_with(scope, facts, Some(vectors))
+            .await?;
+        let passages = passages.into_iter().chain(facts).collect();
         Ok(candidates(passages, messages, in_view))
     }
 
@@ -267,9 +277,10 @@ pub fn render(hits: &[Hit]) -> Option<String> {
     }
     let mut text = RECALL_HEADING.to_owned();
     for hit in hits {
-        let source = match hit.role.as_deref() {
-            Some(role) => format!("{role} said"),
-            None => "archival".to_owned(),
+        let source = match (hit.role.as_deref(), hit.corpus) {
+            (Some(role), _) => format!("{role} said"),
+            (None, Corpus::Memory) => "known about the user".to_owned(),
+            (None, _) => "archival".to_owned(),
         };
         text.push_str(&format!(
             "\n- [{}] {source}: {}",

@@ -314,3 +314,38 @@ async fn a_thing_told_before_a_restart_is_never_called_unmentioned() {
         "{memory}"
     );
 }
+
+/// Issue 46, first step: a fact told in implicit mode is in the explicit agent's recall before
+/// its turn (it searched only its own archival passages and conversation), and only the user's.
+#[tokio::test]
+async fn a_fact_told_in_implicit_mode_is_recalled_by_the_explicit_agent() {
+    let h = harness_with(|c| c.memory.extraction_debounce = std::time::Duration::ZERO).await;
+    let told = "Please remember that my sister Zelda moved to Lisbon last spring.";
+    let response =
+        crate::common::implicit_chat(&h, "zm", json!([{"role": "user", "content": told}])).await;
+    assert_eq!(response.status(), 200);
+    crate::common::eventually("the fact is stored", || async {
+        crate::common::memories(&h, "zm")
+            .await
+            .iter()
+            .any(|m| m.contains("Lisbon"))
+    })
+    .await;
+    let question = "Where does my sister live now?";
+    for user in ["zm", "zo"] {
+        h.mock.push(send("In Lisbon."));
+        say(&h, user, question).await;
+        let (request, memory) = asked(&h, question);
+        let recalled = memory
+            .split("[Found in your archival and recall memory")
+            .nth(1);
+        if user == "zm" {
+            let recalled = recalled.unwrap_or_else(|| panic!("recalled: {memory}"));
+            assert!(recalled.contains("known about the user"), "{recalled}");
+            assert!(recalled.contains("Lisbon"), "{recalled}");
+            assert!(!memory.contains("Nothing the user said"), "{memory}");
+        } else {
+            assert!(!request.to_string().contains("Lisbon"), "{request}");
+        }
+    }
+}
