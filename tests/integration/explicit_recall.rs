@@ -348,4 +348,17 @@ async fn a_fact_told_in_implicit_mode_is_recalled_by_the_explicit_agent() {
             assert!(!request.to_string().contains("Lisbon"), "{request}");
         }
     }
+    // The agent's own archival search finds the fact too; another user's finds nothing of it.
+    for user in ["zm", "zo"] {
+        h.mock.push(crate::explicit::call(
+            "archival_memory_search",
+            json!({"query": "sister Lisbon", "request_heartbeat": true}),
+        ));
+        h.mock.push(send("Lisbon."));
+        say(&h, user, "Search your memory for my sister.").await;
+        let requests = model_requests(&h);
+        let results = crate::explicit::tool_results(requests.last().expect("a request"));
+        let found = Value::Array(results).to_string();
+        assert_eq!(found.contains("Lisbon"), user == "zm", "{user}: {found}");
+    }
 }

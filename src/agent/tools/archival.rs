@@ -92,11 +92,28 @@ pub(super) async fn searched(
             within: Some(within),
             ..RetrievalRequest::default()
         };
-        let hits = tools
+        let facts = (corpus == Corpus::Passage).then(|| RetrievalRequest {
+            corpora: vec![Corpus::Memory],
+            within: None,
+            ..request.clone()
+        });
+        let mut hits = tools
             .memory
             .retrieve(tools.scope, request)
             .await
             .map_err(|e| ToolOutcome::failed(e.to_string()))?;
+        // Archival memory also holds the user's facts, whichever mode wrote them (one memory
+        // under every mode, issue 46): both lists by score, as one.
+        if let Some(facts) = facts {
+            let facts = tools
+                .memory
+                .retrieve(tools.scope, facts)
+                .await
+                .map_err(|e| ToolOutcome::failed(e.to_string()))?;
+            hits.extend(facts);
+            hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+            hits.truncate(SEARCH_RESULTS);
+        }
         let total = hits.len();
         let page_size = tools.config.page_size;
         let items = hits
@@ -105,9 +122,12 @@ pub(super) async fn searched(
             .take(page_size)
             .map(|hit| {
                 let when = dates::timestamp(hit.created_at_ms);
-                match hit.role {
-                    Some(role) => format!("[{when}] {role}: {}", hit.text),
-                    None => format!("[{when}] {}", hit.text),
+                match (hit.role, hit.corpus) {
+                    (Some(role), _) => format!("[{when}] {role}: {}", hit.text),
+                    (None, Corpus::Memory) => {
+                        format!("[{when}] (known about the user) {}", hit.text)
+                    }
+                    (None, _) => format!("[{when}] {}", hit.text),
                 }
             })
             .collect();
