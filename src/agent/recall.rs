@@ -65,46 +65,33 @@ impl Agents {
         if count == 0 || query.trim().is_empty() {
             return Ok(Vec::new());
         }
-        let search = |corpus: Corpus, within: Within| RetrievalRequest {
+        // `within: None` is the whole user (their facts); messages still in view are dropped
+        // afterwards, so every search asks for enough to fill `count`.
+        let search = |corpus: Corpus, within: Option<Within>| RetrievalRequest {
             query: query.clone(),
             corpora: vec![corpus],
-            // Messages still in view are dropped afterwards: ask for enough to fill `count`.
             top_k: count + in_view.len(),
             candidates: 40,
-            within: Some(within),
+            within,
             ..RetrievalRequest::default()
         };
-        // One embedding of the message (and of it about "the user", as passages are written)
-        // for both searches.
+        // One embedding of the message (and of it about "the user", as passages and facts are
+        // written) for every search.
         let vectors = self.memory.query_vectors(&query, true).await?;
-        let passages = self
-            .memory
-            .retrieve_with(
-                scope,
-                search(Corpus::Passage, Within::Agent(agent.to_owned())),
-                Some(vectors.clone()),
-            )
-            .await?;
-        let messages = self
-            .memory
-            .retrieve_with(
-                scope,
-                search(
-                    Corpus::Message,
-                    Within::Conversation(agent_conversation(agent)),
-                ),
-                Some(vectors.clone()),
-            )
-            .await?;
-        // The user's facts, whichever mode wrote them (implicit mode's memory LLM, an import, the
-        // management API): one memory under every mode (issue 46).
-        let mut facts = search(Corpus::Memory, Within::Agent(agent.to_owned()));
-        facts.within = None;
-        facts.top_k = count;
-        let facts = self
-            .memory
-            .retrieve_with(scope, facts, Some(vectors))
-            .await?;
+        let retrieve = |request| {
+            self.memory
+                .retrieve_with(scope, request, Some(vectors.clone()))
+        };
+        let passages = retrieve(search(
+            Corpus::Passage,
+            Some(Within::Agent(agent.to_owned())),
+        ))
+        .await?;
+        let conversation = Within::Conversation(agent_conversation(agent));
+        let messages = retrieve(search(Corpus::Message, Some(conversation))).await?;
+        // The user's facts, whichever mode wrote them (implicit mode's memory LLM, an import,
+        // the management API): one memory under every mode (issue 46).
+        let facts = retrieve(search(Corpus::Memory, None)).await?;
         let passages = passages.into_iter().chain(facts).collect();
         Ok(candidates(passages, messages, in_view))
     }

@@ -6,9 +6,9 @@
 //! R@10 from 0.64 to 0.55 on this subset, and no test saw it.
 //!
 //! LoCoMo is CC BY-NC and not copied into the repository: it is read from `MEMPROXY_LOCOMO`, or
-//! the machine's shared data (`../shared/data/locomo/locomo10.json` beside the checkout, or
-//! `/work/shared/…`). Without it the test fails and says where it looked; set
-//! `MEMPROXY_LOCOMO=skip` to run the rest of the suite on a machine without the dataset.
+//! from the shared data beside the checkout (`../shared/data/locomo/locomo10.json`, as CI has
+//! it). Without it the test fails and says where it looked; set `MEMPROXY_LOCOMO=skip` to run
+//! the rest of the suite on a machine without the dataset.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -25,18 +25,14 @@ fn locomo() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("MEMPROXY_LOCOMO") {
         return (path != "skip").then(|| PathBuf::from(path));
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let candidates = [
-        root.join("../shared/data/locomo/locomo10.json"),
-        PathBuf::from("/work/shared/data/locomo/locomo10.json"),
-    ];
-    match candidates.iter().find(|path| path.is_file()) {
-        Some(path) => Some(path.clone()),
-        None => panic!(
-            "LoCoMo not found (looked at {candidates:?}): point MEMPROXY_LOCOMO at locomo10.json, \
-             or set MEMPROXY_LOCOMO=skip to leave out the retrieval floor"
-        ),
-    }
+    let beside =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/locomo/locomo10.json");
+    assert!(
+        beside.is_file(),
+        "LoCoMo not found at {beside:?}: point MEMPROXY_LOCOMO at locomo10.json, or set \
+         MEMPROXY_LOCOMO=skip to leave out the retrieval floor"
+    );
+    Some(beside)
 }
 
 #[test]
