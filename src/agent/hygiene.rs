@@ -61,7 +61,7 @@ fn first_person(text: &str) -> bool {
     })
 }
 
-fn names_the_user(text: &str) -> bool {
+pub(crate) fn names_the_user(text: &str) -> bool {
     let w = words(text);
     w.windows(2)
         .any(|pair| pair[0] == "the" && (pair[1] == "user" || pair[1] == "user's"))
@@ -220,6 +220,12 @@ pub fn check_replacement(
     }
     let rest = value.replacen(old, "", 1);
     check_line(label, &rest, new, said)
+}
+
+/// Whether `content` would be accepted as a new `human` line (`said`: the user's messages of the
+/// turn): the rules a fact about the user meets wherever the agent writes it.
+pub fn check_fact(content: &str, said: &[String]) -> Result<(), String> {
+    check_line("human", "", content.trim(), said)
 }
 
 fn check_line(label: &str, value: &str, content: &str, said: &[String]) -> Result<(), String> {

@@ -18,6 +18,7 @@ pub mod mail;
 mod material;
 pub mod model;
 mod notes;
+pub mod one_memory;
 mod open;
 mod pause;
 pub mod recall;

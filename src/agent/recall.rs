@@ -87,11 +87,26 @@ impl Agents {
             Some(Within::Agent(agent.to_owned())),
         ))
         .await?;
-        let conversation = Within::Conversation(agent_conversation(agent));
+        // Its own log and the user's chats in the other modes (one memory under every mode).
+        let conversation = Within::Recall(agent_conversation(agent));
         let messages = retrieve(search(Corpus::Message, Some(conversation))).await?;
         // The user's facts, whichever mode wrote them (implicit mode's memory LLM, an import,
         // the management API): one memory under every mode (issue 46).
         let facts = retrieve(search(Corpus::Memory, None)).await?;
+        // A fact the agent's core memory shows already (its `human` lines are facts too) takes
+        // no room twice.
+        let (owner, name) = (scope.clone(), agent.to_owned());
+        let blocks = self
+            .memory
+            .blocking(move |store, _| Ok(store.core_blocks(&owner, &name)?))
+            .await?;
+        let shown: std::collections::HashSet<&str> = blocks
+            .iter()
+            .flat_map(|block| block.value.lines().map(str::trim))
+            .collect();
+        let facts = facts
+            .into_iter()
+            .filter(|fact| !shown.contains(fact.text.trim()));
         let passages = passages.into_iter().chain(facts).collect();
         Ok(candidates(passages, messages, in_view))
     }

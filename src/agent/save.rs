@@ -3,11 +3,12 @@
 //! is gone from view. After a recorded turn in which the agent wrote nothing to memory although
 //! the user said something, one memory LLM call, off the request path, extracts what is worth
 //! keeping (the implicit-mode extraction prompt and gates). Each fact goes through core-memory
-//! hygiene into `human` (a duplicate is skipped), or into archival memory when the block is full.
-//! The writes wait for the agent's turn lock, so they never interleave with a turn, and the step
+//! hygiene into `human` (a duplicate is skipped) and so into the user's facts, or into the user's
+//! facts alone when the block is full (`archival_memory_search` finds them). The writes wait for the agent's turn lock, so they never interleave with a turn, and the step
 //! appears in the trace as `(background_save)`.
 
-use super::{hygiene, tools, Agents, TurnInput, TurnOutcome};
+use super::{hygiene, one_memory, tools, Agents, TurnInput, TurnOutcome};
+use crate::memory::human_lines::HUMAN;
 use crate::store::{now_ms, StepRecord};
 
 /// Fewer words than this from the user in a turn: nothing to save ("hi", "thanks").
@@ -115,29 +116,56 @@ impl Agents {
     ) -> Result<Option<&'static str>, String> {
         let (scope, agent, text) = (input.scope.clone(), input.agent.clone(), fact.to_owned());
         let said = said.to_vec();
-        let edited = self
+        let (edited, before) = self
             .memory
             .blocking(move |store, _| {
-                Ok(
-                    store.edit_core_block(&scope, &agent, "human", &mut |block| {
-                        let value =
-                            hygiene::append_at("human", &block.value, &text, &said, Some(at))?;
-                        if value.chars().count() as i64 > block.char_limit {
-                            return Err(FULL.to_owned());
-                        }
-                        Ok(value)
-                    })?,
-                )
+                let mut before = String::new();
+                let edited = store.edit_core_block(&scope, &agent, HUMAN, &mut |block| {
+                    before.clone_from(&block.value);
+                    let value = hygiene::append_at(HUMAN, &block.value, &text, &said, Some(at))?;
+                    if value.chars().count() as i64 > block.char_limit {
+                        return Err(FULL.to_owned());
+                    }
+                    Ok(value)
+                })?;
+                Ok((edited, before))
             })
             .await
             .map_err(|e| e.to_string())?;
+        // Either way the fact is one of the user's facts (one memory under every mode).
         match edited {
-            Ok(Ok(_)) => Ok(Some("human")),
+            Ok(Ok(block)) => {
+                let edit = one_memory::edit_of(&before, &block.value);
+                one_memory::human_edited(
+                    &self.memory,
+                    &input.scope,
+                    &input.agent,
+                    edit,
+                    at,
+                    SAVE_STEP,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                Ok(Some("human"))
+            }
             Ok(Err(refused)) if refused == FULL => {
-                self.memory
-                    .insert_passage(&input.scope, &input.agent, fact)
+                if self.memory.check_text(fact).is_ok() {
+                    one_memory::fact_saved(
+                        &self.memory,
+                        &input.scope,
+                        &input.agent,
+                        fact,
+                        at,
+                        SAVE_STEP,
+                    )
                     .await
                     .map_err(|e| e.to_string())?;
+                } else {
+                    self.memory
+                        .insert_passage(&input.scope, &input.agent, fact)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
                 Ok(Some("archival"))
             }
             // A duplicate, or a line hygiene refuses: the block keeps what it has.

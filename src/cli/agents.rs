@@ -5,6 +5,7 @@
 use clap::{Args, Subcommand};
 use serde_json::json;
 
+use crate::agent::one_memory;
 use crate::cli::memories::{print_json, Who};
 use crate::config::Config;
 use crate::memory::RetrievalRequest;
@@ -152,9 +153,24 @@ pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<(
                 shared: None,
             };
             let agent = which.agent;
-            memory
-                .blocking(move |store, _| Ok(store.put_core_block(&scope, &agent, &block)?))
+            let (written, facts_scope, facts_agent) = (block.clone(), scope.clone(), agent.clone());
+            let before = memory
+                .blocking(move |store, _| {
+                    let before = one_memory::human_value(store, &scope, &agent)?;
+                    store.put_core_block(&scope, &agent, &block)?;
+                    Ok(before)
+                })
                 .await?;
+            // What the user wrote about themselves is one of their facts.
+            one_memory::human_written(
+                &memory,
+                &facts_scope,
+                &facts_agent,
+                before.as_deref(),
+                &written,
+                "cli",
+            )
+            .await?;
             eprintln!("block saved");
         }
         AgentsCommand::Archival {

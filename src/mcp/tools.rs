@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::agent::one_memory;
 use crate::memory::{MemoryService, RetrievalRequest};
 use crate::postprocess::{PostProcessor, Remembered};
 use crate::store::{Corpus, Page, UserScope, Within};
@@ -337,9 +338,12 @@ pub async fn call(
             let args: EditBlock = parse(arguments)?;
             let (scope, agent, label) = (scope.clone(), agent_name(&args.agent)?, args.label);
             let value = args.value;
-            let edited = memory
+            let (facts_scope, facts_agent) = (scope.clone(), agent.clone());
+            let (edited, before) = memory
                 .blocking(move |store, _| {
-                    Ok(store.edit_core_block(&scope, &agent, &label, &mut |block| {
+                    let mut before = None;
+                    let edited = store.edit_core_block(&scope, &agent, &label, &mut |block| {
+                        before = Some(block.value.clone());
                         if block.read_only {
                             return Err(format!("block '{}' is read-only", block.label));
                         }
@@ -351,12 +355,26 @@ pub async fn call(
                             ));
                         }
                         Ok(value.clone())
-                    })?)
+                    })?;
+                    Ok((edited, before))
                 })
                 .await
                 .map_err(refused)?;
             match edited {
-                Ok(Ok(block)) => Ok(json!({"agent": args.agent.trim(), "block": block})),
+                Ok(Ok(block)) => {
+                    // What the user wrote about themselves is one of their facts.
+                    one_memory::human_written(
+                        memory,
+                        &facts_scope,
+                        &facts_agent,
+                        before.as_deref(),
+                        &block,
+                        VIA_MCP,
+                    )
+                    .await
+                    .map_err(refused)?;
+                    Ok(json!({"agent": args.agent.trim(), "block": block}))
+                }
                 Ok(Err(refusal)) => Err(Failure::Refused(refusal)),
                 Err(labels) => Err(Failure::Refused(format!(
                     "agent '{}' has no block of that label; its blocks: {}",

@@ -9,6 +9,7 @@ pub use agent::{admit_agent, admit_block};
 pub mod check;
 pub mod cues;
 pub mod history;
+pub mod human_lines;
 pub use agent::AgentDetail;
 mod recording;
 pub use recording::{Recorded, INLINE_EMBED_TURNS};
@@ -271,6 +272,7 @@ impl MemoryService {
         let (scope, text, cause) = (scope.clone(), text.to_owned(), cause.to_owned());
         let sources = sources.to_vec();
         self.blocking(move |store, vectors| {
+            let old = live_text(store, &scope, id)?;
             let generation =
                 store.update_memory(&scope, id, &text, embedding.as_ref(), &sources, &cause)?;
             let uid = store.ensure_user(&scope)?;
@@ -279,6 +281,10 @@ impl MemoryService {
                 Corpus::Memory,
                 &[(generation, vector_change(id, &embedding))],
             )?;
+            // The agents' core memory says it anew too (one memory under every mode).
+            if let Some(old) = old {
+                human_lines::follow(store, &scope, &old, Some(&text))?;
+            }
             Ok(())
         })
         .await
@@ -294,6 +300,7 @@ impl MemoryService {
     ) -> MemoryResult<()> {
         let (scope, cause) = (scope.clone(), cause.to_owned());
         self.blocking(move |store, vectors| {
+            let old = live_text(store, &scope, id)?;
             let generation = if delete {
                 store.delete_memory(&scope, id, &cause)?
             } else {
@@ -301,6 +308,10 @@ impl MemoryService {
             };
             let uid = store.ensure_user(&scope)?;
             vectors.apply(uid, Corpus::Memory, &[(generation, Change::Remove(id))])?;
+            // Gone from the agents' core memory as well: a deleted or outdated fact is not shown.
+            if let Some(old) = old {
+                human_lines::follow(store, &scope, &old, None)?;
+            }
             Ok(())
         })
         .await
@@ -544,4 +555,13 @@ impl MemoryService {
                 TextRefusal::TooLong(message) => MemoryError::Limit(message),
             })
     }
+}
+
+/// The text of a live memory (`None`: retired, another user's, or no such memory).
+fn live_text(store: &dyn Store, scope: &UserScope, id: i64) -> MemoryResult<Option<String>> {
+    Ok(store
+        .documents(scope, Corpus::Memory, &[id])?
+        .into_iter()
+        .next()
+        .map(|document| document.text))
 }

@@ -184,6 +184,11 @@ impl MemoryService {
         Ok(count)
     }
 
+    /// Wakes the backlog embedder: rows were written without vectors.
+    pub fn embed_backlog(&self) {
+        self.backlog.notify_one();
+    }
+
     /// Embeds, in small batches off the request path, every row left without a vector, whenever
     /// woken by a request that left a backlog (and once at start-up), until `stop`.
     pub fn spawn_backlog_embedder(

@@ -12,6 +12,7 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::agent::one_memory;
 use crate::error::ProxyError;
 use crate::identity::DEFAULT_ID;
 use crate::keys::{key_digest, KeyGrant};
@@ -376,17 +377,30 @@ pub async fn put_block(
     let (who, name, defaults) = (scope.clone(), agent.clone(), state.agents.default_blocks());
     let memory = std::sync::Arc::clone(&state.memory);
     let limits = state.memory.limits().clone();
+    let (facts_scope, facts_agent, written) = (scope.clone(), agent.clone(), saved.clone());
     state
         .agents
         .between_turns(&scope, &agent, async move {
-            memory
+            let before = memory
                 .blocking(move |store, _| {
                     crate::memory::admit_agent(store, &limits, &who, &name)?;
                     store.ensure_agent(&who, &name, &defaults)?;
                     crate::memory::admit_block(store, &limits, &who, &name, &block.label)?;
-                    Ok(store.put_core_block(&who, &name, &block)?)
+                    let before = one_memory::human_value(store, &who, &name)?;
+                    store.put_core_block(&who, &name, &block)?;
+                    Ok(before)
                 })
-                .await
+                .await?;
+            // What the user wrote about themselves is one of their facts.
+            one_memory::human_written(
+                &memory,
+                &facts_scope,
+                &facts_agent,
+                before.as_deref(),
+                &written,
+                "api",
+            )
+            .await
         })
         .await?;
     Ok(Json(json!(saved)))

@@ -264,6 +264,15 @@ fn spawn_maintenance(state: &SharedState, stop: CancellationToken) {
             Ok((users, requeued)) => tracing::info!(users, requeued, "memory checked"),
             Err(error) => tracing::error!(%error, "memory check at start-up failed"),
         }
+        // Agents' `human` lines written before a user had one memory become their facts.
+        match crate::agent::one_memory::adopt(&memory).await {
+            Ok(0) => {}
+            Ok(adopted) => {
+                tracing::info!(adopted, "core memory lines adopted as the users' facts");
+                memory.embed_backlog();
+            }
+            Err(error) => tracing::error!(%error, "adopting core memory lines as facts failed"),
+        }
         let mut ticks = 0u64;
         loop {
             if ticks % PRUNE_EVERY_TICKS == 0 {

@@ -129,6 +129,10 @@ pub enum Within {
     Agent(String),
     /// Messages of this conversation.
     Conversation(String),
+    /// An agent's recall memory: the messages of its log (this conversation) and of the user's
+    /// chats in the other modes (every conversation that is no agent's log), not other agents'
+    /// logs. A user has one memory whichever mode they talked in.
+    Recall(String),
 }
 
 /// Most tags an agent may have, and the longest tag.

@@ -95,6 +95,8 @@ pub trait Facts {
         page: Page,
     ) -> StoreResult<Vec<Memory>>;
     fn memory_events(&self, scope: &UserScope) -> StoreResult<Vec<MemoryEvent>>;
+    /// The live memory that says exactly `text` (surrounding space aside), if one does.
+    fn live_memory_id(&self, scope: &UserScope, text: &str) -> StoreResult<Option<i64>>;
     /// The newest `limit` facts that no longer hold ([`FormerFact`]), newest first.
     fn former_facts(&self, scope: &UserScope, limit: usize) -> StoreResult<Vec<FormerFact>>;
 }

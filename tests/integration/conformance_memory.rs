@@ -176,9 +176,31 @@ fn facts_area(store: &dyn Store) {
         store.update_memory(&ana, other, "Works at Acme.", None, &[], "test"),
         Err(StoreError::DuplicateText)
     ));
+    // The live memory that says a text (one memory under every mode finds an agent's line so).
+    assert_eq!(
+        store
+            .live_memory_id(&ana, " Works at Acme. ")
+            .expect("find"),
+        Some(id)
+    );
+    assert_eq!(store.live_memory_id(&ana, "Works at").expect("find"), None);
+    assert_eq!(
+        store.live_memory_id(&bob, "Works at Acme.").expect("find"),
+        None
+    );
     store
         .update_memory(&ana, id, "Works at Globex.", None, &[], "moved")
         .expect("update");
+    assert_eq!(
+        store.live_memory_id(&ana, "Works at Acme.").expect("find"),
+        None
+    );
+    assert_eq!(
+        store
+            .live_memory_id(&ana, "Works at Globex.")
+            .expect("find"),
+        Some(id)
+    );
     let turn_id = store
         .list_messages(&ana, "c1", Page::default())
         .expect("log")[0]
@@ -422,6 +444,39 @@ fn search_area(store: Arc<dyn Store>, vectors: &VectorIndexes) {
             .len(),
         1
     );
+    // An agent's recall memory: its own log and the user's chats, never another agent's log.
+    let agent_turn = |agent: &str, text: &str| {
+        let turns = [turn("user", text)];
+        store
+            .sync_messages(
+                &ana,
+                &memproxy::store::agent_conversation(agent),
+                agent,
+                &turns,
+            )
+            .expect("an agent's turn")
+            .stored[0]
+            .id
+    };
+    let own = agent_turn("coach", "The choir sings on Friday.");
+    let other = agent_turn("tutor", "The choir rehearses on Monday.");
+    let recall = Within::Recall(memproxy::store::agent_conversation("coach"));
+    let mut ids = store
+        .ids_within(&ana, Corpus::Message, &recall)
+        .expect("recall within");
+    ids.sort_unstable();
+    assert_eq!(ids, [turn_id, own], "not {other}");
+    let found: Vec<i64> = store
+        .keyword_search(&ana, Corpus::Message, "choir", 5, Some(&recall))
+        .expect("recall keywords")
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert!(found.contains(&own) && !found.contains(&other), "{found:?}");
+    assert!(store
+        .ids_within(&bob, Corpus::Message, &recall)
+        .expect("bob recall")
+        .is_empty());
 }
 
 #[test]

@@ -49,6 +49,7 @@ mod memory_transfer;
 mod messages;
 mod migrate;
 mod native;
+mod one_memory;
 mod postgres_faults;
 mod process;
 mod quality;

@@ -107,12 +107,13 @@ async fn the_official_mcp_sdk_uses_the_same_memory_as_the_proxy() {
         "{blocks}"
     );
 
-    // Ana's turn has been learned (so no extraction of hers asks the memory LLM later), then the
-    // memory LLM's answers to the two reconciliations of Cyd's facts: an update, and a failure.
+    // Ana's turn has been learned (so no extraction of hers asks the memory LLM later; her
+    // agent's `human` line is one of her facts already), then the memory LLM's answers to the
+    // two reconciliations of Cyd's facts: an update, and a failure.
     eventually("the turn is learned", || async {
         management(&h, "/memproxy/v1/users/ana/memories").await["data"]
             .as_array()
-            .is_some_and(|rows| !rows.is_empty())
+            .is_some_and(|rows| rows.iter().any(|r| r.to_string().contains("Lisbon")))
     })
     .await;
     h.mock.push_marked(

@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::{function, page_schema, paged, required, Tool, ToolOutcome, ToolScope};
 use crate::agent::lenient::page_arg;
+use crate::agent::one_memory;
 use crate::dates;
 use crate::memory::RetrievalRequest;
 use crate::store::{agent_conversation, Corpus, Within};
@@ -37,6 +38,26 @@ impl Tool for Insert {
             Ok(content) => content,
             Err(failed) => return failed,
         };
+        // A fact about the user is one of their facts, whichever mode or agent learned it; the
+        // archival search finds it with the passages.
+        if one_memory::fact_about_the_user(&content, tools.user_said)
+            && tools.memory.check_text(&content).is_ok()
+        {
+            let at = tools.clock.unwrap_or_else(crate::store::now_ms);
+            return match one_memory::fact_saved(
+                tools.memory,
+                tools.scope,
+                tools.agent,
+                &content,
+                at,
+                self.name(),
+            )
+            .await
+            {
+                Ok(()) => ToolOutcome::ok("Inserted into archival memory."),
+                Err(error) => ToolOutcome::failed(error.to_string()),
+            };
+        }
         match tools
             .memory
             .insert_passage(tools.scope, tools.agent, &content)
@@ -82,7 +103,8 @@ pub(super) async fn searched(
         let page = page_arg(arguments).map_err(ToolOutcome::failed)?;
         let within = match corpus {
             Corpus::Passage => Within::Agent(tools.agent.to_owned()),
-            _ => Within::Conversation(agent_conversation(tools.agent)),
+            // Its own log and the user's chats in the other modes (one memory, issue 46).
+            _ => Within::Recall(agent_conversation(tools.agent)),
         };
         let request = RetrievalRequest {
             query,

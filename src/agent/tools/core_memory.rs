@@ -5,8 +5,9 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
 use super::{function, required, Effect, Tool, ToolOutcome, ToolScope, Tools};
-use crate::agent::hygiene;
 use crate::agent::lenient::text_arg;
+use crate::agent::{hygiene, one_memory};
+use crate::memory::human_lines::HUMAN;
 
 pub struct Append;
 pub struct Replace;
@@ -39,7 +40,7 @@ impl Tool for Append {
             let content = required(arguments, "content")?;
             let (name, said) = (label.clone(), tools.user_said.to_vec());
             let now = tools.clock.unwrap_or_else(crate::store::now_ms);
-            edit_block(tools, &label, move |value| {
+            edit_block(tools, &label, self.name(), move |value| {
                 hygiene::append_at(&name, value, &content, &said, Some(now))
                     .map_err(ToolOutcome::failed)
             })
@@ -79,7 +80,7 @@ impl Tool for Replace {
             let new = text_arg(arguments, "new_content").unwrap_or_default();
             let (name, said) = (label.clone(), tools.user_said.to_vec());
             let now = tools.clock.unwrap_or_else(crate::store::now_ms);
-            edit_block(tools, &label, move |value| {
+            edit_block(tools, &label, self.name(), move |value| {
                 hygiene::check_replacement(&name, value, &old, &new, &said)
                     .map_err(ToolOutcome::failed)?;
                 // Checked as written, kept with its relative day made a date.
@@ -121,10 +122,12 @@ fn replace(
 }
 
 /// Edits a block in one store transaction (a concurrent writer, such as the background save, is
-/// never overwritten): `edit` makes the new value or refuses with the tool's message.
+/// never overwritten): `edit` makes the new value or refuses with the tool's message. An edit of
+/// `human` changes the user's facts too ([`one_memory`]); `how` names the tool in their history.
 pub(crate) async fn edit_block(
     tools: &ToolScope<'_>,
     label: &str,
+    how: &str,
     edit: impl FnOnce(&str) -> Result<String, ToolOutcome> + Send + 'static,
 ) -> Result<ToolOutcome, ToolOutcome> {
     let (scope, agent, name) = (
@@ -135,7 +138,8 @@ pub(crate) async fn edit_block(
     let set = tools.tool_set;
     let mut edit = Some(edit);
     let mut refusal: Option<ToolOutcome> = None;
-    let (edited, refusal) = tools
+    let mut before = String::new();
+    let (edited, refusal, before) = tools
         .memory
         .blocking(move |store, _| {
             let edited = store.edit_core_block(&scope, &agent, &name, &mut |block| {
@@ -143,6 +147,7 @@ pub(crate) async fn edit_block(
                     return Err(format!("block '{}' is read-only", block.label));
                 }
                 let edit = edit.take().ok_or_else(|| "edited twice".to_owned())?;
+                before.clone_from(&block.value);
                 let value = edit(&block.value).map_err(|failed| {
                     let message = failed.message.clone();
                     refusal = Some(failed);
@@ -161,7 +166,7 @@ pub(crate) async fn edit_block(
                 }
                 Ok(value)
             })?;
-            Ok((edited, refusal))
+            Ok((edited, refusal, before))
         })
         .await
         .map_err(|e| ToolOutcome::failed(e.to_string()))?;
@@ -171,10 +176,24 @@ pub(crate) async fn edit_block(
             labels.join(", ")
         ))),
         Ok(Err(message)) => Err(refusal.unwrap_or_else(|| ToolOutcome::failed(message))),
-        Ok(Ok(block)) => Ok(ToolOutcome::ok(format!(
-            "Block '{label}' updated ({} characters).",
-            block.value.chars().count()
-        ))
-        .with(Effect::MemoryChanged)),
+        Ok(Ok(block)) => {
+            if block.label == HUMAN {
+                let at = tools.clock.unwrap_or_else(crate::store::now_ms);
+                let edit = one_memory::edit_of(&before, &block.value);
+                // The block holds the line whatever happens here; start-up adoption gives a
+                // line whose fact failed to be written its fact.
+                if let Err(error) =
+                    one_memory::human_edited(tools.memory, tools.scope, tools.agent, edit, at, how)
+                        .await
+                {
+                    tracing::warn!(%error, "a core memory line could not be made one of the user's facts");
+                }
+            }
+            Ok(ToolOutcome::ok(format!(
+                "Block '{label}' updated ({} characters).",
+                block.value.chars().count()
+            ))
+            .with(Effect::MemoryChanged))
+        }
     }
 }

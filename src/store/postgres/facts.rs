@@ -320,6 +320,24 @@ impl Facts for PostgresStore {
         })
     }
 
+    fn live_memory_id(&self, scope: &UserScope, text: &str) -> StoreResult<Option<i64>> {
+        let hash = content_hash(text.trim());
+        self.run(|pool| async move {
+            let client = pool.get().await?;
+            let Some(uid) = find_uid(&**client, scope).await? else {
+                return Ok(None);
+            };
+            let row = client
+                .query_opt(
+                    "SELECT id FROM memories
+                     WHERE uid = $1 AND content_hash = $2 AND valid_until IS NULL",
+                    &[&uid, &hash],
+                )
+                .await?;
+            Ok(row.map(|row| row.get(0)))
+        })
+    }
+
     fn former_facts(&self, scope: &UserScope, limit: usize) -> StoreResult<Vec<FormerFact>> {
         let sql = crate::store::FORMER_FACTS_SQL
             .replace("{uid}", "$1")

@@ -17,6 +17,7 @@ use super::{bump_generation, find_uid, PostgresStore};
 use crate::store::keywords::{self, query_words};
 use crate::store::{
     content_hash, Corpus, Document, Embedding, Search, StoreError, StoreResult, UserScope, Within,
+    AGENT_CONVERSATION_PREFIX,
 };
 
 /// Arbitrary, fixed: the advisory lock key of vector index creation.
@@ -47,6 +48,11 @@ fn within_condition(corpus: Corpus, within: &Within, placeholder: &str) -> Store
             "t.conversation_id = (SELECT c.id FROM conversations c
              WHERE c.uid = t.uid AND c.external_id = {placeholder})"
         )),
+        (Corpus::Message, Within::Recall(_)) => Ok(format!(
+            "t.conversation_id IN (SELECT c.id FROM conversations c
+             WHERE c.uid = t.uid AND (c.external_id = {placeholder}
+             OR c.external_id NOT LIKE '{AGENT_CONVERSATION_PREFIX}%'))"
+        )),
         (corpus, within) => Err(StoreError::Invalid(format!(
             "cannot restrict {} search to {within:?}",
             corpus.as_str()
@@ -56,7 +62,7 @@ fn within_condition(corpus: Corpus, within: &Within, placeholder: &str) -> Store
 
 fn within_key(within: &Within) -> &str {
     match within {
-        Within::Agent(key) | Within::Conversation(key) => key,
+        Within::Agent(key) | Within::Conversation(key) | Within::Recall(key) => key,
     }
 }
 

@@ -173,6 +173,10 @@ impl Facts for SqliteStore {
         self.read(|c| memories::events(c, scope))
     }
 
+    fn live_memory_id(&self, scope: &UserScope, text: &str) -> StoreResult<Option<i64>> {
+        self.read(|c| memories::live_id(c, scope, text))
+    }
+
     fn former_facts(
         &self,
         scope: &UserScope,

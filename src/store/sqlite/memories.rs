@@ -92,6 +92,19 @@ fn outdate_sources(
     Ok(())
 }
 
+/// The live memory whose text is `text` (trimmed), by its content hash.
+pub fn live_id(connection: &Connection, scope: &UserScope, text: &str) -> StoreResult<Option<i64>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(None);
+    };
+    let mut statement = connection.prepare_cached(
+        "SELECT id FROM memories WHERE uid = ?1 AND content_hash = ?2 AND valid_until IS NULL",
+    )?;
+    Ok(statement
+        .query_row(params![uid, content_hash(text.trim())], |row| row.get(0))
+        .optional()?)
+}
+
 pub fn insert(
     tx: &Transaction,
     scope: &UserScope,

@@ -24,7 +24,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{params, Connection, OptionalExtension, Transaction, TransactionBehavior};
 
-use super::{Corpus, StoreError, StoreResult, UserScope, Within};
+use super::{Corpus, StoreError, StoreResult, UserScope, Within, AGENT_CONVERSATION_PREFIX};
 
 const READERS: usize = 4;
 
@@ -338,6 +338,14 @@ fn within_condition(
             format!(
                 "t.conversation_id = (SELECT c.id FROM conversations c
                  WHERE c.uid = t.uid AND c.external_id = {placeholder})"
+            ),
+            conversation.clone(),
+        )),
+        (Corpus::Message, Within::Recall(conversation)) => Ok((
+            format!(
+                "t.conversation_id IN (SELECT c.id FROM conversations c
+                 WHERE c.uid = t.uid AND (c.external_id = {placeholder}
+                 OR c.external_id NOT LIKE '{AGENT_CONVERSATION_PREFIX}%'))"
             ),
             conversation.clone(),
         )),
