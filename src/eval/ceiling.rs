@@ -20,6 +20,10 @@ pub const ADD_ONLY: &str = "implicit-add-only";
 /// queue, so what it recalls comes from its memory (core, archival, summary, recall search).
 pub const EXPLICIT_2K: &str = "explicit@2k";
 const SMALL_WINDOW_TOKENS: usize = 2000;
+/// The mode switches: every session told in one mode, every probe asked in the other, on one
+/// memory (a user who switches their app between the modes).
+pub const IMPLICIT_TO_EXPLICIT: &str = "implicit>explicit";
+pub const EXPLICIT_TO_IMPLICIT: &str = "explicit>implicit";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvalStrategy {
@@ -27,6 +31,11 @@ pub enum EvalStrategy {
     FullContext,
     AddOnly,
     Explicit2k,
+    /// Told in `told`, asked in the other memory mode ([`IMPLICIT_TO_EXPLICIT`],
+    /// [`EXPLICIT_TO_IMPLICIT`]).
+    Switch {
+        told: Mode,
+    },
 }
 
 impl EvalStrategy {
@@ -36,6 +45,10 @@ impl EvalStrategy {
             EvalStrategy::FullContext => FULL_CONTEXT,
             EvalStrategy::AddOnly => ADD_ONLY,
             EvalStrategy::Explicit2k => EXPLICIT_2K,
+            EvalStrategy::Switch {
+                told: Mode::Explicit,
+            } => EXPLICIT_TO_IMPLICIT,
+            EvalStrategy::Switch { .. } => IMPLICIT_TO_EXPLICIT,
         }
     }
 
@@ -47,7 +60,7 @@ impl EvalStrategy {
                 config.explicit.context_window_tokens = SMALL_WINDOW_TOKENS;
                 config.explicit.context_windows.clear();
             }
-            EvalStrategy::Memory(_) | EvalStrategy::FullContext => {}
+            EvalStrategy::Memory(_) | EvalStrategy::FullContext | EvalStrategy::Switch { .. } => {}
         }
         config
     }
@@ -59,6 +72,18 @@ impl EvalStrategy {
             EvalStrategy::FullContext => Mode::Passthrough,
             EvalStrategy::AddOnly => Mode::Implicit,
             EvalStrategy::Explicit2k => Mode::Explicit,
+            EvalStrategy::Switch { told } => told,
+        }
+    }
+
+    /// The mode the probes are asked in (the replay's but for a switch).
+    pub fn asked(self) -> Mode {
+        match self {
+            EvalStrategy::Switch {
+                told: Mode::Explicit,
+            } => Mode::Implicit,
+            EvalStrategy::Switch { .. } => Mode::Explicit,
+            other => other.mode(),
         }
     }
 }
@@ -77,11 +102,21 @@ impl FromStr for EvalStrategy {
             FULL_CONTEXT => return Ok(EvalStrategy::FullContext),
             ADD_ONLY => return Ok(EvalStrategy::AddOnly),
             EXPLICIT_2K => return Ok(EvalStrategy::Explicit2k),
+            IMPLICIT_TO_EXPLICIT => {
+                return Ok(EvalStrategy::Switch {
+                    told: Mode::Implicit,
+                })
+            }
+            EXPLICIT_TO_IMPLICIT => {
+                return Ok(EvalStrategy::Switch {
+                    told: Mode::Explicit,
+                })
+            }
             _ => {}
         }
-        text.parse::<Mode>()
-            .map(EvalStrategy::Memory)
-            .map_err(|error| format!("{error}, {FULL_CONTEXT}, {ADD_ONLY} or {EXPLICIT_2K}"))
+        text.parse::<Mode>().map(EvalStrategy::Memory).map_err(|error| {
+            format!("{error}, {FULL_CONTEXT}, {ADD_ONLY}, {EXPLICIT_2K}, {IMPLICIT_TO_EXPLICIT} or {EXPLICIT_TO_IMPLICIT}")
+        })
     }
 }
 
@@ -131,5 +166,15 @@ mod tests {
         assert_eq!(EvalStrategy::Explicit2k.mode(), Mode::Explicit);
         assert!("nonsense".parse::<EvalStrategy>().is_err());
         assert_eq!(EvalStrategy::FullContext.mode(), Mode::Passthrough);
+        for (name, told, asked) in [
+            ("implicit>explicit", Mode::Implicit, Mode::Explicit),
+            ("explicit>implicit", Mode::Explicit, Mode::Implicit),
+        ] {
+            let switch: EvalStrategy = name.parse().expect("a switch");
+            assert_eq!(
+                (switch.mode(), switch.asked(), switch.as_str()),
+                (told, asked, name)
+            );
+        }
     }
 }

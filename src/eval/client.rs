@@ -82,6 +82,8 @@ impl Client<'_> {
             .header("x-memproxy-user", EVAL_USER)
             .header("x-memproxy-conversation", conversation)
             .header("x-memproxy-record", if record { "true" } else { "false" })
+            // The server's mode but in the probes of a mode switch.
+            .header("x-memproxy-mode", self.mode.as_str())
             .json(&body);
         if let Some(time) = time_ms {
             request = request.header("x-memproxy-time", time.to_string());

@@ -267,9 +267,10 @@ async fn run_pair(
     // The ceiling replays nothing: its probes carry the whole conversation.
     let replayed = match strategy {
         EvalStrategy::FullContext => &[][..],
-        EvalStrategy::Memory(_) | EvalStrategy::AddOnly | EvalStrategy::Explicit2k => {
-            &conversation.sessions[..]
-        }
+        EvalStrategy::Memory(_)
+        | EvalStrategy::AddOnly
+        | EvalStrategy::Explicit2k
+        | EvalStrategy::Switch { .. } => &conversation.sessions[..],
     };
     for (s, session) in replayed.iter().enumerate() {
         let chat = format!("{}-session-{}", conversation.id, s + 1);
@@ -340,6 +341,12 @@ async fn run_pair(
         .probes
         .iter()
         .take(args.max_probes.unwrap_or(usize::MAX));
+    // A switch asks in the other mode, on the memory the replay left.
+    let asked = strategy.asked();
+    let client = Client {
+        mode: asked,
+        ..client
+    };
     for (index, probe) in probes.enumerate() {
         let mut messages =
             vec![json!({"role": "system", "content": system_prompt(conversation, probe.time_ms)})];
@@ -368,7 +375,7 @@ async fn run_pair(
             }
         };
         requests.push((from, tap.len() - start));
-        book(&mut pair, mode, &answer);
+        book(&mut pair, asked, &answer);
         let seen: String = answer
             .calls
             .iter()
@@ -380,7 +387,7 @@ async fn run_pair(
             })
             .collect::<Vec<_>>()
             .join(" ");
-        let retrieves = matches!(mode, Mode::Implicit | Mode::Explicit);
+        let retrieves = matches!(asked, Mode::Implicit | Mode::Explicit);
         let evidence_in_context = (retrieves && !probe.evidence.is_empty()).then(|| {
             let found = probe
                 .evidence
@@ -411,7 +418,9 @@ async fn run_pair(
         });
     }
     drain(&server).await?;
-    account(&mut pair, mode, &tap.since(start), &requests);
+    // An agent's steps are booked as such whichever half of a switch took them.
+    let booked = if asked == Mode::Explicit { asked } else { mode };
+    account(&mut pair, booked, &tap.since(start), &requests);
     if let Some(memory) = &taps.memory {
         account_memory(&mut pair, &memory.since(memory_start));
     }

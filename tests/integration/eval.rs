@@ -11,13 +11,18 @@ use memproxy::mock::{MockUpstream, Reply};
 use memproxy::mode::Mode;
 use serde_json::{json, Value};
 
-fn fixture(name: &str) -> PathBuf {
+pub(crate) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
 }
 
-fn args(dataset: PathBuf, strategies: Vec<Mode>, mock: &MockUpstream, out: &Path) -> RunArgs {
+pub(crate) fn args(
+    dataset: PathBuf,
+    strategies: Vec<Mode>,
+    mock: &MockUpstream,
+    out: &Path,
+) -> RunArgs {
     RunArgs {
         dataset: Some(dataset),
         format: None,
@@ -166,7 +171,7 @@ fn kind_of(body: &Value) -> &'static str {
     }
 }
 
-fn results(out: &Path) -> Value {
+pub(crate) fn results(out: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(out.join("results.json")).expect("results.json"))
         .expect("json")
 }
