@@ -75,6 +75,12 @@ pub struct ExplicitConfig {
     /// it for the next turn: `auto` (for an upstream on loopback or a private network), `always`,
     /// `never`.
     pub rewarm_cache: super::Rewarm,
+    /// Whether background model calls (the background save, eviction after the turn, the
+    /// re-warm) give way to turns: they wait while a turn runs, and a turn that starts cancels
+    /// the one in flight (a save is redone, a re-warm dropped). The same answers as
+    /// `rewarm_cache`: `auto` for an upstream on loopback or a private network (a local server
+    /// with few slots), `always`, `never` ([`super::foreground`]).
+    pub yield_to_turns: super::Rewarm,
     /// After a finished turn, evict the oldest messages (off the request path) when the next
     /// turn, adding about as much as this one did, would pass `evict_ratio` and the agent has had
     /// its memory-pressure step; the next turn then does not wait for the summary call.
@@ -138,6 +144,7 @@ impl Default for ExplicitConfig {
             never_mentioned: true,
             compact_below_tokens: 4096,
             rewarm_cache: super::Rewarm::Auto,
+            yield_to_turns: super::Rewarm::Auto,
             evict_after_turn: true,
         }
     }

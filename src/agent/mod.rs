@@ -5,12 +5,14 @@
 //! `send_message` (or a plain text, or `max_steps`), and returns the reply. All state (core
 //! blocks, log, archival passages, summary, step trace) lives in the memory layer.
 
+mod after;
 mod calls;
 mod compact;
 mod config;
 pub mod context;
 mod evict;
 mod fallback;
+pub mod foreground;
 pub mod history;
 pub mod hygiene;
 pub mod lenient;
@@ -74,6 +76,8 @@ pub struct Agents {
     locks: Mutex<HashMap<AgentKey, Arc<tokio::sync::Mutex<()>>>>,
     /// Per model: upstream prompt tokens / our estimate, learned from reported usage.
     token_scales: Mutex<HashMap<String, f64>>,
+    /// The turns running now: background model calls give way to them.
+    foreground: foreground::Foreground,
 }
 
 impl Agents {
@@ -90,6 +94,7 @@ impl Agents {
             extract_prompt: services.prompts.extract.clone(),
             locks: Mutex::new(HashMap::new()),
             token_scales: Mutex::new(HashMap::new()),
+            foreground: foreground::Foreground::default(),
         }
     }
 

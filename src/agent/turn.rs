@@ -146,6 +146,8 @@ impl Agents {
         model: &dyn ChatModel,
         input: TurnInput,
     ) -> Result<TurnOutcome, TurnError> {
+        // Before the lock: a background call holding it (a save's writes, eviction) gives way.
+        let _foreground = self.foreground.turn();
         let _turn_guard = self.turn_lock(&input.scope, &input.agent).await;
         let (mut turn, mut progress) = self.open_turn(&input).await?;
         let result = self

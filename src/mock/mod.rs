@@ -91,6 +91,8 @@ struct MockState {
     /// (long benchmarks; see [`MockUpstream::forget`]).
     forgetful: std::sync::atomic::AtomicBool,
     abandoned_streams: AtomicUsize,
+    /// Stalled replies whose client went away before the answer.
+    abandoned_stalls: AtomicUsize,
     abandoned: Notify,
     counter: AtomicUsize,
     /// `Some`: answers report `prompt_tokens_details.cached_tokens` as a prefix cache would
@@ -210,6 +212,11 @@ impl MockUpstream {
     /// Streams whose reader went away before the mock finished writing them.
     pub fn abandoned_streams(&self) -> usize {
         self.state.abandoned_streams.load(Ordering::SeqCst)
+    }
+
+    /// How many stalled replies ([`Reply::Stall`]) lost their client before answering.
+    pub fn abandoned_stalls(&self) -> usize {
+        self.state.abandoned_stalls.load(Ordering::SeqCst)
     }
 
     /// Waits until at least `count` streams were abandoned, or `limit` passes.
@@ -557,10 +564,24 @@ pub(super) fn default_reply(body: &Value) -> Reply {
     }
 }
 
+/// Counts a stalled reply left before its answer, when dropped still holding the counter.
+struct Waiting<'a>(Option<&'a AtomicUsize>);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(counter) = self.0 {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
 async fn answer(state: &Arc<MockState>, reply: Reply, body: &Value, n: usize) -> Response {
     let mut reply = reply;
     while let Reply::Stall(pause, inner) = reply {
+        // Counted unless the pause ends: the client dropped the request meanwhile.
+        let mut waiting = Waiting(Some(&state.abandoned_stalls));
         tokio::time::sleep(pause).await;
+        waiting.0 = None;
         reply = *inner;
     }
     let mut completion = Completion::new(body, n);

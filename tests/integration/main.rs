@@ -35,6 +35,7 @@ mod explicit_recall;
 mod explicit_summary;
 mod explicit_tools;
 mod explicit_wire;
+mod explicit_yield;
 mod exposure;
 mod faults;
 mod implicit;

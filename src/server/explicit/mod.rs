@@ -45,25 +45,12 @@ pub async fn handle(
     let agents = Arc::clone(&state.agents);
     let tasks = state.after_exchange.clone();
     // The turn changes memory: it runs to completion even if the client goes away. What it
-    // sets off runs after it in a task of its own (never delaying the answer): a background
-    // save, eviction ahead of the next turn, then the re-warming of a local upstream's prompt
-    // cache (after both: each changes what the server last processed).
+    // sets off runs after it in a task of its own, never delaying the answer ([`Agents::after_turn`]).
     let mut turn = state.tasks.spawn(async move {
         let outcome = agents.run_turn(&model, input.clone()).await;
         if let Ok(done) = &outcome {
             let (agents, done) = (Arc::clone(&agents), done.clone());
-            tasks.spawn(async move {
-                let url = model.upstream.base_url().to_owned();
-                let save = agents.needs_save(&input, &done);
-                if save {
-                    agents.save_after_turn(input.clone(), done.clone()).await;
-                }
-                let evicted = agents.compact_after_turn(&input, &done).await;
-                let changed = (save && agents.memory_llm_on(&url)) || evicted;
-                if agents.needs_rewarm(&input, &done, &url, changed) {
-                    agents.rewarm(&model, input).await;
-                }
-            });
+            tasks.spawn(async move { agents.after_turn(&model, input, done).await });
         }
         outcome
     });

@@ -1,0 +1,65 @@
+//! What a finished turn sets off, off the request path and in this order: the background save,
+//! eviction ahead of the next turn, then the re-warming of a local upstream's prompt cache (after
+//! both: each changes what the server last processed). On a local upstream each gives way to
+//! turns ([`super::foreground`]).
+
+use super::foreground::Ran;
+use super::model::UpstreamModel;
+use super::warm::is_local;
+use super::{Agents, Rewarm, TurnInput, TurnOutcome};
+
+impl Agents {
+    /// Whether background calls on `url` give way to turns (`explicit.yield_to_turns`).
+    pub fn yields_on(&self, url: &str) -> bool {
+        match self.config.yield_to_turns {
+            Rewarm::Always => true,
+            Rewarm::Never => false,
+            Rewarm::Auto => is_local(url),
+        }
+    }
+
+    /// Runs the work a finished turn sets off; every problem is logged, never raised.
+    pub async fn after_turn(&self, model: &UpstreamModel, input: TurnInput, done: TurnOutcome) {
+        let url = model.upstream.base_url().to_owned();
+        let yields = self.yields_on(&url);
+        // Turns started up to now, this one included: a re-warm is for the state it left.
+        let since = self.foreground.turns_started();
+        let save = self.needs_save(&input, &done);
+        if save {
+            // The memory LLM on a server of its own takes no turn's time.
+            if yields && self.memory_llm_on(&url) {
+                self.foreground
+                    .background_until_done(|| self.save_after_turn(input.clone(), done.clone()))
+                    .await;
+            } else {
+                self.save_after_turn(input.clone(), done.clone()).await;
+            }
+        }
+        // Eviction a turn overtook is left to that turn's own steps (they evict if need be).
+        let evicted = if yields {
+            let ran = self
+                .foreground
+                .background(self.compact_after_turn(&input, &done))
+                .await;
+            matches!(ran, Ran::Done(true))
+        } else {
+            self.compact_after_turn(&input, &done).await
+        };
+        let changed = (save && self.memory_llm_on(&url)) || evicted;
+        if !self.needs_rewarm(&input, &done, &url, changed) {
+            return;
+        }
+        if !yields {
+            self.rewarm(model, input).await;
+            return;
+        }
+        let agent = input.agent.clone();
+        let ran = self
+            .foreground
+            .background_since(Some(since), self.rewarm(model, input))
+            .await;
+        if ran == Ran::Overtaken {
+            tracing::info!(%agent, "prompt cache re-warm dropped: a turn overtook it");
+        }
+    }
+}
