@@ -225,7 +225,13 @@ impl Run {
                 assert_eq!(status, 200, "seed {}", self.seed);
             }
             5 => {
-                let said = format!("File this: project {}.", self.marker(actor));
+                // Half of them a fact about the user, which the agent's archival insert makes
+                // one of the user's facts (one memory: implicit mode then injects it).
+                let said = if self.rng.below(2) == 1 {
+                    format!("The user's project is {}.", self.marker(actor))
+                } else {
+                    format!("File this: project {}.", self.marker(actor))
+                };
                 let credential = self.credential(actor, false);
                 let body = json!({"model": "mock-archivist",
                     "messages": [{"role": "user", "content": said}]});
