@@ -391,12 +391,17 @@ fn turn_rows(summary: &Summary) -> Vec<Vec<String>> {
                 format!("{:.0}", s.total_p50_ms),
                 s.settle_p50_ms
                     .map_or_else(|| "-".to_owned(), |ms| format!("{ms:.0}")),
+                // Every call of the pair, the turn's own and its background work.
+                format!(
+                    "{:.1}",
+                    s.work.values().map(|w| w.model_ms).sum::<f64>() / 1e3 / requests
+                ),
             ]
         })
         .collect()
 }
 
-const TURN_HEADER: [&str; 7] = [
+const TURN_HEADER: [&str; 8] = [
     "strategy (per client request)",
     "chat calls",
     "prompt tokens",
@@ -404,6 +409,7 @@ const TURN_HEADER: [&str; 7] = [
     "served from upstream cache",
     "total p50 ms",
     "work after the turn p50 ms (--settle)",
+    "model s (all calls)",
 ];
 
 pub fn print(summary: &Summary) {

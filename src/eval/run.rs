@@ -113,6 +113,10 @@ pub struct RunArgs {
     /// strategy's requests then do not evict the prefix another's next request shares.
     #[arg(long)]
     pub by_strategy: bool,
+    /// Whether an agent's background calls give way to turns (`explicit.yield_to_turns`):
+    /// `auto` (the default: for a local upstream), `always`, `never`, to compare the two.
+    #[arg(long, value_parser = ["auto", "always", "never"])]
+    pub yield_to_turns: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -188,6 +192,11 @@ fn config_for(args: &RunArgs, mode: Mode, data: &Path, taps: &Taps) -> Config {
     if args.core_memory_at.as_deref() == Some("system") {
         config.explicit.core_memory_at = crate::agent::CoreMemoryAt::System;
     }
+    config.explicit.yield_to_turns = match args.yield_to_turns.as_deref() {
+        Some("always") => crate::agent::Rewarm::Always,
+        Some("never") => crate::agent::Rewarm::Never,
+        _ => crate::agent::Rewarm::Auto,
+    };
     if let Some(window) = args.context_window {
         config.explicit.context_window_tokens = window;
     }

@@ -123,6 +123,51 @@ const MARKERS: [(&str, &str); 4] = [
     ("MEMPROXY-CONSOLIDATE", "consolidate"),
 ];
 
+/// What kind of work a chat call is: memory calls carry a marker in their system prompt; an
+/// agent's prompt sent again for one token (`agent::warm`) is a re-warm.
+fn kind_of(request: &Value) -> &'static str {
+    let system = request["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default();
+    let kind = MARKERS
+        .iter()
+        .find(|(marker, _)| system.contains(marker))
+        .map_or("chat", |(_, kind)| kind);
+    if kind == "chat" && request["max_tokens"] == 1 {
+        "rewarm"
+    } else {
+        kind
+    }
+}
+
+/// Books a chat call whose client went away before its answer.
+struct Dropped<'a> {
+    state: Option<&'a TapState>,
+    started: Instant,
+    body: &'a Bytes,
+    chat: bool,
+}
+
+impl Drop for Dropped<'_> {
+    fn drop(&mut self) {
+        let Some(state) = self.state.filter(|_| self.chat) else {
+            return;
+        };
+        let request: Value = serde_json::from_slice(self.body).unwrap_or(Value::Null);
+        locked(&state.ledger).push(Call {
+            kind: kind_of(&request).to_owned(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cached_tokens: None,
+            prompt_text_tokens: 0,
+            shared_prefix_tokens: 0,
+            ms: self.started.elapsed().as_secs_f64() * 1e3,
+            status: 499,
+            body: None,
+        });
+    }
+}
+
 async fn forward(State(state): State<Arc<TapState>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else {
@@ -137,6 +182,14 @@ async fn forward(State(state): State<Arc<TapState>>, request: Request) -> Respon
         }
     }
     let started = Instant::now();
+    // A call its client drops (memproxy cancelling background work for a turn) still took the
+    // model's time until then: booked, with status 499, when this is dropped unanswered.
+    let mut dropped = Dropped {
+        state: Some(&state),
+        started,
+        body: &body,
+        chat: path.contains("/chat/completions"),
+    };
     let sent = state
         .client
         .request(parts.method.clone(), format!("{}{tail}", state.upstream))
@@ -156,22 +209,11 @@ async fn forward(State(state): State<Arc<TapState>>, request: Request) -> Respon
             )),
         ),
     };
+    dropped.state = None;
     let ms = started.elapsed().as_secs_f64() * 1e3;
     if tail.starts_with("/chat/completions") {
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let system = request["messages"][0]["content"]
-            .as_str()
-            .unwrap_or_default();
-        let kind = MARKERS
-            .iter()
-            .find(|(marker, _)| system.contains(marker))
-            .map_or("chat", |(_, kind)| kind);
-        // An agent's prompt sent again for one token (`agent::warm`), off the request path.
-        let kind = if kind == "chat" && request["max_tokens"] == 1 {
-            "rewarm"
-        } else {
-            kind
-        };
+        let kind = kind_of(&request);
         let completion: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
         let usage = &completion["usage"];
         let (prompt_text_tokens, shared_prefix_tokens) = if kind == "chat" || kind == "rewarm" {

@@ -27,6 +27,9 @@ pub struct Work {
     pub prompt_text_tokens: u64,
     #[serde(default)]
     pub shared_prefix_tokens: u64,
+    /// The calls' time at the upstream, start to last byte (ms): the model's time they took.
+    #[serde(default)]
+    pub model_ms: f64,
 }
 
 impl Work {
@@ -38,6 +41,7 @@ impl Work {
         self.cache_reported += other.cache_reported;
         self.prompt_text_tokens += other.prompt_text_tokens;
         self.shared_prefix_tokens += other.shared_prefix_tokens;
+        self.model_ms += other.model_ms;
     }
 }
 
@@ -92,5 +96,6 @@ fn one_call(call: &Call) -> Work {
         cache_reported: u64::from(call.cached_tokens.is_some()),
         prompt_text_tokens: call.prompt_text_tokens,
         shared_prefix_tokens: call.shared_prefix_tokens,
+        model_ms: call.ms,
     }
 }

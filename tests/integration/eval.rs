@@ -48,6 +48,7 @@ pub(crate) fn args(
         keep_data: false,
         settle: false,
         by_strategy: false,
+        yield_to_turns: None,
     }
 }
 
