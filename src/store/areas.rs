@@ -195,8 +195,9 @@ pub trait Agents {
         agent: &str,
     ) -> StoreResult<(Option<Summary>, Vec<StoredMessage>)>;
     fn agent_counts(&self, scope: &UserScope, agent: &str) -> StoreResult<AgentCounts>;
-    /// Searchable messages of a conversation created in `[from_ms, to_ms)`, oldest first, with
-    /// the total count.
+    /// Searchable messages of an agent's recall memory (its log `conversation` and the user's
+    /// chats, as [`Within::Recall`]) created in `[from_ms, to_ms)`, oldest first, with the total
+    /// count.
     fn messages_between(
         &self,
         scope: &UserScope,

@@ -169,6 +169,30 @@ fn agents_area(store: &dyn Store) {
         .expect("between");
     assert_eq!(total, 2);
     assert_eq!(between[0].content, "hi");
+    // An agent's recall memory holds the user's chats too, never another agent's log.
+    let mut chat = crate::common::turn(0, "user", "I sing in a choir.");
+    chat.created_at_ms = 2_000;
+    store
+        .sync_messages(&ana, "chat-1", "default", &[chat])
+        .expect("a chat");
+    store
+        .ensure_agent(&ana, "tutor", &[])
+        .expect("another agent");
+    store
+        .append_agent_messages(
+            &ana,
+            "tutor",
+            &[(message("user", "tutor's", 2_000), None)],
+            true,
+        )
+        .expect("its log");
+    let (total, between) = store
+        .messages_between(&ana, &conversation, 1_500, 3_500, Page::default())
+        .expect("between");
+    let said: Vec<&str> = between.iter().map(|m| m.content.as_str()).collect();
+    assert_eq!(total, 3, "{said:?}");
+    assert!(said.contains(&"I sing in a choir.") && !said.contains(&"tutor's"));
+    assert!(store.reset_agent(&ana, "tutor").expect("reset"));
 
     // A call's results go with it; a result alone is refused.
     let mut call = message("assistant", "", 4_000);

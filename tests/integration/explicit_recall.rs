@@ -331,6 +331,8 @@ async fn a_fact_told_in_implicit_mode_is_recalled_by_the_explicit_agent() {
             .any(|m| m.contains("Lisbon"))
     })
     .await;
+    // Switched over a restart.
+    let h = crate::common::restart(h).await;
     let question = "Where does my sister live now?";
     for user in ["zm", "zo"] {
         h.mock.push(send("In Lisbon."));

@@ -1,5 +1,6 @@
 //! `conversation_search` and `conversation_search_date`: recall memory, the agent's whole log
-//! including messages no longer in its context.
+//! including messages no longer in its context, and the user's chats in the other modes (one
+//! memory under every mode).
 
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};

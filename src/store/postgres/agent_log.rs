@@ -2,6 +2,7 @@
 //! the log is the conversation `agent:{name}` of the recall log, its context the messages after
 //! the summary's `through_position`; the step trace; the turn paused on client tool calls.
 
+use crate::store::AGENT_CONVERSATION_PREFIX;
 use tokio_postgres::GenericClient;
 
 use super::recall::{message_row, summary_of, MESSAGE_COLUMNS};
@@ -249,8 +250,12 @@ pub(super) async fn between(
     let Some(uid) = find_uid(client, scope).await? else {
         return Ok((0, Vec::new()));
     };
-    let filter = "m.uid = $1 AND c.external_id = $2 AND m.created_at >= $3 AND m.created_at < $4
-         AND NOT m.superseded AND length(trim(COALESCE(m.search_text, m.content))) > 0";
+    // The agent's recall memory: its log and the user's chats, not other agents' logs.
+    let filter = format!(
+        "m.uid = $1 AND (c.external_id = $2 OR c.external_id NOT LIKE '{AGENT_CONVERSATION_PREFIX}%')
+         AND m.created_at >= $3 AND m.created_at < $4
+         AND NOT m.superseded AND length(trim(COALESCE(m.search_text, m.content))) > 0"
+    );
     let total: i64 = client
         .query_one(
             &format!(

@@ -2,6 +2,7 @@
 //! recall log, so eviction never loses a message), its context (messages after the summary's
 //! `through_position`) and the step trace.
 
+use crate::store::AGENT_CONVERSATION_PREFIX;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::recall::{conversation_id, message_row, MESSAGE_COLUMNS};
@@ -332,8 +333,12 @@ pub fn between(
     let Some(uid) = find_uid(connection, scope)? else {
         return Ok((0, Vec::new()));
     };
-    let filter = "m.uid = ?1 AND c.external_id = ?2 AND m.created_at >= ?3 AND m.created_at < ?4
-         AND m.superseded = 0 AND length(trim(COALESCE(m.search_text, m.content))) > 0";
+    // The agent's recall memory: its log and the user's chats, not other agents' logs.
+    let filter = format!(
+        "m.uid = ?1 AND (c.external_id = ?2 OR c.external_id NOT LIKE '{AGENT_CONVERSATION_PREFIX}%')
+         AND m.created_at >= ?3 AND m.created_at < ?4
+         AND m.superseded = 0 AND length(trim(COALESCE(m.search_text, m.content))) > 0"
+    );
     let total: i64 = connection.query_row(
         &format!(
             "SELECT COUNT(*) FROM messages m JOIN conversations c ON c.id = m.conversation_id
