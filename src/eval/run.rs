@@ -114,7 +114,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub by_strategy: bool,
     /// Whether an agent's background calls give way to turns (`explicit.yield_to_turns`):
-    /// `auto` (the default: for a local upstream), `always`, `never`, to compare the two.
+    /// `auto` (for a local upstream), `always`, `never`; unset: the configuration's default.
     #[arg(long, value_parser = ["auto", "always", "never"])]
     pub yield_to_turns: Option<String>,
 }
@@ -192,11 +192,12 @@ fn config_for(args: &RunArgs, mode: Mode, data: &Path, taps: &Taps) -> Config {
     if args.core_memory_at.as_deref() == Some("system") {
         config.explicit.core_memory_at = crate::agent::CoreMemoryAt::System;
     }
-    config.explicit.yield_to_turns = match args.yield_to_turns.as_deref() {
-        Some("always") => crate::agent::Rewarm::Always,
-        Some("never") => crate::agent::Rewarm::Never,
-        _ => crate::agent::Rewarm::Auto,
-    };
+    match args.yield_to_turns.as_deref() {
+        Some("always") => config.explicit.yield_to_turns = crate::agent::Rewarm::Always,
+        Some("never") => config.explicit.yield_to_turns = crate::agent::Rewarm::Never,
+        Some(_) => config.explicit.yield_to_turns = crate::agent::Rewarm::Auto,
+        None => {}
+    }
     if let Some(window) = args.context_window {
         config.explicit.context_window_tokens = window;
     }
