@@ -42,6 +42,14 @@ pub struct Scope {
     pub time_ms: Option<i64>,
 }
 
+/// The store's scope of a request: its tenant and user (here, above the store, which knows
+/// nothing of requests).
+impl From<&Scope> for crate::store::UserScope {
+    fn from(scope: &Scope) -> Self {
+        crate::store::UserScope::new(&scope.tenant, &scope.user)
+    }
+}
+
 impl Scope {
     /// The time of this exchange's new turns.
     pub fn now_ms(&self) -> i64 {

@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method};
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::config::upstream::{ApiUpstream, AuthHeader};
 use crate::config::{Secret, UpstreamConfig};
 use crate::error::ProxyError;
 
@@ -22,33 +21,6 @@ pub struct Upstream {
     /// The header that carries `api_key`.
     auth_header: AuthHeader,
     pub config: UpstreamConfig,
-}
-
-/// An upstream for one API other than Chat Completions (`[upstream.messages]`,
-/// `[upstream.responses]`): requests of that API go there in their own shape, with the timeouts
-/// of `[upstream]`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiUpstream {
-    /// Base URL ending in `/v1` (`https://api.anthropic.com/v1`).
-    pub url: String,
-    /// The upstream's key; unset: the client's own key is forwarded when proxy auth is off.
-    #[serde(default)]
-    pub api_key: Option<Secret>,
-    /// How the key is sent; unset: the API's own way (`x-api-key` for Messages, `authorization`
-    /// as `Bearer <key>` for Responses).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub auth_header: Option<AuthHeader>,
-}
-
-/// The header an upstream key goes in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AuthHeader {
-    /// `Authorization: Bearer <key>` (OpenAI and most others).
-    Authorization,
-    /// `x-api-key: <key>` (Anthropic).
-    XApiKey,
 }
 
 /// Headers that describe one connection, not the message (RFC 9110 §7.6.1), plus those the

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use super::config::{CoreMemoryAt, Tools};
+use super::{CoreMemoryAt, Tools};
 use crate::dates;
 pub use crate::store::CLIENT_BLOCK;
 use crate::store::{AgentCounts, CoreBlock, StoredMessage, Summary};

@@ -8,7 +8,6 @@
 mod after;
 mod calls;
 mod compact;
-mod config;
 pub mod context;
 mod evict;
 mod fallback;
@@ -36,10 +35,9 @@ mod warm;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-pub use config::{CoreMemoryAt, ExplicitConfig};
+pub use crate::config::explicit::{CoreMemoryAt, ExplicitConfig, Rewarm, Tools};
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
 pub use turn::{Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome};
-pub use warm::Rewarm;
 
 use crate::memory::{MemoryResult, MemoryService};
 use crate::postprocess::llm::MemoryLlm;

@@ -26,9 +26,9 @@ pub(super) struct Turn {
     /// ([`crate::memory::unmentioned`]).
     pub never_mentioned: Vec<String>,
     /// Where core memory goes in the prompt.
-    pub memory_at: super::config::CoreMemoryAt,
+    pub memory_at: super::CoreMemoryAt,
     /// The memory tools offered, and the instructions that name them.
-    pub tool_set: super::config::Tools,
+    pub tool_set: super::Tools,
     pub alerted: bool,
     /// `X-Memproxy-Record: false`: search only, store nothing.
     pub read_only: bool,
@@ -199,8 +199,8 @@ pub fn raw_measure(turn: &Turn) -> (usize, usize) {
     let messages = turn.messages();
     let all: usize = messages.iter().map(context::message_tokens).sum();
     let memory = match turn.memory_at {
-        super::config::CoreMemoryAt::System => 0,
-        super::config::CoreMemoryAt::Turn => {
+        super::CoreMemoryAt::System => 0,
+        super::CoreMemoryAt::Turn => {
             crate::tokens::count(turn.system.as_deref().unwrap_or_default())
         }
     } + turn.recalled.as_deref().map_or(0, crate::tokens::count);

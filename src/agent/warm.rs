@@ -15,24 +15,13 @@
 use std::net::IpAddr;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
+use super::Rewarm;
 use serde_json::json;
 
 use super::model::ChatModel;
 use super::step::{Offer, Progress};
 use super::turn::{Ending, TurnInput, TurnOutcome};
 use super::Agents;
-
-/// When to re-warm the upstream's prompt cache after a turn.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Rewarm {
-    /// For an upstream on loopback or a private network (a local server).
-    #[default]
-    Auto,
-    Always,
-    Never,
-}
 
 /// Whether `url`'s host is this machine or a private network address.
 pub fn is_local(url: &str) -> bool {

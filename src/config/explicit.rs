@@ -1,5 +1,6 @@
 //! Configuration of explicit mode (`[explicit]`): loop limits, the context window per model,
-//! the memory-pressure thresholds and the agent's starting core memory.
+//! the memory-pressure thresholds and the agent's starting core memory. Read by `agent`, which
+//! re-exports these types; they live here, below every module that reads them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -74,13 +75,13 @@ pub struct ExplicitConfig {
     /// answered turn, as the next turn will open it, so that a local server's prompt cache holds
     /// it for the next turn: `auto` (for an upstream on loopback or a private network), `always`,
     /// `never`.
-    pub rewarm_cache: super::Rewarm,
+    pub rewarm_cache: Rewarm,
     /// Whether background model calls (the background save, eviction after the turn, the
     /// re-warm) give way to turns: they wait while a turn runs, and a turn that starts cancels
     /// the one in flight (a save is redone, a re-warm dropped). The same answers as
     /// `rewarm_cache`: `auto` for an upstream on loopback or a private network (a local server
-    /// with few slots), `always`, `never` ([`super::foreground`]).
-    pub yield_to_turns: super::Rewarm,
+    /// with few slots), `always`, `never` (the default; `agent::foreground`).
+    pub yield_to_turns: Rewarm,
     /// After a finished turn, evict the oldest messages (off the request path) when the next
     /// turn, adding about as much as this one did, would pass `evict_ratio` and the agent has had
     /// its memory-pressure step; the next turn then does not wait for the summary call.
@@ -88,6 +89,18 @@ pub struct ExplicitConfig {
     /// Longest wait of `send_message_to_agent_and_wait_for_reply` for the other agent's reply.
     #[serde(with = "humantime_serde")]
     pub agent_reply_timeout: Duration,
+}
+
+/// When a local-upstream measure applies (`explicit.rewarm_cache`, `explicit.yield_to_turns`):
+/// `auto` for an upstream on loopback or a private network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Rewarm {
+    /// For an upstream on loopback or a private network (a local server).
+    #[default]
+    Auto,
+    Always,
+    Never,
 }
 
 /// Where the agent's core memory goes in its prompt.
@@ -143,8 +156,11 @@ impl Default for ExplicitConfig {
             recall_before_turn: 4,
             never_mentioned: true,
             compact_below_tokens: 4096,
-            rewarm_cache: super::Rewarm::Auto,
-            yield_to_turns: super::Rewarm::Auto,
+            rewarm_cache: Rewarm::Auto,
+            // Measured slower on a one-slot local server without a cache-aware save: the
+            // cancelled save is redone and a cancelled re-warm's prefix is lost
+            // (docs/eval-history.md, "Background work that gives way to turns").
+            yield_to_turns: Rewarm::Never,
             evict_after_turn: true,
         }
     }

@@ -8,15 +8,19 @@ use std::collections::HashMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::mode::Mode;
 pub use crate::secret::Secret;
 pub use server::ServerConfig;
+pub use upstream::UpstreamConfig;
 
+pub mod embedding;
+pub mod explicit;
+pub mod memory;
 mod server;
+pub mod upstream;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -51,43 +55,11 @@ pub struct Config {
     pub upstream: UpstreamConfig,
     pub server: ServerConfig,
     pub auth: AuthConfig,
-    pub embedding: crate::embed::EmbeddingConfig,
-    pub memory: crate::strategy::MemoryConfig,
-    pub explicit: crate::agent::ExplicitConfig,
+    pub embedding: embedding::EmbeddingConfig,
+    pub memory: memory::MemoryConfig,
+    pub explicit: explicit::ExplicitConfig,
     pub limits: crate::limits::Limits,
     pub log: LogConfig,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct UpstreamConfig {
-    /// Base URL of the OpenAI-compatible API, ending in `/v1`.
-    pub url: String,
-    /// Key sent upstream as `Authorization: Bearer`; falls back to `OPENAI_API_KEY`.
-    pub api_key: Option<Secret>,
-    #[serde(with = "humantime_serde")]
-    pub connect_timeout: Duration,
-    /// Until the upstream's response headers arrive (for a non-streaming call: the whole generation).
-    #[serde(with = "humantime_serde")]
-    pub first_byte_timeout: Duration,
-    /// Longest silence between two chunks of a streaming response.
-    #[serde(with = "humantime_serde")]
-    pub idle_timeout: Duration,
-    /// Whole request, streaming included.
-    #[serde(with = "humantime_serde")]
-    pub total_timeout: Duration,
-    /// Ask for `stream_options.include_usage` on streams to learn token counts; the usage chunk
-    /// is removed again before relaying when the client did not ask for it.
-    pub observe_stream_usage: bool,
-    /// With proxy keys, relay the upstream's stored resources (`/v1/files`, `batches`,
-    /// `vector_stores`, …) too. They live under the one upstream key every tenant shares, so any
-    /// tenant could list, read or delete another's: off by default.
-    pub relay_shared_resources: bool,
-    /// An upstream that speaks Anthropic's Messages API itself; unset: Messages requests are
-    /// translated to Chat Completions and go to `url`.
-    pub messages: Option<crate::upstream::ApiUpstream>,
-    /// An upstream that speaks the OpenAI Responses API itself; unset: translated to `url`.
-    pub responses: Option<crate::upstream::ApiUpstream>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -128,28 +100,11 @@ impl Default for Config {
             server: ServerConfig::default(),
             store: crate::store::StoreConfig::default(),
             auth: AuthConfig::default(),
-            embedding: crate::embed::EmbeddingConfig::default(),
-            memory: crate::strategy::MemoryConfig::default(),
-            explicit: crate::agent::ExplicitConfig::default(),
+            embedding: embedding::EmbeddingConfig::default(),
+            memory: memory::MemoryConfig::default(),
+            explicit: explicit::ExplicitConfig::default(),
             limits: crate::limits::Limits::default(),
             log: LogConfig::default(),
-        }
-    }
-}
-
-impl Default for UpstreamConfig {
-    fn default() -> Self {
-        UpstreamConfig {
-            url: "https://api.openai.com/v1".to_owned(),
-            api_key: None,
-            connect_timeout: Duration::from_secs(10),
-            first_byte_timeout: Duration::from_secs(300),
-            idle_timeout: Duration::from_secs(120),
-            total_timeout: Duration::from_secs(1800),
-            observe_stream_usage: true,
-            relay_shared_resources: false,
-            messages: None,
-            responses: None,
         }
     }
 }
@@ -342,7 +297,7 @@ impl Config {
         if self.embedding.threads == 0 {
             return Err(invalid("embedding.threads", "must be at least 1"));
         }
-        if self.embedding.provider == crate::embed::EmbeddingProvider::Openai {
+        if self.embedding.provider == embedding::EmbeddingProvider::Openai {
             reqwest::Url::parse(&self.embedding.url)
                 .map_err(|error| invalid("embedding.url", error))?;
             if self.embedding.dimensions == 0 {

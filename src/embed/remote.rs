@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{normalize, EmbedError, Embedder};
-use crate::config::Secret;
+use crate::secret::Secret;
 
 pub struct OpenAiEmbedder {
     client: reqwest::Client,

@@ -56,12 +56,6 @@ impl UserScope {
     }
 }
 
-impl From<&crate::identity::Scope> for UserScope {
-    fn from(scope: &crate::identity::Scope) -> Self {
-        UserScope::new(&scope.tenant, &scope.user)
-    }
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{0} not found")]

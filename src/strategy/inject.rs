@@ -4,25 +4,15 @@
 //! from the start: appended to the system message, prefixed to the newest user message (leaves the
 //! cached prompt prefix untouched), or as an earlier synthetic exchange.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::dates::ymd;
 use crate::openai::ChatMessage;
 
+pub use crate::config::memory::Placement;
+
 pub const OPEN: &str = "<memory>";
 pub const CLOSE: &str = "</memory>";
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Placement {
-    /// Appended to the system message (created if the request has none).
-    System,
-    /// Prefixed to the newest user message.
-    User,
-    /// A synthetic user/assistant exchange before the kept history.
-    History,
-}
 
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MemoryBlock {

@@ -25,7 +25,7 @@ use crate::dates;
 use crate::memory::MemoryService;
 use crate::store::UserScope;
 
-pub use super::config::Tools;
+pub use crate::agent::Tools;
 pub use client::{ClientCall, ClientTools};
 pub use reply::{SEND_MESSAGE, SENT};
 
