@@ -29,6 +29,15 @@ pub const TIME_HEADER: &str = "x-memproxy-time";
 pub const DEFAULT_ID: &str = "default";
 const MAX_ID_LEN: usize = 256;
 
+/// The tenant a management request acts for (set by the server's authorization, read by the
+/// management API and MCP).
+#[derive(Clone, Debug)]
+pub struct AdminTenant(pub String);
+
+/// The one user a key restricted to one user acts as (absent for other keys).
+#[derive(Clone, Debug)]
+pub struct KeyUser(pub String);
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Scope {
     pub tenant: String,

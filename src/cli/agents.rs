@@ -108,7 +108,7 @@ fn scope_of(who: &Who) -> UserScope {
 }
 
 pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<()> {
-    let memory = crate::server::open_memory(config).await?;
+    let memory = crate::memory::MemoryService::from_config(config).await?;
     match command {
         AgentsCommand::List { who } => {
             for (agent, counts) in memory.agent_overviews(&scope_of(&who)).await? {

@@ -56,7 +56,7 @@ pub enum BlocksCommand {
 }
 
 pub async fn blocks(config: &Config, command: BlocksCommand) -> anyhow::Result<()> {
-    let memory = crate::server::open_memory(config).await?;
+    let memory = crate::memory::MemoryService::from_config(config).await?;
     let scope = |who: &Who| UserScope::new(&who.tenant, &who.user);
     match command {
         BlocksCommand::List { who } => {

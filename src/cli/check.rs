@@ -7,7 +7,7 @@ use crate::config::Config;
 use crate::memory::check::Status;
 
 pub async fn run(config: &Config, repair: bool, json: bool) -> anyhow::Result<()> {
-    let memory = crate::server::open_memory(config).await?;
+    let memory = crate::memory::MemoryService::from_config(config).await?;
     let report = memory.check(repair, config.memory.job_lease).await?;
     memory.flush().await?;
     if json {

@@ -86,7 +86,7 @@ pub fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
 }
 
 pub async fn memories(config: &Config, command: MemoriesCommand) -> anyhow::Result<()> {
-    let memory = crate::server::open_memory(config).await?;
+    let memory = crate::memory::MemoryService::from_config(config).await?;
     let scope = |who: &Who| UserScope::new(&who.tenant, &who.user);
     match command {
         MemoriesCommand::List {
@@ -171,7 +171,7 @@ pub async fn memories(config: &Config, command: MemoriesCommand) -> anyhow::Resu
 }
 
 pub async fn reindex(config: &Config) -> anyhow::Result<()> {
-    let memory = crate::server::open_memory(config).await?;
+    let memory = crate::memory::MemoryService::from_config(config).await?;
     let model = memory.embedder().model_id().to_owned();
     let count = memory.reindex().await?;
     println!("re-embedded {count} rows with {model}");
@@ -180,7 +180,7 @@ pub async fn reindex(config: &Config) -> anyhow::Result<()> {
 
 /// `memproxy jobs list`: the post-processing queue (failed jobs show their last error).
 pub async fn jobs(config: &Config, state: Option<String>, limit: usize) -> anyhow::Result<()> {
-    let memory = crate::server::open_memory(config).await?;
+    let memory = crate::memory::MemoryService::from_config(config).await?;
     let page = Page { limit, offset: 0 };
     let jobs = memory
         .blocking(move |store, _| Ok(store.list_jobs(state.as_deref(), page)?))

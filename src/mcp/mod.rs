@@ -68,7 +68,7 @@ impl MemoryServer {
                     .ok_or("no HTTP request behind this call")?;
                 let tenant = parts
                     .extensions
-                    .get::<crate::server::AdminTenant>()
+                    .get::<crate::identity::AdminTenant>()
                     .ok_or("the request was not authorized")?;
                 let named = crate::identity::header_id(&parts.headers, USER_HEADER)
                     .map_err(|error| error.to_string())?;
@@ -77,7 +77,7 @@ impl MemoryServer {
                     tenant: tenant.0.clone(),
                     user: parts
                         .extensions
-                        .get::<crate::server::KeyUser>()
+                        .get::<crate::identity::KeyUser>()
                         .map(|own| own.0.clone()),
                 };
                 let user = grant.user_for(named)?.ok_or_else(|| {
@@ -270,7 +270,7 @@ impl ServerHandler for MemoryServer {
 /// (SQLite arbitrates, as for the other commands).
 pub async fn serve_stdio(config: &crate::config::Config, scope: UserScope) -> anyhow::Result<()> {
     use rmcp::ServiceExt;
-    let memory = crate::server::open_memory(config).await?;
+    let memory = crate::memory::MemoryService::from_config(config).await?;
     let services = crate::postprocess::MemoryServices::build(config)?;
     let metrics = Arc::new(crate::metrics::Metrics::new()?);
     let post = Arc::new(PostProcessor::new(

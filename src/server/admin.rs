@@ -22,19 +22,13 @@ use crate::store::{CoreBlock, Page, UserScope};
 use super::extract::{ApiPath, ApiQuery, JsonBody, TextBody};
 use super::SharedState;
 
-pub const TENANT_HEADER: &str = "x-memproxy-tenant";
+pub use crate::identity::{AdminTenant, KeyUser};
 
-/// The tenant an admin request acts for.
-#[derive(Clone, Debug)]
-pub struct AdminTenant(pub String);
+pub const TENANT_HEADER: &str = "x-memproxy-tenant";
 
 /// Whether the caller may act across tenants: the admin key, or an API open for local use.
 #[derive(Clone, Copy, Debug)]
 pub struct AllTenants(pub bool);
-
-/// The one user a key restricted to one user acts as (absent for other keys).
-#[derive(Clone, Debug)]
-pub struct KeyUser(pub String);
 
 /// Who the caller is and which tenant it acts for; a refusal comes in the shape of the route's API
 /// (JSON-RPC for MCP).

@@ -125,27 +125,6 @@ impl AppState {
     }
 }
 
-/// Opens the memory layer of a config: database, embedder (the local model loads now, so a
-/// missing model stops start-up with the command that installs it) and vector indexes.
-pub async fn open_memory(config: &Config) -> anyhow::Result<Arc<MemoryService>> {
-    let config = config.clone();
-    let service = tokio::task::spawn_blocking(move || -> anyhow::Result<MemoryService> {
-        let embedder = crate::embed::from_config(
-            &config.embedding,
-            &config.data_dir,
-            config.upstream.api_key.as_ref(),
-        )?;
-        let service = MemoryService::open_configured(&config.store, &config.data_dir, embedder)?
-            .with_limits(config.limits.clone());
-        service
-            .vectors()
-            .set_open_limit(config.memory.open_vector_indexes);
-        Ok(service)
-    })
-    .await??;
-    Ok(Arc::new(service))
-}
-
 pub fn router(state: SharedState) -> axum::Router {
     routes::router(state)
 }
@@ -177,7 +156,7 @@ pub async fn start_on(
     let addr = listener.local_addr()?;
     // The address really bound decides (the config's may have been replaced by a flag).
     let exposure = config.exposure(addr)?;
-    let memory = open_memory(&config).await?;
+    let memory = MemoryService::from_config(&config).await?;
     let metrics = Arc::new(Metrics::new()?);
     // The services built once: every part that needs them gets these.
     let services = crate::postprocess::MemoryServices::build(&config)?;
