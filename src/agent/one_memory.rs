@@ -159,6 +159,29 @@ pub async fn human_written(
     human_edited(memory, scope, agent, edit, crate::store::now_ms(), how).await
 }
 
+/// Writes a whole block from outside a turn (the management API, the command line) and makes the
+/// user's facts say what it changed in `human` ([`human_written`]). `first` runs in the same
+/// store call before the write (admission checks, creating the agent).
+pub async fn put_block(
+    memory: &MemoryService,
+    scope: &UserScope,
+    agent: &str,
+    block: crate::store::CoreBlock,
+    how: &str,
+    first: impl FnOnce(&dyn crate::store::Store) -> MemoryResult<()> + Send + 'static,
+) -> MemoryResult<()> {
+    let (who, name, written) = (scope.clone(), agent.to_owned(), block.clone());
+    let before = memory
+        .blocking(move |store, _| {
+            first(store)?;
+            let before = human_value(store, &who, &name)?;
+            store.put_core_block(&who, &name, &block)?;
+            Ok(before)
+        })
+        .await?;
+    human_written(memory, scope, agent, before.as_deref(), &written, how).await
+}
+
 async fn find(memory: &MemoryService, scope: &UserScope, text: &str) -> MemoryResult<Option<i64>> {
     let (scope, text) = (scope.clone(), text.to_owned());
     memory

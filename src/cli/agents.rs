@@ -152,25 +152,8 @@ pub async fn agents(config: &Config, command: AgentsCommand) -> anyhow::Result<(
                 updated_at_ms: 0,
                 shared: None,
             };
-            let agent = which.agent;
-            let (written, facts_scope, facts_agent) = (block.clone(), scope.clone(), agent.clone());
-            let before = memory
-                .blocking(move |store, _| {
-                    let before = one_memory::human_value(store, &scope, &agent)?;
-                    store.put_core_block(&scope, &agent, &block)?;
-                    Ok(before)
-                })
-                .await?;
-            // What the user wrote about themselves is one of their facts.
-            one_memory::human_written(
-                &memory,
-                &facts_scope,
-                &facts_agent,
-                before.as_deref(),
-                &written,
-                "cli",
-            )
-            .await?;
+            // What the user wrote about themselves is one of their facts too.
+            one_memory::put_block(&memory, &scope, &which.agent, block, "cli", |_| Ok(())).await?;
             eprintln!("block saved");
         }
         AgentsCommand::Archival {

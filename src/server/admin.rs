@@ -371,30 +371,18 @@ pub async fn put_block(
     let (who, name, defaults) = (scope.clone(), agent.clone(), state.agents.default_blocks());
     let memory = std::sync::Arc::clone(&state.memory);
     let limits = state.memory.limits().clone();
-    let (facts_scope, facts_agent, written) = (scope.clone(), agent.clone(), saved.clone());
+    let label = block.label.clone();
+    let (facts_scope, facts_agent) = (scope.clone(), agent.clone());
     state
         .agents
         .between_turns(&scope, &agent, async move {
-            let before = memory
-                .blocking(move |store, _| {
-                    crate::memory::admit_agent(store, &limits, &who, &name)?;
-                    store.ensure_agent(&who, &name, &defaults)?;
-                    crate::memory::admit_block(store, &limits, &who, &name, &block.label)?;
-                    let before = one_memory::human_value(store, &who, &name)?;
-                    store.put_core_block(&who, &name, &block)?;
-                    Ok(before)
-                })
-                .await?;
-            // What the user wrote about themselves is one of their facts.
-            one_memory::human_written(
-                &memory,
-                &facts_scope,
-                &facts_agent,
-                before.as_deref(),
-                &written,
-                "api",
-            )
-            .await
+            // What the user wrote about themselves is one of their facts too.
+            let first = move |store: &dyn crate::store::Store| {
+                crate::memory::admit_agent(store, &limits, &who, &name)?;
+                store.ensure_agent(&who, &name, &defaults)?;
+                crate::memory::admit_block(store, &limits, &who, &name, &label)
+            };
+            one_memory::put_block(&memory, &facts_scope, &facts_agent, block, "api", first).await
         })
         .await?;
     Ok(Json(json!(saved)))
