@@ -8,7 +8,7 @@ use super::model::ChatModel;
 use super::state::{system_notice, Turn};
 use super::step::{fill, Asked, Next, Phase, Progress};
 use super::tools::{ClientCall, Effect, Messaging, ToolOutcome, ToolScope, SEND_MESSAGE};
-use super::turn::{Ending, Stop, TurnError};
+use super::turn_types::{Ending, Stop, TurnError};
 use super::Agents;
 use crate::openai::{FunctionCall, ToolCall};
 use crate::store::AgentMessage;

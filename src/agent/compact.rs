@@ -10,7 +10,7 @@
 
 use super::context;
 use super::state::Turn;
-use super::turn::{TurnInput, TurnOutcome};
+use super::turn_types::{TurnInput, TurnOutcome};
 use super::Agents;
 use crate::store::StoredMessage;
 
@@ -60,7 +60,11 @@ impl Agents {
     }
 
     /// Measures, evicts if due, and stores the agent's new state and the step's trace.
-    async fn compact(&self, turn: &mut Turn, step: usize) -> Result<usize, super::turn::TurnError> {
+    async fn compact(
+        &self,
+        turn: &mut Turn,
+        step: usize,
+    ) -> Result<usize, super::turn_types::TurnError> {
         self.ensure_system(turn).await?;
         let window = self.config.context_window(&turn.model);
         let (total, _) = self.measure(turn);

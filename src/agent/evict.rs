@@ -8,7 +8,7 @@
 use super::context;
 use super::notes;
 use super::state::{clip, Turn};
-use super::turn::TurnError;
+use super::turn_types::TurnError;
 use super::Agents;
 use crate::postprocess::llm::Answer;
 use crate::store::{agent_conversation, now_ms, StoredMessage, Summary};

@@ -11,7 +11,7 @@ use super::context::CLIENT_BLOCK;
 use super::lenient::{self, PlainAnswer};
 use super::model::{ChatModel, ModelAnswer};
 use super::state::Turn;
-use super::turn::{TurnError, TurnInput};
+use super::turn_types::{TurnError, TurnInput};
 use super::Agents;
 use crate::store::{AgentMessage, CoreBlock};
 

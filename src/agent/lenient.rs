@@ -4,7 +4,7 @@
 //! Repairs are only those with one reading (fences, a missing closing brace, trailing commas,
 //! Python literals); anything else is reported back to the model as a failed call.
 
-use super::tools::SEND_MESSAGE;
+use super::tools::names::SEND_MESSAGE;
 use serde_json::{Map, Value};
 
 /// The arguments object of a call; an empty string is an empty object.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use axum::http::HeaderMap;
 use serde_json::json;
 
-use super::turn::{Ending, TurnInput};
+use super::turn_types::{Ending, TurnInput};
 use super::{Agents, UpstreamModel};
 use crate::memory::{MemoryResult, MemoryService};
 use crate::store::{now_ms, AgentMessage, Job, NewJob, UserScope};

@@ -29,6 +29,7 @@ mod state;
 mod step;
 pub mod tools;
 mod turn;
+pub mod turn_types;
 mod unusable;
 mod warm;
 
@@ -37,7 +38,7 @@ use std::sync::{Arc, Mutex};
 
 pub use crate::config::explicit::{CoreMemoryAt, ExplicitConfig, Rewarm, Tools};
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
-pub use turn::{Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome};
+pub use turn_types::{Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome};
 
 use crate::memory::{MemoryResult, MemoryService};
 use crate::postprocess::llm::MemoryLlm;

@@ -5,7 +5,7 @@
 use super::context::{self, CLIENT_BLOCK};
 use super::state::{user_json, Turn};
 use super::step::Progress;
-use super::turn::{TurnError, TurnInput};
+use super::turn_types::{TurnError, TurnInput};
 use super::Agents;
 use crate::store::{now_ms, AgentMessage, CoreBlock};
 

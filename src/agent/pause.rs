@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::state::{clip, system_notice, Turn};
 use super::step::{Phase, Progress};
 use super::tools::{ClientCall, ToolOutcome};
-use super::turn::{ToolResult, TurnError, TurnInput};
+use super::turn_types::{ToolResult, TurnError, TurnInput};
 use super::Agents;
 use crate::memory::MemoryError;
 use crate::store::{now_ms, AgentMessage, UserScope};

@@ -7,7 +7,7 @@
 
 use super::context;
 use super::state::Turn;
-use super::turn::TurnError;
+use super::turn_types::TurnError;
 use super::Agents;
 use crate::dates;
 use crate::memory::{unmentioned, Hit, MemoryResult, RetrievalRequest};

@@ -14,7 +14,7 @@ use super::lenient::{self, PlainAnswer};
 use super::model::{ChatModel, ModelAnswer, ModelError};
 use super::state::{clip, raw_measure, system_notice, Turn};
 use super::tools::{Tools, SEND_MESSAGE};
-use super::turn::{Ending, Stop, TurnError, TurnInput};
+use super::turn_types::{Ending, Stop, TurnError, TurnInput};
 use super::Agents;
 use crate::openai::Usage;
 use crate::store::StepRecord;

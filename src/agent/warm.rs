@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::model::ChatModel;
 use super::step::{Offer, Progress};
-use super::turn::{Ending, TurnInput, TurnOutcome};
+use super::turn_types::{Ending, TurnInput, TurnOutcome};
 use super::Agents;
 
 /// Whether `url`'s host is this machine or a private network address.

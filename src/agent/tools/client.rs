@@ -11,21 +11,11 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{Effect, Registry, Tool, ToolOutcome, ToolScope};
+pub use crate::agent::turn_types::ClientCall;
 
-/// A call of a client tool, as the client gets it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClientCall {
-    /// The call id (memproxy's own; the client's result must name it).
-    pub id: String,
-    /// The client's name of the tool.
-    pub name: String,
-    /// The arguments as JSON text.
-    pub arguments: String,
-}
+use super::{Effect, Registry, Tool, ToolOutcome, ToolScope};
 
 /// One client function as the agent sees it.
 pub struct ClientTool {

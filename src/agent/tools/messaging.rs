@@ -14,7 +14,7 @@ use serde_json::{json, Map, Value};
 
 use super::{function, required, Tool, ToolOutcome, ToolScope};
 use crate::agent::mail;
-use crate::agent::turn::{Ending, TurnInput};
+use crate::agent::turn_types::{Ending, TurnInput};
 use crate::store::AgentRecord;
 
 pub const SEND_ASYNC: &str = "send_message_to_agent_async";

@@ -12,6 +12,7 @@ pub mod client;
 mod conversation;
 mod core_memory;
 pub mod messaging;
+pub mod names;
 mod reply;
 
 use std::sync::{Arc, OnceLock};
@@ -27,7 +28,7 @@ use crate::store::UserScope;
 
 pub use crate::agent::Tools;
 pub use client::{ClientCall, ClientTools};
-pub use reply::{SEND_MESSAGE, SENT};
+pub use names::{SEND_MESSAGE, SENT};
 
 /// What a call asks of the loop besides its result.
 #[derive(Clone, Debug, PartialEq)]

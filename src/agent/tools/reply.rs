@@ -3,11 +3,8 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
+use super::names::{SEND_MESSAGE, SENT};
 use super::{function, required, Effect, Tool, ToolOutcome, ToolScope};
-
-pub const SEND_MESSAGE: &str = "send_message";
-/// The result of a `send_message` call: it says nothing the reply does not.
-pub const SENT: &str = "Sent message successfully.";
 
 pub struct SendMessage;
 
