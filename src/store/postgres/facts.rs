@@ -11,6 +11,10 @@ use crate::store::{
     NewMemory, Page, Source, StoreError, StoreResult, UserScope,
 };
 
+/// The live memory of a user with a text's content hash (at most one: a unique index).
+const LIVE_BY_HASH: &str =
+    "SELECT id FROM memories WHERE uid = $1 AND content_hash = $2 AND valid_until IS NULL";
+
 async fn log_event(
     client: &impl GenericClient,
     uid: i64,
@@ -138,13 +142,7 @@ impl Facts for PostgresStore {
                     Inserted::New { id, generation }
                 }
                 None => {
-                    let row = tx
-                        .query_one(
-                            "SELECT id FROM memories
-                             WHERE uid = $1 AND content_hash = $2 AND valid_until IS NULL",
-                            &[&uid, &hash],
-                        )
-                        .await?;
+                    let row = tx.query_one(LIVE_BY_HASH, &[&uid, &hash]).await?;
                     Inserted::Duplicate { id: row.get(0) }
                 }
             }
@@ -327,13 +325,7 @@ impl Facts for PostgresStore {
             let Some(uid) = find_uid(&**client, scope).await? else {
                 return Ok(None);
             };
-            let row = client
-                .query_opt(
-                    "SELECT id FROM memories
-                     WHERE uid = $1 AND content_hash = $2 AND valid_until IS NULL",
-                    &[&uid, &hash],
-                )
-                .await?;
+            let row = client.query_opt(LIVE_BY_HASH, &[&uid, &hash]).await?;
             Ok(row.map(|row| row.get(0)))
         })
     }

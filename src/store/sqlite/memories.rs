@@ -8,6 +8,10 @@ use crate::store::{
     Source, StoreError, StoreResult, UserScope,
 };
 
+/// The live memory of a user with a text's content hash (at most one: a unique index).
+const LIVE_BY_HASH: &str =
+    "SELECT id FROM memories WHERE uid = ?1 AND content_hash = ?2 AND valid_until IS NULL";
+
 fn log_event(
     tx: &Transaction,
     uid: i64,
@@ -97,9 +101,7 @@ pub fn live_id(connection: &Connection, scope: &UserScope, text: &str) -> StoreR
     let Some(uid) = find_uid(connection, scope)? else {
         return Ok(None);
     };
-    let mut statement = connection.prepare_cached(
-        "SELECT id FROM memories WHERE uid = ?1 AND content_hash = ?2 AND valid_until IS NULL",
-    )?;
+    let mut statement = connection.prepare_cached(LIVE_BY_HASH)?;
     Ok(statement
         .query_row(params![uid, content_hash(text.trim())], |row| row.get(0))
         .optional()?)
@@ -118,11 +120,7 @@ pub fn insert(
     let uid = ensure_uid(tx, scope)?;
     let hash = content_hash(text);
     let existing: Option<i64> = tx
-        .query_row(
-            "SELECT id FROM memories WHERE uid = ?1 AND content_hash = ?2 AND valid_until IS NULL",
-            params![uid, hash],
-            |row| row.get(0),
-        )
+        .query_row(LIVE_BY_HASH, params![uid, hash], |row| row.get(0))
         .optional()?;
     if let Some(id) = existing {
         return Ok(Inserted::Duplicate { id });
