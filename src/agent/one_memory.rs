@@ -16,9 +16,9 @@
 
 use super::{history, hygiene};
 use crate::memory::human_lines::HUMAN;
-use crate::memory::{MemoryResult, MemoryService, RetrievalRequest};
+use crate::memory::{MemoryError, MemoryResult, MemoryService, RetrievalRequest};
 use crate::postprocess::gates;
-use crate::store::{Inserted, UserScope};
+use crate::store::{Inserted, StoreError, UserScope};
 
 /// Stored facts searched for an older one a new line makes untrue.
 const RIVALS: usize = 10;
@@ -93,10 +93,16 @@ pub async fn human_edited(
     for (old, new) in &edit.rewritten {
         let found = find(memory, scope, old).await?;
         let done = match found {
-            Some(id) => memory
-                .update_memory(scope, id, new, &[], &cause)
-                .await
-                .map(|()| Some(id)),
+            Some(id) => match memory.update_memory(scope, id, new, &[], &cause).await {
+                Ok(()) => Ok(Some(id)),
+                // The new text is a live fact already (implicit mode learned it first): that one
+                // stands, and the old one is retired.
+                Err(MemoryError::Store(StoreError::DuplicateText)) => {
+                    memory.retire_memory(scope, id, false, &cause).await?;
+                    find(memory, scope, new).await
+                }
+                Err(error) => Err(error),
+            },
             None => add(memory, scope, new, &cause, at_ms).await,
         };
         outcome = outcome.and(newest_wins(memory, scope, new, done, &cause).await);

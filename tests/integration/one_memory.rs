@@ -123,6 +123,31 @@ async fn a_correction_the_agent_makes_wins_in_implicit_mode() {
     let sent = implicit_sees(&h, "co", "Which city do I live in?").await;
     assert!(sent.contains("The user lives in Porto."), "{sent}");
     assert!(!sent.contains("The user lives in Lisbon."), "{sent}");
+    // A rewrite into a fact the user already has (told elsewhere first) retires the old line's
+    // fact all the same.
+    let added = crate::common::post_json(
+        &h,
+        "/memproxy/v1/users/co/memories",
+        &json!({"text": "The user works as a nurse."}),
+    )
+    .await;
+    assert!(added["id"].is_i64(), "{added}");
+    h.mock.push(call(
+        "core_memory_replace",
+        json!({"label": "human", "old_content": "The user lives in Porto.",
+            "new_content": "The user works as a nurse.", "request_heartbeat": true}),
+    ));
+    h.mock.push(send("Noted."));
+    say(
+        &h,
+        "co",
+        "Actually I work as a nurse, that is what matters.",
+    )
+    .await;
+    let stored = memories(&h, "co").await;
+    assert!(!stored.iter().any(|m| m.contains("Porto")), "{stored:?}");
+    let nurse = stored.iter().filter(|m| *m == "The user works as a nurse.");
+    assert_eq!(nurse.count(), 1, "{stored:?}");
 }
 
 #[tokio::test]
