@@ -93,20 +93,6 @@ impl Agents {
         // The user's facts, whichever mode wrote them (implicit mode's memory LLM, an import,
         // the management API): one memory under every mode (issue 46).
         let facts = retrieve(search(Corpus::Memory, None)).await?;
-        // A fact the agent's core memory shows already (its `human` lines are facts too) takes
-        // no room twice.
-        let (owner, name) = (scope.clone(), agent.to_owned());
-        let blocks = self
-            .memory
-            .blocking(move |store, _| Ok(store.core_blocks(&owner, &name)?))
-            .await?;
-        let shown: std::collections::HashSet<&str> = blocks
-            .iter()
-            .flat_map(|block| block.value.lines().map(str::trim))
-            .collect();
-        let facts = facts
-            .into_iter()
-            .filter(|fact| !shown.contains(fact.text.trim()));
         let passages = passages.into_iter().chain(facts).collect();
         Ok(candidates(passages, messages, in_view))
     }
@@ -215,10 +201,16 @@ fn candidates(passages: Vec<Hit>, messages: Vec<Hit>, in_view: &[i64]) -> Vec<Hi
     hits
 }
 
-/// The candidates as they are shown next to core memory `memory`: without the sentences that
-/// restate what it keeps as no longer true (`[…]` where they were), and without a candidate
-/// left with nothing ([`super::retired`]).
+/// The candidates as they are shown next to core memory `memory`: without the facts it shows,
+/// without the sentences that restate what it keeps as no longer true (`[…]` where they were),
+/// and without a candidate left with nothing ([`super::retired`]).
 fn current(hits: Vec<Hit>, memory: &str) -> Vec<Hit> {
+    // A fact core memory shows already (its `human` lines are facts too) takes no room twice.
+    let shown: std::collections::HashSet<&str> = memory.lines().map(str::trim).collect();
+    let hits: Vec<Hit> = hits
+        .into_iter()
+        .filter(|hit| hit.corpus != Corpus::Memory || !shown.contains(hit.text.trim()))
+        .collect();
     let Some(retired) = super::retired::Retired::of(memory) else {
         return hits;
     };
