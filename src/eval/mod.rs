@@ -1,6 +1,8 @@
 //! `memproxy eval …`: compare memory strategies on conversations with probe questions (answer
 //! scores, tokens, latency), and narrower measurements on benchmark data (figures, not assertions).
 
+pub mod audit;
+mod audit_run;
 pub mod ceiling;
 mod client;
 pub mod dataset;
@@ -52,6 +54,9 @@ pub enum EvalCommand {
     /// Prompt tokens per strategy on a LoCoMo conversation replayed turn by turn, and whether
     /// implicit mode gets the evidence to the model.
     Strategies(strategies::StrategiesEval),
+    /// Labels the memories a finished run left (correct, misattributed, wrong subject, stale,
+    /// duplicate, not a fact) with a judge model, and its agreement with a person's labels.
+    Audit(audit_run::AuditArgs),
 }
 
 /// `memproxy eval --dataset …` compares strategies; the subcommands are narrower measurements.
@@ -68,6 +73,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
     match args.command {
         Some(EvalCommand::Retrieval(options)) => locomo::run(options).await,
         Some(EvalCommand::Strategies(options)) => strategies::run(options).await,
+        Some(EvalCommand::Audit(options)) => audit_run::run(options).await,
         None => run::run(args.run).await,
     }
 }

@@ -39,6 +39,9 @@ pub struct StrategySummary {
     /// What the replays left in the memory store, summed over conversations.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store: Option<StoreStats>,
+    /// The fact-store audit (`--audit`): the judge's labels of the memories left, summed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<super::audit::AuditSummary>,
     /// Overhead samples (ms) for the latency chart.
     #[serde(skip)]
     pub overhead_samples: Vec<f64>,
@@ -118,6 +121,9 @@ pub fn summarize(dataset: &str, args: &RunArgs, runs: &[PairResult]) -> Summary 
                         .add(stats);
                 }
             }
+            let memories = pairs.iter().flat_map(|p| p.memories.iter());
+            let audit = super::audit::AuditSummary::of(memories);
+            summary.audit = (audit.labelled > 0).then_some(audit);
             let totals: Vec<f64> = pairs
                 .iter()
                 .flat_map(|p| p.total_ms.iter().copied())
@@ -427,6 +433,15 @@ pub fn print(summary: &Summary) {
     let store = store_rows(summary);
     if !store.is_empty() {
         println!("{}", markdown(&STORE_HEADER, &store));
+    }
+    for strategy in &summary.strategies {
+        if let Some(audit) = &strategy.audit {
+            println!(
+                "fact-store audit, {}: {}",
+                strategy.strategy,
+                super::audit_run::summary_line(audit)
+            );
+        }
     }
 }
 

@@ -117,6 +117,11 @@ pub struct RunArgs {
     /// `auto` (for a local upstream), `always`, `never`; unset: the configuration's default.
     #[arg(long, value_parser = ["auto", "always", "never"])]
     pub yield_to_turns: Option<String>,
+    /// Audit the fact store: label every memory a replay left (correct, misattributed, wrong
+    /// subject, stale, duplicate, not a fact) with the judge model (`--judge-model`, else the
+    /// chat model) reading the whole conversation.
+    #[arg(long)]
+    pub audit: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -153,6 +158,9 @@ pub struct PairResult {
     /// What the replay left in the memory store (strategies that keep facts).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<super::store_stats::StoreStats>,
+    /// The live memories the replay left, oldest first; labelled with `--audit`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memories: Vec<super::audit::AuditedMemory>,
 }
 
 fn config_for(args: &RunArgs, mode: Mode, data: &Path, taps: &Taps) -> Config {
@@ -270,6 +278,7 @@ async fn run_pair(
         probes: Vec::new(),
         errors: Vec::new(),
         store: None,
+        memories: Vec::new(),
     };
     let start = tap.len();
     // Indices (in this pair's calls) where each client request's calls begin and end.
@@ -335,6 +344,26 @@ async fn run_pair(
             .blocking(move |store, _| Ok(super::store_stats::read(store, &scope)?))
             .await?;
         pair.store = Some(stats);
+        let scope = crate::store::UserScope::new("default", EVAL_USER);
+        pair.memories = server
+            .state
+            .memory
+            .blocking(move |store, _| Ok(super::audit::live_memories(store, &scope)?))
+            .await?;
+        if args.audit {
+            let model = args
+                .judge_model
+                .clone()
+                .or_else(|| args.model.clone())
+                .unwrap_or_default();
+            super::audit::Judge {
+                http: reqwest::Client::new(),
+                url: args.judge_upstream.as_deref().unwrap_or(&args.upstream),
+                model: &model,
+            }
+            .audit(conversation, &mut pair.memories)
+            .await;
+        }
     }
     let evidence_text: BTreeMap<&str, String> = conversation
         .sessions

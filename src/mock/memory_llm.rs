@@ -6,11 +6,13 @@ use serde_json::{json, Value};
 
 use super::Reply;
 
-pub(super) const MARKERS: [&str; 4] = [
+pub(super) const MARKERS: [&str; 5] = [
     "MEMPROXY-EXTRACT",
     "MEMPROXY-RECONCILE",
     "MEMPROXY-SUMMARIZE",
     "MEMPROXY-CONSOLIDATE",
+    // The eval's fact-store judge.
+    "MEMPROXY-AUDIT",
 ];
 
 /// A naive but working memory LLM: every new user message becomes a fact, every fact is added,
@@ -31,6 +33,9 @@ pub(super) fn memory_default(marker: &str, body: &Value) -> Reply {
         }
         "MEMPROXY-RECONCILE" => Reply::Text(json!({"decisions": []}).to_string()),
         "MEMPROXY-CONSOLIDATE" => Reply::Text(json!({"facts": []}).to_string()),
+        "MEMPROXY-AUDIT" => {
+            Reply::Text(json!({"reason": "not scripted", "label": "correct"}).to_string())
+        }
         _ if body["response_format"]["json_schema"]["name"] == "summary_notes" => {
             mock_notes(material, body)
         }

@@ -49,6 +49,7 @@ pub(crate) fn args(
         settle: false,
         by_strategy: false,
         yield_to_turns: None,
+        audit: false,
     }
 }
 

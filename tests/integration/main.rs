@@ -24,6 +24,7 @@ mod disk;
 mod erasure;
 mod errors;
 mod eval;
+mod eval_audit;
 mod eval_switch;
 mod explicit;
 mod explicit_cache;

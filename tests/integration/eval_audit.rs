@@ -1,0 +1,118 @@
+//! The fact-store audit: `eval --audit` labels every memory a replay left with the judge model
+//! reading the whole conversation, and `eval audit` labels a finished run again and reports the
+//! judge's agreement with a person's labels.
+
+use std::process::Command;
+
+use memproxy::mock::{MockUpstream, Reply};
+use memproxy::mode::Mode;
+use serde_json::{json, Value};
+
+use super::eval::{args, fixture, results};
+
+fn verdict(label: &str) -> Reply {
+    Reply::Text(json!({"reason": "scripted", "label": label}).to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_judge_labels_each_stored_memory_and_is_compared_with_a_persons_labels() {
+    let mock = MockUpstream::start().await.expect("mock");
+    let out = tempfile::tempdir().expect("out");
+    let mut run_args = args(
+        fixture("tiny-scenario.json"),
+        vec![Mode::Implicit],
+        &mock,
+        out.path(),
+    );
+    run_args.audit = true;
+    // The mock's memory LLM keeps each user line as a fact, naively put in the third person
+    // ("The user live in Lisbon."): two memories, oldest first.
+    mock.push_marked("MEMPROXY-AUDIT", verdict("correct"));
+    mock.push_marked("MEMPROXY-AUDIT", verdict("wrong_subject"));
+    memproxy::eval::run::run(run_args.clone())
+        .await
+        .expect("eval runs");
+
+    let judged = mock.chat_requests(Some("MEMPROXY-AUDIT"));
+    assert_eq!(judged.len(), 2, "one judgement per memory");
+    let material = judged[1]["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    // The whole conversation, the assistant's lines too, every entry, then the one to label.
+    assert!(material.contains("user: I live in Lisbon."), "{material}");
+    assert!(material.contains("assistant: Nice city."), "{material}");
+    assert!(
+        material.contains("1. The user live in Lisbon."),
+        "{material}"
+    );
+    assert!(
+        material.ends_with("Entry to label: 2. The user's dog is Pixel.\n"),
+        "{material}"
+    );
+    assert_eq!(judged[0]["response_format"]["type"], "json_schema");
+
+    let runs = std::fs::read_to_string(out.path().join("runs.jsonl")).expect("runs");
+    let pair: Value = serde_json::from_str(runs.lines().next().expect("a pair")).expect("json");
+    assert_eq!(
+        pair["memories"],
+        json!([
+            {"text": "The user live in Lisbon.", "label": "correct", "reason": "scripted"},
+            {"text": "The user's dog is Pixel.", "label": "wrong_subject", "reason": "scripted"},
+        ])
+    );
+    let summary = results(out.path());
+    let audit = &summary["strategies"][0]["audit"];
+    assert_eq!(audit["memories"], 2);
+    assert_eq!(audit["labels"], json!({"correct": 1, "wrong_subject": 1}));
+
+    // Labelled again by `eval audit`, against a person who disagrees on the dog.
+    let labels = out.path().join("labels.jsonl");
+    std::fs::write(
+        &labels,
+        [
+            json!({"conversation": "tiny", "memory": "the user live in Lisbon", "label": "correct"}),
+            json!({"conversation": "tiny", "memory": "The user's dog is Pixel.", "label": "correct"}),
+        ]
+        .map(|l| l.to_string())
+        .join("\n"),
+    )
+    .expect("labels");
+    mock.push_marked("MEMPROXY-AUDIT", verdict("correct"));
+    mock.push_marked("MEMPROXY-AUDIT", verdict("stale"));
+    let output = Command::new(env!("CARGO_BIN_EXE_memproxy"))
+        .args(["eval", "audit", "--run"])
+        .arg(out.path())
+        .arg("--dataset")
+        .arg(fixture("tiny-scenario.json"))
+        .args(["--judge-upstream", &mock.base_url()])
+        .arg("--labels")
+        .arg(&labels)
+        .output()
+        .expect("memproxy runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{printed} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        printed.contains("[stale] tiny: The user's dog is Pixel."),
+        "{printed}"
+    );
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("audit.json")).expect("audit.json"))
+            .expect("json");
+    let agreement = &report["agreement"];
+    assert_eq!(agreement["compared"], 2);
+    assert_eq!(agreement["same"], 1);
+    assert_eq!(agreement["same_verdict"], 1);
+    // Observed 1/2; the person said "correct" twice, the judge once: expected 1 × 1/2; kappa 0.
+    assert_eq!(agreement["kappa"], 0.0);
+    assert_eq!(
+        agreement["confusion"],
+        json!([
+            {"person": "correct", "judge": "correct", "count": 1},
+            {"person": "correct", "judge": "stale", "count": 1},
+        ])
+    );
+}
