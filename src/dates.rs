@@ -27,6 +27,12 @@ pub const WEEKDAYS: [&str; 7] = [
     "saturday",
 ];
 
+/// Whether a word is one of the month or weekday names the system writes in dates.
+pub fn is_date_word(word: &str) -> bool {
+    let lower = word.to_lowercase();
+    MONTHS.contains(&lower.as_str()) || WEEKDAYS.contains(&lower.as_str())
+}
+
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };

@@ -25,8 +25,11 @@ pub(super) fn memory_default(marker: &str, body: &Value) -> Reply {
             let facts: Vec<Value> = new
                 .lines()
                 .filter_map(|line| {
-                    line.split_once("] user: ")
-                        .map(|(_, text)| json!({"text": third_person(text.trim()), "kind": "fact"}))
+                    line.split_once("] user: ").map(|(_, text)| {
+                        // The user's line is the fact's source, as a model quotes it.
+                        json!({"quote": text.trim(), "said_as": "statement", "about": "user",
+                                "text": third_person(text.trim()), "kind": "fact"})
+                    })
                 })
                 .collect();
             Reply::Text(json!({"facts": facts}).to_string())

@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use super::gates::Evidence;
+use super::grounding::Said;
 use super::llm::{json_object, Answer};
 use super::reconcile::{reconcile, Origin};
 use super::PostProcessor;
@@ -16,11 +17,20 @@ use crate::strategy::inject::strip_blocks;
 /// Earlier turns shown with the new ones, to understand them (not to extract from).
 const CONTEXT_TURNS: usize = 4;
 
-/// A fact as the memory LLM wrote it, before the gates.
-#[derive(Debug)]
+/// A fact as the memory LLM wrote it, before the gates, with what it said of its source.
+#[derive(Debug, Default)]
 pub struct Fact {
     pub text: String,
     pub kind: String,
+    /// The words the model says the fact comes from.
+    pub quote: Option<String>,
+    /// How those words were said: statement, question or request.
+    pub said_as: Option<String>,
+    /// Whom the fact is about: "user", "assistant", or another person's name.
+    pub about: Option<String>,
+    /// Its source once checked ([`super::grounding`]): the turn and the words, or why the user
+    /// never stated it. `None` for a fact the user stated as such (over MCP).
+    pub grounding: Option<Result<(Source, super::grounding::Grounded), super::gates::Rejection>>,
 }
 
 fn field<'a>(job: &'a Job, name: &str) -> &'a str {
@@ -166,8 +176,37 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         .map(|m| Source {
             conversation: conversation.to_owned(),
             position: m.position,
+            quote: None,
         })
         .collect();
+    // The same turns, each with where it was said (a branch's first turns are its parent's).
+    let read: Vec<&StoredMessage> = context
+        .iter()
+        .filter(|m| m.role == "user")
+        .chain(new)
+        .collect();
+    let turns_said: Vec<Said<'_>> = read
+        .iter()
+        .zip(&said)
+        .map(|(m, (role, text))| Said {
+            role,
+            text: text.as_str(),
+            position: m.position,
+        })
+        .collect();
+    for fact in &mut facts {
+        fact.grounding = Some(grounded(fact, &turns_said).map(|found| {
+            let turn = read
+                .iter()
+                .find(|m| m.position == found.position && m.content.contains(&found.quote));
+            let source = Source {
+                conversation: turn.map_or(conversation, |m| &m.conversation).to_owned(),
+                position: found.position,
+                quote: Some(found.quote.clone()),
+            };
+            (source, found)
+        }));
+    }
     let origin = Origin {
         job: Some(job.id),
         model: field(job, "model"),
@@ -206,8 +245,13 @@ pub(super) const MAX_FACT_CHARS: usize = 300;
 pub(super) fn facts_schema() -> Value {
     json!({"type": "object", "additionalProperties": false, "required": ["facts"],
     "properties": {"facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
-        "type": "object", "additionalProperties": false, "required": ["text", "kind"],
+        "type": "object", "additionalProperties": false,
+        "required": ["quote", "said_as", "about", "text", "kind"],
+        // The source first: the model copies the words, then writes the fact from them.
         "properties": {
+            "quote": {"type": "string", "minLength": 2, "maxLength": MAX_FACT_CHARS},
+            "said_as": {"type": "string", "enum": ["statement", "question", "request"]},
+            "about": {"type": "string", "minLength": 2, "maxLength": 60},
             "text": {"type": "string", "minLength": 10, "maxLength": MAX_FACT_CHARS},
             "kind": {"type": "string", "enum": ["fact", "preference", "event", "commitment"]}
         }}}}})
@@ -224,29 +268,63 @@ pub fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
     };
     let mut facts = Vec::new();
     for item in items {
-        let (text, kind) = match item {
-            Value::String(text) => (text.clone(), "fact".to_owned()),
-            Value::Object(fields) => (
-                fields
-                    .get("text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
-                fields
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .unwrap_or("fact")
-                    .to_owned(),
-            ),
+        let field = |name: &str| {
+            item.get(name)
+                .and_then(Value::as_str)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        let fact = match item {
+            Value::String(text) => Fact {
+                text: text.trim().to_owned(),
+                kind: "fact".to_owned(),
+                ..Fact::default()
+            },
+            Value::Object(_) => Fact {
+                text: field("text").unwrap_or_default(),
+                kind: field("kind").unwrap_or_else(|| "fact".to_owned()),
+                quote: field("quote"),
+                said_as: field("said_as"),
+                about: field("about"),
+                grounding: None,
+            },
             _ => continue,
         };
-        let text = text.trim().to_owned();
-        if !text.is_empty() && text.chars().count() <= MAX_FACT_CHARS {
-            facts.push(Fact { text, kind });
+        if !fact.text.is_empty() && fact.text.chars().count() <= MAX_FACT_CHARS {
+            facts.push(fact);
         }
     }
     facts.truncate(MAX_FACTS);
     Ok(facts)
+}
+
+/// The source of a fact in `said` (the user's turns, and the assistant's for its commitments),
+/// or the rejection that says why it has none.
+pub(super) fn grounded(
+    fact: &Fact,
+    said: &[Said<'_>],
+) -> Result<super::grounding::Grounded, super::gates::Rejection> {
+    use super::grounding::{ground, Claim, SaidAs};
+    let claim = Claim {
+        text: &fact.text,
+        quote: fact.quote.as_deref(),
+        said_as: fact.said_as.as_deref().and_then(SaidAs::parse),
+        about: fact.about.as_deref(),
+        commitment: fact.kind == "commitment",
+    };
+    ground(&claim, said, &crate::dates::is_date_word).map_err(rejection)
+}
+
+/// The gates' name for why a fact has no source in the user's statements.
+pub(super) fn rejection(why: super::grounding::Ungrounded) -> super::gates::Rejection {
+    use super::gates::Rejection;
+    use super::grounding::Ungrounded;
+    match why {
+        Ungrounded::AssistantsWords => Rejection::FromAssistant,
+        Ungrounded::Asked => Rejection::FromQuestion,
+        Ungrounded::WrongSubject => Rejection::NotTheUser,
+        Ungrounded::NameNotSaid | Ungrounded::NoSource => Rejection::Ungrounded,
+    }
 }
 
 pub async fn summarize(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result<String, String> {

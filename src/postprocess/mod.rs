@@ -8,6 +8,7 @@
 
 mod consolidate;
 pub mod gates;
+pub mod grounding;
 mod jobs;
 pub mod llm;
 pub mod prompts;
@@ -292,6 +293,7 @@ impl PostProcessor {
         let fact = || jobs::Fact {
             text: text.trim().to_owned(),
             kind: "fact".to_owned(),
+            ..jobs::Fact::default()
         };
         self.memory.check_text(&fact().text)?;
         refuse_instruction(&fact().text)?;

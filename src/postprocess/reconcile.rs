@@ -150,6 +150,18 @@ pub(super) async fn reconcile(
                 continue;
             }
         }
+        // A fact whose source is not the user's own statement is not the user's (checked last,
+        // so that the gates above name what they recognise).
+        let grounded = match &fact.grounding {
+            Some(Ok((_, found))) => found.unsaid_check(&known).map_err(super::jobs::rejection),
+            Some(Err(reason)) => Err(*reason),
+            None => Ok(()),
+        };
+        if let Err(reason) = grounded {
+            let label = reject(&mut counts, &fact.text, reason);
+            outcomes[index] = Some(outcome(&label, None, None));
+            continue;
+        }
         for hit in hits {
             if !candidates.iter().any(|(id, _, _)| *id == hit.id) {
                 candidates.push((hit.id, hit.text, hit.created_at_ms));
@@ -386,6 +398,15 @@ async fn apply(
         event: event.to_owned(),
         memory,
         replaced,
+    };
+    // A grounded fact's source is the one turn that states it, with its words.
+    let grounded: Vec<Source>;
+    let sources = match &fact.grounding {
+        Some(Ok((source, _))) => {
+            grounded = vec![source.clone()];
+            &grounded[..]
+        }
+        _ => sources,
     };
     let add = || async {
         let item = vec![(fact.text.clone(), fact.kind.clone(), sources.to_vec())];

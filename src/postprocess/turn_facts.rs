@@ -4,7 +4,8 @@
 //! fact).
 
 use super::gates::Evidence;
-use super::jobs::{extraction_material, facts_schema, parse_facts, transcript};
+use super::grounding::Said;
+use super::jobs::{extraction_material, facts_schema, grounded, parse_facts, transcript};
 use super::llm::{Answer, MemoryLlm};
 
 /// The facts of `turns` (`(role, text)`: the user's messages, and the agent's reply) said at
@@ -33,7 +34,23 @@ pub async fn extract(
     let evidence = Evidence::new(turns.iter().copied()).said_at(at_ms);
     let mut kept = Vec::new();
     let mut refused = 0;
+    let said: Vec<Said<'_>> = turns
+        .iter()
+        .map(|(role, text)| Said {
+            role,
+            text,
+            position: 0,
+        })
+        .collect();
     for mut fact in parse_facts(&answer)? {
+        // Only what the user stated (see `grounding`).
+        let checked = grounded(&fact, &said)
+            .and_then(|found| found.unsaid_check(&[]).map_err(super::jobs::rejection));
+        if let Err(reason) = checked {
+            tracing::info!(reason = reason.as_str(), text = %fact.text, "background save: fact refused");
+            refused += 1;
+            continue;
+        }
         if let Some(undated) = evidence.undated(&fact.text) {
             fact.text = undated;
         }

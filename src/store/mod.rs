@@ -202,11 +202,15 @@ pub struct Conversation {
     pub fork_position: i64,
 }
 
-/// Where a memory came from: a turn of a conversation (portable: no row ids).
+/// Where a memory came from: a turn of a conversation (portable: no row ids), and the words in
+/// it that state the memory (a fact drawn from a chat carries them; see
+/// `postprocess::grounding`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Source {
     pub conversation: String,
     pub position: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quote: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -150,6 +150,7 @@ fn facts_area(store: &dyn Store) {
     let source = Source {
         conversation: "c1".to_owned(),
         position: 0,
+        quote: Some("I work at Acme".to_owned()),
     };
     let id = new_id(
         store
@@ -160,6 +161,12 @@ fn facts_area(store: &dyn Store) {
             )
             .expect("insert"),
     );
+    // The words that state it are kept with its source.
+    let all = store
+        .list_memories(&ana, false, Page::default())
+        .expect("list");
+    let stored = all.iter().find(|m| m.id == id).expect("stored");
+    assert_eq!(stored.sources, vec![source.clone()]);
     assert_eq!(
         store
             .insert_memory(&ana, &fact("  works at  ACME. ", vec![], None), "test")

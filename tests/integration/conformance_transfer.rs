@@ -55,6 +55,7 @@ fn fill(store: &dyn Store, ana: &UserScope) {
         sources: vec![Source {
             conversation: "c1".to_owned(),
             position: 0,
+            quote: Some("my words".to_owned()),
         }],
         created_at_ms: 8_000,
         embedding: Some(vector(seed)),

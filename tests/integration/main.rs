@@ -39,6 +39,7 @@ mod explicit_wire;
 mod explicit_yield;
 mod exposure;
 mod faults;
+mod grounding;
 mod implicit;
 mod injection;
 mod isolation;

@@ -326,8 +326,9 @@ async fn invented_dates_and_promises_are_refused_and_real_ones_kept() {
 }
 
 /// What the user only asked about, and manners, are no facts: a scripted memory LLM that
-/// restates the user's question as a preference, and thanks as a fact, stores neither; the fact
-/// in the same message is kept, and so is one that a question gives a date and an owner to.
+/// restates the user's question as a preference, thanks as a fact, and a request for help as a
+/// plan stores none of them; the fact stated in the same message is kept, with the user's words
+/// that state it as its source.
 #[tokio::test]
 async fn questions_restated_as_facts_and_manners_are_refused() {
     let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
@@ -349,15 +350,14 @@ async fn questions_restated_as_facts_and_manners_are_refused() {
         "Thanks! I'm a nurse at the children's hospital. Any tips for sleeping after night shifts? And can you help me plan dinner for our anniversary on June 12?",
     )
     .await;
-    assert_eq!(
-        stored,
-        [
-            "The user is a nurse at the children's hospital.",
-            "The user plans dinner for their anniversary on June 12.",
-        ]
-    );
+    assert_eq!(stored, ["The user is a nurse at the children's hospital."]);
     let report = done_reports(&h).await.join("; ");
-    assert!(report.contains("from_question"), "{report}");
+    assert!(report.contains("2 rejected (from_question)"), "{report}");
+    let listed = get_json(&h, "/memproxy/v1/users/ines/memories").await;
+    assert_eq!(
+        listed["data"][0]["sources"][0]["quote"], "I'm a nurse at the children's hospital.",
+        "{listed}"
+    );
     assert!(report.contains("courtesy"), "{report}");
 }
 

@@ -1,0 +1,187 @@
+use super::*;
+
+fn months(word: &str) -> bool {
+    crate::dates::MONTHS.contains(&word.to_lowercase().as_str())
+}
+
+fn claim<'a>(text: &'a str, quote: Option<&'a str>) -> Claim<'a> {
+    Claim {
+        text,
+        quote,
+        said_as: None,
+        about: None,
+        commitment: false,
+    }
+}
+
+const TURNS: [Said<'static>; 4] = [
+    Said {
+        role: "user",
+        text: "I'm Ines, I'm 34. My teacher, Dorota Sikorska, is 71. Any tips for fourth position?",
+        position: 0,
+    },
+    Said {
+        role: "assistant",
+        text: "You could try slow open-string exercises, or a weekend in Chamrousse.",
+        position: 1,
+    },
+    Said {
+        role: "user",
+        text: "I'll take the second one, it sounds fun, can you book it?",
+        position: 2,
+    },
+    Said {
+        role: "assistant",
+        text: "I will remind you on Friday to practise.",
+        position: 3,
+    },
+];
+
+#[test]
+fn a_quote_is_found_word_for_word_and_names_the_turn() {
+    let grounded = ground(
+        &claim("The user is 34 years old.", Some("i'm 34")),
+        &TURNS,
+        &months,
+    )
+    .unwrap();
+    assert_eq!(grounded.position, 0);
+    // The user's own spelling, as the message has it.
+    assert_eq!(grounded.quote, "I'm 34");
+}
+
+#[test]
+fn the_assistants_words_are_not_the_users() {
+    let suggestion = claim(
+        "The user does slow open-string exercises.",
+        Some("try slow open-string exercises"),
+    );
+    assert_eq!(
+        ground(&suggestion, &TURNS, &months),
+        Err(Ungrounded::AssistantsWords)
+    );
+    // Without a quote: a place only the assistant named.
+    let place = claim("The user plans a weekend in Chamrousse.", None);
+    assert_eq!(
+        ground(&place, &TURNS, &months).and_then(|g| g.unsaid_check(&[])),
+        Err(Ungrounded::AssistantsWords)
+    );
+    // The assistant's own commitment has the assistant's line as its source.
+    let promise = Claim {
+        commitment: true,
+        ..claim(
+            "The assistant will remind the user on Friday to practise.",
+            Some("I will remind you on Friday"),
+        )
+    };
+    assert_eq!(ground(&promise, &TURNS, &months).unwrap().position, 3);
+}
+
+#[test]
+fn questions_and_requests_state_no_fact() {
+    let asked = claim(
+        "The user plays in fourth position.",
+        Some("tips for fourth position"),
+    );
+    assert_eq!(ground(&asked, &TURNS, &months), Err(Ungrounded::Asked));
+    // A statement before a question in one sentence is still a statement.
+    let stated = claim(
+        "The user will take the second one.",
+        Some("I'll take the second one"),
+    );
+    assert_eq!(ground(&stated, &TURNS, &months).unwrap().position, 2);
+    let booked = claim(
+        "The user wants the assistant to book it.",
+        Some("can you book it"),
+    );
+    assert_eq!(ground(&booked, &TURNS, &months), Err(Ungrounded::Asked));
+    // The model's own word for its source counts too.
+    let request = Claim {
+        said_as: Some(SaidAs::Request),
+        ..claim("The user is 34 years old.", Some("I'm 34"))
+    };
+    assert_eq!(ground(&request, &TURNS, &months), Err(Ungrounded::Asked));
+}
+
+#[test]
+fn names_and_numbers_come_from_the_users_words() {
+    let checked = |claim: &Claim<'_>, known: &[&str]| {
+        ground(claim, &TURNS, &months).and_then(|g| g.unsaid_check(known).map(|()| g))
+    };
+    // A city from the prompt's example, in no turn.
+    let copied = claim("The user moved to Porto with Ines.", None);
+    assert_eq!(checked(&copied, &[]), Err(Ungrounded::NameNotSaid));
+    // ... unless it is known already from an earlier chat.
+    assert!(checked(&copied, &["The user lives in Porto."]).is_ok());
+    let age = claim("The user is 43 years old.", Some("I'm 34"));
+    assert_eq!(checked(&age, &[]), Err(Ungrounded::NameNotSaid));
+    // A date the system resolved is its own writing, not a name.
+    let dated = claim("The user's teacher Dorota is 71 as of March 3, 2026.", None);
+    assert_eq!(ground(&dated, &TURNS, &months).unwrap().position, 0);
+}
+
+#[test]
+fn a_fact_about_someone_else_names_them() {
+    let teachers = Claim {
+        about: Some("Dorota Sikorska"),
+        ..claim("The user is 71 years old.", Some("Dorota Sikorska, is 71"))
+    };
+    assert_eq!(
+        ground(&teachers, &TURNS, &months),
+        Err(Ungrounded::WrongSubject)
+    );
+    let named = Claim {
+        about: Some("Dorota Sikorska"),
+        ..claim(
+            "The user's teacher Dorota Sikorska is 71.",
+            Some("Dorota Sikorska, is 71"),
+        )
+    };
+    assert!(ground(&named, &TURNS, &months).is_ok());
+    let own = Claim {
+        about: Some("user"),
+        ..claim("The user is 34 years old.", Some("I'm 34"))
+    };
+    assert!(ground(&own, &TURNS, &months).is_ok());
+}
+
+#[test]
+fn without_a_quote_found_the_closest_statement_stands_in() {
+    let paraphrase = claim("The user Ines is 34.", Some("words nobody said"));
+    let grounded = ground(&paraphrase, &TURNS, &months).unwrap();
+    assert_eq!(grounded.position, 0);
+    assert_eq!(grounded.quote, "I'm Ines, I'm 34.");
+    // Nothing the user stated shares two words with it.
+    assert_eq!(
+        ground(
+            &claim("The user enjoys quiet evenings.", None),
+            &TURNS,
+            &months
+        ),
+        Err(Ungrounded::NoSource)
+    );
+}
+
+#[test]
+fn text_in_other_scripts_is_read_by_punctuation_alone() {
+    let turns = [Said {
+        role: "user",
+        text: "Ich heiße Jürgen und wohne in München. Kannst du mir helfen?",
+        position: 4,
+    }];
+    let home = claim(
+        "Der Nutzer Jürgen wohnt in München.",
+        Some("wohne in München"),
+    );
+    assert_eq!(
+        ground(&home, &turns, &months).unwrap().quote,
+        "wohne in München"
+    );
+    let asked = claim("Der Nutzer braucht Hilfe.", Some("Kannst du mir helfen"));
+    assert_eq!(ground(&asked, &turns, &months), Err(Ungrounded::Asked));
+    let elsewhere = claim("Der Nutzer Jürgen wohnt in Berlin.", None);
+    assert_eq!(
+        ground(&elsewhere, &turns, &months).and_then(|g| g.unsaid_check(&[])),
+        Err(Ungrounded::NameNotSaid)
+    );
+}

@@ -1,0 +1,99 @@
+//! Grounding: a fact is the user's only when the user's own statement says it. Over real HTTP,
+//! with a scripted memory LLM that names a source for each fact as the extraction prompt asks:
+//! the assistant's suggestion, a request and another person's age given to the user are refused,
+//! the suggestion the user took is kept as their choice, and every stored fact carries the
+//! user's words that state it.
+
+use std::time::Duration;
+
+use memproxy::mock::Reply;
+use serde_json::json;
+
+use crate::common::{eventually, get_json, harness_with, implicit_chat, memories};
+
+#[tokio::test]
+async fn only_the_users_own_statements_become_their_facts() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        Reply::Text(
+            json!({"facts": [
+                {"quote": "Try York or Whitby", "said_as": "statement", "about": "user",
+                 "text": "The user suggests a weekend in Whitby.", "kind": "preference"},
+                {"quote": "Let's do York, the railway museum sounds fun", "said_as": "statement",
+                 "about": "user", "text": "The user chose a weekend in York.", "kind": "event"},
+                {"quote": "My teacher Dorota is 71", "said_as": "statement", "about": "Dorota",
+                 "text": "The user is 71 years old.", "kind": "fact"},
+                {"quote": "My teacher Dorota is 71", "said_as": "statement", "about": "Dorota",
+                 "text": "The user's teacher Dorota is 71 years old.", "kind": "fact"},
+                {"quote": "Help me prepare three questions for the museum guide",
+                 "said_as": "request", "about": "user",
+                 "text": "The user is preparing three questions for the museum guide.",
+                 "kind": "event"},
+                {"quote": "Let's do York", "said_as": "statement", "about": "user",
+                 "text": "The user moved out of Porto to York.", "kind": "event"}
+            ]})
+            .to_string(),
+        ),
+    );
+    let response = implicit_chat(
+        &h,
+        "ines",
+        json!([
+            {"role": "user", "content": "My teacher Dorota is 71 and says I need a break. Ideas for a free weekend?"},
+            {"role": "assistant", "content": "Try York or Whitby: both are an easy train ride."},
+            {"role": "user", "content": "Let's do York, the railway museum sounds fun. Help me prepare three questions for the museum guide."}
+        ]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    eventually("the extraction is done", || async {
+        get_json(&h, "/memproxy/v1/jobs?state=done").await["data"]
+            .as_array()
+            .is_some_and(|jobs| !jobs.is_empty())
+    })
+    .await;
+    let mut stored = memories(&h, "ines").await;
+    stored.sort();
+    assert_eq!(
+        stored,
+        [
+            "The user chose a weekend in York.",
+            "The user's teacher Dorota is 71 years old.",
+        ]
+    );
+    // A request said without a question mark passes the older gates: grounding refuses it.
+    let report = get_json(&h, "/memproxy/v1/jobs?state=done").await["data"][0]["report"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(report.contains("rejected (from_question)"), "{report}");
+    // Each fact's source is the user's turn and the words that state it.
+    let listed = get_json(&h, "/memproxy/v1/users/ines/memories").await;
+    let quotes: Vec<(&str, &str)> = listed["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            (
+                m["text"].as_str().unwrap_or_default(),
+                m["sources"][0]["quote"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert!(
+        quotes.contains(&(
+            "The user chose a weekend in York.",
+            "Let's do York, the railway museum sounds fun"
+        )),
+        "{listed}"
+    );
+    assert!(
+        quotes.contains(&(
+            "The user's teacher Dorota is 71 years old.",
+            "My teacher Dorota is 71"
+        )),
+        "{listed}"
+    );
+    assert_eq!(listed["data"][0]["sources"][0]["position"], 2, "{listed}");
+}
