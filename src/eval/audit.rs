@@ -6,11 +6,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
-use super::dataset::Conversation;
 use super::score;
-use crate::dates::ymd_weekday;
 use crate::store::{Page, Store, StoreResult, UserScope};
 
 /// What a person would say of one stored memory.
@@ -97,123 +94,7 @@ pub fn live_memories(store: &dyn Store, scope: &UserScope) -> StoreResult<Vec<Au
         .collect())
 }
 
-/// The judge's fixed prompt (system). The user message carries the conversation, every stored
-/// entry, and the one to label, last, so that a server's prompt cache serves the rest.
-pub const AUDIT_PROMPT: &str = "MEMPROXY-AUDIT
-You check the long-term memory a personal assistant kept about its user. You get the whole \
-conversation it was learned from (the user's and the assistant's messages, dated), every entry \
-of the memory, and one entry to label. Label it:
-- correct: the user said it (about themselves, or about a person or pet in their life, named \
-correctly), and it is still true at the end of the conversation. A suggestion of the assistant \
-that the user accepted, kept as the user's choice, is correct.
-- misattributed: it keeps what the assistant said, suggested or recommended, or what the user \
-only asked about, as the user's own fact, plan, opinion or choice.
-- wrong_subject: it gives the user what belongs to another person (their name, age, job, home, \
-health or hobby), or gives one person what belongs to another.
-- stale: it was true, but the user later said it changed.
-- duplicate: an entry with a lower number already says the same thing.
-- not_a_fact: a request, a question, a greeting or what the assistant did in the chat, not a \
-fact about the user's life.
-Answer with JSON only: {\"reason\": one short sentence, \"label\": one of the labels}.";
-
-/// The judge's user message: the conversation, the numbered entries, and the one to label.
-pub fn audit_material(
-    conversation: &Conversation,
-    memories: &[AuditedMemory],
-    index: usize,
-) -> String {
-    let mut text = String::from("Conversation:\n");
-    for session in &conversation.sessions {
-        let date = session
-            .time_ms
-            .map_or_else(|| "undated".to_owned(), ymd_weekday);
-        for turn in &session.turns {
-            text.push_str(&format!(
-                "[{date}] {}: {}\n",
-                turn.role,
-                turn.content.trim()
-            ));
-        }
-    }
-    text.push_str("\nMemory entries:\n");
-    for (number, memory) in memories.iter().enumerate() {
-        text.push_str(&format!("{}. {}\n", number + 1, memory.text));
-    }
-    text.push_str(&format!(
-        "\nEntry to label: {}. {}\n",
-        index + 1,
-        memories[index].text
-    ));
-    text
-}
-
-fn verdict_schema() -> Value {
-    let labels: Vec<&str> = Label::ALL.iter().map(|l| l.as_str()).collect();
-    json!({"type": "object", "additionalProperties": false, "required": ["reason", "label"],
-    "properties": {
-        "reason": {"type": "string", "maxLength": 240},
-        "label": {"type": "string", "enum": labels}
-    }})
-}
-
-/// The label and reason of a judge's answer; `None` when it names no label.
-pub fn parse_verdict(answer: &str) -> Option<(Label, String)> {
-    let object = crate::postprocess::llm::json_object(answer).ok()?;
-    let label: Label = serde_json::from_value(object["label"].clone()).ok()?;
-    let reason = object["reason"]
-        .as_str()
-        .unwrap_or_default()
-        .trim()
-        .to_owned();
-    Some((label, reason))
-}
-
-/// Where the judge is asked, and as which model.
-pub struct Judge<'a> {
-    pub http: reqwest::Client,
-    /// Base URL ending in /v1.
-    pub url: &'a str,
-    pub model: &'a str,
-}
-
-impl Judge<'_> {
-    /// Labels every memory in place (a memory the judge gives no label stays unlabelled).
-    pub async fn audit(&self, conversation: &Conversation, memories: &mut [AuditedMemory]) {
-        for index in 0..memories.len() {
-            let body = json!({"model": self.model, "temperature": 0, "max_tokens": 160,
-                "messages": [
-                    {"role": "system", "content": AUDIT_PROMPT},
-                    {"role": "user", "content": audit_material(conversation, memories, index)},
-                ],
-                "response_format": {"type": "json_schema",
-                    "json_schema": {"name": "verdict", "strict": true, "schema": verdict_schema()}}});
-            let mut request = self
-                .http
-                .post(format!(
-                    "{}/chat/completions",
-                    self.url.trim_end_matches('/')
-                ))
-                .json(&body);
-            if let Some(key) = super::client::upstream_key() {
-                request = request.bearer_auth(key.expose());
-            }
-            let answer = match request.send().await {
-                Ok(response) => response.json::<Value>().await.unwrap_or(Value::Null),
-                Err(error) => {
-                    tracing::warn!(%error, "the audit judge is unreachable");
-                    continue;
-                }
-            };
-            if let Some((label, reason)) = answer["choices"][0]["message"]["content"]
-                .as_str()
-                .and_then(parse_verdict)
-            {
-                memories[index].label = Some(label);
-                memories[index].reason = Some(reason);
-            }
-        }
-    }
-}
+pub use super::audit_judge::Judge;
 
 /// Label counts over some audited memories, and the share of them that is wrong.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -363,17 +244,6 @@ mod tests {
             label,
             note: None,
         }
-    }
-
-    #[test]
-    fn verdicts_parse_from_the_judges_json() {
-        let (label, reason) =
-            parse_verdict(r#"{"reason": "the assistant suggested it", "label": "misattributed"}"#)
-                .unwrap();
-        assert_eq!(label, Label::Misattributed);
-        assert_eq!(reason, "the assistant suggested it");
-        assert_eq!(parse_verdict(r#"{"reason": "x", "label": "maybe"}"#), None);
-        assert_eq!(parse_verdict("no json"), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! scores, tokens, latency), and narrower measurements on benchmark data (figures, not assertions).
 
 pub mod audit;
+mod audit_judge;
 mod audit_run;
 pub mod ceiling;
 mod client;

@@ -46,7 +46,7 @@ async fn the_judge_labels_each_stored_memory_and_is_compared_with_a_persons_labe
         "{material}"
     );
     assert!(
-        material.ends_with("Entry to label: 2. The user's dog is Pixel.\n"),
+        material.ends_with("Entry to check: 2. The user's dog is Pixel.\n"),
         "{material}"
     );
     assert_eq!(judged[0]["response_format"]["type"], "json_schema");
