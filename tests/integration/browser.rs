@@ -21,7 +21,33 @@ async fn the_console_works_in_a_real_browser() {
         .expect("run scripts/setup-browser");
     assert!(setup.success(), "scripts/setup-browser failed");
 
-    let h = harness_with(|c| c.auth.admin_key = Some(Secret::new("admin-secret"))).await;
+    let h = harness_with(|c| {
+        c.auth.admin_key = Some(Secret::new("admin-secret"));
+        c.memory.extraction_debounce = std::time::Duration::ZERO;
+    })
+    .await;
+    // A fact learned from a chat: the console shows the user's words it comes from.
+    let told = crate::common::implicit_chat(
+        &h,
+        "lisa",
+        json!([{"role": "user", "content": "My sister Zelda moved to Lisbon."}]),
+    )
+    .await;
+    assert_eq!(told.status(), 200);
+    crate::common::eventually("lisa's fact is stored", || async {
+        let listed: serde_json::Value = h
+            .client
+            .get(h.url("/memproxy/v1/users/lisa/memories"))
+            .bearer_auth("admin-secret")
+            .send()
+            .await
+            .expect("list")
+            .json()
+            .await
+            .unwrap_or_default();
+        listed["data"][0]["sources"][0]["quote"] == "My sister Zelda moved to Lisbon"
+    })
+    .await;
     let add = |user: &str, text: &str| {
         h.client
             .post(h.url(&format!("/memproxy/v1/users/{user}/memories")))
@@ -114,6 +140,7 @@ async fn the_console_works_in_a_real_browser() {
             "invalidate",
             "restore",
             "xss-inert",
+            "source-quote",
             "paging",
             "edit-block",
             "agent-conversations",

@@ -59,6 +59,12 @@ try {
   await page.locator("tr:has(.memory-text:text-is('Ana is allergic to peanuts.')) button:text-is('Invalidate')").waitFor();
   check(!(await row.textContent()).includes("invalid since"), "restore", await row.textContent());
 
+  // A fact learned from a chat shows the user's words it comes from.
+  await page.goto(`${base}/ui#/users/lisa`);
+  await page.waitForSelector("#view[data-route='#/users/lisa'] .memory-source");
+  const source = await page.locator(".memory-source").first().textContent();
+  check(source.includes("“My sister Zelda moved to Lisbon”"), "source-quote", source);
+
   // Hostile memory text renders as text and runs nothing.
   // Each navigation waits for its own page: the previous page's rows are still there until it renders.
   await page.goto(`${base}/ui#/users/mallory`);
