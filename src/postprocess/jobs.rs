@@ -246,14 +246,15 @@ pub(super) fn facts_schema() -> Value {
     json!({"type": "object", "additionalProperties": false, "required": ["facts"],
     "properties": {"facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
         "type": "object", "additionalProperties": false,
-        "required": ["quote", "said_as", "about", "text", "kind"],
-        // The source first: the model copies the words, then writes the fact from them.
+        "required": ["text", "kind", "quote", "said_as", "about"],
+        // The fact first, then its source: asked for the source first, a 1.5B model wrote
+        // fewer facts, and recall fell (docs/eval-history.md, 2026-12-05).
         "properties": {
+            "text": {"type": "string", "minLength": 10, "maxLength": MAX_FACT_CHARS},
+            "kind": {"type": "string", "enum": ["fact", "preference", "event", "commitment"]},
             "quote": {"type": "string", "minLength": 2, "maxLength": MAX_FACT_CHARS},
             "said_as": {"type": "string", "enum": ["statement", "question", "request"]},
-            "about": {"type": "string", "minLength": 2, "maxLength": 60},
-            "text": {"type": "string", "minLength": 10, "maxLength": MAX_FACT_CHARS},
-            "kind": {"type": "string", "enum": ["fact", "preference", "event", "commitment"]}
+            "about": {"type": "string", "minLength": 2, "maxLength": 60}
         }}}}})
 }
 
