@@ -117,6 +117,31 @@ impl AuditSummary {
         summary
     }
 
+    /// "31 memories, 9 wrong (29%): misattributed 3, stale 2, …".
+    pub fn line(&self) -> String {
+        let summary = self;
+        let wrong: Vec<String> = summary
+            .labels
+            .iter()
+            .filter(|(label, _)| **label != Label::Correct)
+            .map(|(label, count)| format!("{} {count}", label.as_str()))
+            .collect();
+        format!(
+            "{} memories, {} labelled, {} wrong ({}): {}",
+            summary.memories,
+            summary.labelled,
+            summary.labelled - summary.labels.get(&Label::Correct).copied().unwrap_or(0),
+            summary
+                .wrong()
+                .map_or_else(|| "-".to_owned(), |w| format!("{:.0}%", w * 100.0)),
+            if wrong.is_empty() {
+                "none".to_owned()
+            } else {
+                wrong.join(", ")
+            }
+        )
+    }
+
     /// The share of labelled memories that are not correct.
     pub fn wrong(&self) -> Option<f64> {
         let correct = self.labels.get(&Label::Correct).copied().unwrap_or(0);

@@ -117,7 +117,7 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<()> {
     let mut report = serde_json::Map::new();
     for (strategy, pairs) in &by_strategy {
         let summary = AuditSummary::of(pairs.iter().flat_map(|(_, _, m)| m));
-        println!("\n{strategy}: {}", summary_line(&summary));
+        println!("\n{strategy}: {}", summary.line());
         for (_, conversation, memories) in pairs {
             for memory in memories {
                 println!(
@@ -182,30 +182,6 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<()> {
     std::fs::write(&out, serde_json::to_vec_pretty(&report)?)?;
     eprintln!("wrote {}", out.display());
     Ok(())
-}
-
-/// "31 memories, 9 wrong (29%): misattributed 3, stale 2, …".
-pub fn summary_line(summary: &AuditSummary) -> String {
-    let wrong: Vec<String> = summary
-        .labels
-        .iter()
-        .filter(|(label, _)| **label != Label::Correct)
-        .map(|(label, count)| format!("{} {count}", label.as_str()))
-        .collect();
-    format!(
-        "{} memories, {} labelled, {} wrong ({}): {}",
-        summary.memories,
-        summary.labelled,
-        summary.labelled - summary.labels.get(&Label::Correct).copied().unwrap_or(0),
-        summary
-            .wrong()
-            .map_or_else(|| "-".to_owned(), |w| format!("{:.0}%", w * 100.0)),
-        if wrong.is_empty() {
-            "none".to_owned()
-        } else {
-            wrong.join(", ")
-        }
-    )
 }
 
 fn agreement_line(agreed: &Agreement) -> String {

@@ -436,11 +436,7 @@ pub fn print(summary: &Summary) {
     }
     for strategy in &summary.strategies {
         if let Some(audit) = &strategy.audit {
-            println!(
-                "fact-store audit, {}: {}",
-                strategy.strategy,
-                super::audit_run::summary_line(audit)
-            );
+            println!("fact-store audit, {}: {}", strategy.strategy, audit.line());
         }
     }
 }
