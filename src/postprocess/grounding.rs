@@ -40,14 +40,13 @@ impl SaidAs {
 pub struct Said<'a> {
     pub role: &'a str,
     pub text: &'a str,
-    /// The turn's position in its conversation.
-    pub position: i64,
 }
 
 /// Where a fact comes from: the turn, and the words in it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grounded {
-    pub position: i64,
+    /// The index of the turn in the turns grounded against.
+    pub turn: usize,
     pub quote: String,
     /// Names and numbers of the fact in none of the user's words of these turns: they must be
     /// in what is already known about the user ([`Grounded::unsaid_check`]), or the fact is no
@@ -220,9 +219,10 @@ pub fn ground(
     } else {
         "user"
     };
-    let mut found: Option<Grounded> = None;
+    // (turn, the words in it)
+    let mut found: Option<(usize, String)> = None;
     if let Some(quote) = claim.quote.filter(|q| !words(q).is_empty()) {
-        for turn in turns {
+        for (index, turn) in turns.iter().enumerate() {
             let Some((start, end)) = locate(turn.text, quote) else {
                 continue;
             };
@@ -232,12 +232,7 @@ pub fn ground(
             if clause_asks(turn.text, end) {
                 return Err(Ungrounded::Asked);
             }
-            found = Some(Grounded {
-                position: turn.position,
-                quote: turn.text[start..end].to_owned(),
-                unsaid: Vec::new(),
-                unsaid_from_assistant: false,
-            });
+            found = Some((index, turn.text[start..end].to_owned()));
             break;
         }
         if found.is_none()
@@ -282,28 +277,30 @@ pub fn ground(
             return Err(Ungrounded::WrongSubject);
         }
     }
-    let found = match found {
+    let (turn, quote) = match found {
         Some(found) => found,
         None => match best_sentence(claim.text, turns, source_role) {
-            Some((_, true)) => return Err(Ungrounded::Asked),
-            Some((found, false)) => found,
+            Some((_, _, true)) => return Err(Ungrounded::Asked),
+            Some((turn, quote, false)) => (turn, quote),
             None if unsaid_from_assistant => return Err(Ungrounded::AssistantsWords),
             None => return Err(Ungrounded::NoSource),
         },
     };
     Ok(Grounded {
+        turn,
+        quote,
         unsaid,
         unsaid_from_assistant,
-        ..found
     })
 }
 
-/// The sentence of `role` that shares the most of the fact's words, and whether it is a question:
+/// The sentence of `role` that shares the most of the fact's words (its turn's index, the
+/// sentence, and whether it is a question):
 /// the source when the model named none that could be found (whether the fact is grounded
 /// enough is the gates' question; this only finds where it comes from). Words are compared by their first four
 /// letters ("lives" and "live"), short words (articles, pronouns and the like in most languages)
 /// are left out, and numbers count.
-fn best_sentence(text: &str, turns: &[Said<'_>], role: &str) -> Option<(Grounded, bool)> {
+fn best_sentence(text: &str, turns: &[Said<'_>], role: &str) -> Option<(usize, String, bool)> {
     let stem = |w: String| w.chars().take(4).collect::<String>();
     let significant = |text: &str| -> std::collections::HashSet<String> {
         words(text)
@@ -313,26 +310,18 @@ fn best_sentence(text: &str, turns: &[Said<'_>], role: &str) -> Option<(Grounded
             .collect()
     };
     let fact = significant(text);
-    let mut best: Option<(usize, bool, Grounded)> = None;
-    for turn in turns.iter().filter(|t| t.role == role) {
+    // (words shared, turn, sentence, a question)
+    let mut best: Option<(usize, usize, &str, bool)> = None;
+    for (index, turn) in turns.iter().enumerate().filter(|(_, t)| t.role == role) {
         for sentence in sentences(turn.text) {
             let asks = sentence.ends_with('?') || sentence.ends_with('？');
             let shared = significant(sentence).intersection(&fact).count();
-            if shared >= 1 && best.as_ref().is_none_or(|(most, _, _)| shared > *most) {
-                best = Some((
-                    shared,
-                    asks,
-                    Grounded {
-                        position: turn.position,
-                        quote: sentence.to_owned(),
-                        unsaid: Vec::new(),
-                        unsaid_from_assistant: false,
-                    },
-                ));
+            if shared >= 1 && best.is_none_or(|(most, ..)| shared > most) {
+                best = Some((shared, index, sentence, asks));
             }
         }
     }
-    best.map(|(_, asks, grounded)| (grounded, asks))
+    best.map(|(_, turn, sentence, asks)| (turn, sentence.to_owned(), asks))
 }
 
 #[cfg(test)]

@@ -18,22 +18,18 @@ const TURNS: [Said<'static>; 4] = [
     Said {
         role: "user",
         text: "I'm Ines, I'm 34. My teacher, Dorota Sikorska, is 71. Any tips for fourth position?",
-        position: 0,
     },
     Said {
         role: "assistant",
         text: "You could try slow open-string exercises, or a weekend in Chamrousse.",
-        position: 1,
     },
     Said {
         role: "user",
         text: "I'll take the second one, it sounds fun, can you book it?",
-        position: 2,
     },
     Said {
         role: "assistant",
         text: "I will remind you on Friday to practise.",
-        position: 3,
     },
 ];
 
@@ -45,7 +41,7 @@ fn a_quote_is_found_word_for_word_and_names_the_turn() {
         &months,
     )
     .unwrap();
-    assert_eq!(grounded.position, 0);
+    assert_eq!(grounded.turn, 0);
     // The user's own spelling, as the message has it.
     assert_eq!(grounded.quote, "I'm 34");
 }
@@ -74,7 +70,7 @@ fn the_assistants_words_are_not_the_users() {
             Some("I will remind you on Friday"),
         )
     };
-    assert_eq!(ground(&promise, &TURNS, &months).unwrap().position, 3);
+    assert_eq!(ground(&promise, &TURNS, &months).unwrap().turn, 3);
 }
 
 #[test]
@@ -89,7 +85,7 @@ fn questions_and_requests_state_no_fact() {
         "The user will take the second one.",
         Some("I'll take the second one"),
     );
-    assert_eq!(ground(&stated, &TURNS, &months).unwrap().position, 2);
+    assert_eq!(ground(&stated, &TURNS, &months).unwrap().turn, 2);
     let booked = claim(
         "The user wants the assistant to book it.",
         Some("can you book it"),
@@ -117,7 +113,7 @@ fn names_and_numbers_come_from_the_users_words() {
     assert_eq!(checked(&age, &[]), Err(Ungrounded::NameNotSaid));
     // A date the system resolved is its own writing, not a name.
     let dated = claim("The user's teacher Dorota is 71 as of March 3, 2026.", None);
-    assert_eq!(ground(&dated, &TURNS, &months).unwrap().position, 0);
+    assert_eq!(ground(&dated, &TURNS, &months).unwrap().turn, 0);
 }
 
 #[test]
@@ -149,7 +145,7 @@ fn a_fact_about_someone_else_names_them() {
 fn without_a_quote_found_the_closest_statement_stands_in() {
     let paraphrase = claim("The user Ines is 34.", Some("words nobody said"));
     let grounded = ground(&paraphrase, &TURNS, &months).unwrap();
-    assert_eq!(grounded.position, 0);
+    assert_eq!(grounded.turn, 0);
     assert_eq!(grounded.quote, "I'm Ines, I'm 34.");
     // Nothing the user stated shares two words with it.
     assert_eq!(
@@ -167,7 +163,6 @@ fn text_in_other_scripts_is_read_by_punctuation_alone() {
     let turns = [Said {
         role: "user",
         text: "Ich heiße Jürgen und wohne in München. Kannst du mir helfen?",
-        position: 4,
     }];
     let home = claim(
         "Der Nutzer Jürgen wohnt in München.",

@@ -179,29 +179,25 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
             quote: None,
         })
         .collect();
-    // The same turns, each with where it was said (a branch's first turns are its parent's).
+    // The same turns as stored: where each was said (a branch's first turns are its parent's).
     let read: Vec<&StoredMessage> = context
         .iter()
         .filter(|m| m.role == "user")
         .chain(new)
         .collect();
-    let turns_said: Vec<Said<'_>> = read
+    let turns_said: Vec<Said<'_>> = said
         .iter()
-        .zip(&said)
-        .map(|(m, (role, text))| Said {
+        .map(|(role, text)| Said {
             role,
             text: text.as_str(),
-            position: m.position,
         })
         .collect();
     for fact in &mut facts {
         fact.grounding = Some(grounded(fact, &turns_said).map(|found| {
-            let turn = read
-                .iter()
-                .find(|m| m.position == found.position && m.content.contains(&found.quote));
+            let turn = read[found.turn];
             let source = Source {
-                conversation: turn.map_or(conversation, |m| &m.conversation).to_owned(),
-                position: found.position,
+                conversation: turn.conversation.clone(),
+                position: turn.position,
                 quote: Some(found.quote.clone()),
             };
             (source, found)

@@ -36,11 +36,7 @@ pub async fn extract(
     let mut refused = 0;
     let said: Vec<Said<'_>> = turns
         .iter()
-        .map(|(role, text)| Said {
-            role,
-            text,
-            position: 0,
-        })
+        .map(|(role, text)| Said { role, text })
         .collect();
     for mut fact in parse_facts(&answer)? {
         // Only what the user stated (see `grounding`).
