@@ -213,6 +213,13 @@ pub struct Source {
     pub quote: Option<String>,
 }
 
+impl Source {
+    /// Whether both name the same turn (whatever words of it they quote).
+    pub fn same_turn(&self, other: &Source) -> bool {
+        self.conversation == other.conversation && self.position == other.position
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewMemory {
     pub text: String,

@@ -195,6 +195,32 @@ fn facts_area(store: &dyn Store) {
         store.live_memory_id(&bob, "Works at Acme.").expect("find"),
         None
     );
+    // A new version drawn from the same turn (other words of it) keeps that turn current.
+    let same_turn = Source {
+        quote: Some("I work at Acme.".to_owned()),
+        ..source.clone()
+    };
+    store
+        .update_memory(
+            &ana,
+            id,
+            "Works at Acme, in Lisbon.",
+            None,
+            &[same_turn],
+            "more",
+        )
+        .expect("update");
+    let turn_id = store
+        .list_messages(&ana, "c1", Page::default())
+        .expect("log")[0]
+        .id;
+    let documents = store
+        .documents(&ana, Corpus::Message, &[turn_id])
+        .expect("documents");
+    assert!(
+        !documents[0].outdated,
+        "the turn the new version comes from stays current"
+    );
     store
         .update_memory(&ana, id, "Works at Globex.", None, &[], "moved")
         .expect("update");
@@ -208,10 +234,6 @@ fn facts_area(store: &dyn Store) {
             .expect("find"),
         Some(id)
     );
-    let turn_id = store
-        .list_messages(&ana, "c1", Page::default())
-        .expect("log")[0]
-        .id;
     let documents = store
         .documents(&ana, Corpus::Message, &[turn_id])
         .expect("documents");
@@ -253,6 +275,7 @@ fn facts_area(store: &dyn Store) {
         [
             "true:add",
             "false:add",
+            "true:update",
             "true:update",
             "false:invalidate",
             "false:restore",

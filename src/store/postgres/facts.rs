@@ -78,7 +78,10 @@ async fn outdate_sources(
     keep: &[Source],
 ) -> StoreResult<()> {
     let now = now_ms();
-    for source in sources.iter().filter(|s| !keep.contains(s)) {
+    for source in sources
+        .iter()
+        .filter(|s| !keep.iter().any(|k| k.same_turn(s)))
+    {
         client
             .execute(
                 "UPDATE messages SET outdated_at = $1

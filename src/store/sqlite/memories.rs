@@ -90,7 +90,10 @@ fn outdate_sources(
            AND conversation_id = (SELECT id FROM conversations WHERE uid = ?2 AND external_id = ?4)",
     )?;
     let now = now_ms();
-    for source in sources.iter().filter(|s| !keep.contains(s)) {
+    for source in sources
+        .iter()
+        .filter(|s| !keep.iter().any(|k| k.same_turn(s)))
+    {
         statement.execute(params![now, uid, source.position, source.conversation])?;
     }
     Ok(())
