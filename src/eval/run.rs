@@ -338,18 +338,18 @@ async fn run_pair(
     }
     if matches!(mode, Mode::Implicit | Mode::Explicit) {
         let scope = crate::store::UserScope::new("default", EVAL_USER);
-        let stats = server
+        let (stats, memories) = server
             .state
             .memory
-            .blocking(move |store, _| Ok(super::store_stats::read(store, &scope)?))
+            .blocking(move |store, _| {
+                Ok((
+                    super::store_stats::read(store, &scope)?,
+                    super::audit::live_memories(store, &scope)?,
+                ))
+            })
             .await?;
         pair.store = Some(stats);
-        let scope = crate::store::UserScope::new("default", EVAL_USER);
-        pair.memories = server
-            .state
-            .memory
-            .blocking(move |store, _| Ok(super::audit::live_memories(store, &scope)?))
-            .await?;
+        pair.memories = memories;
         if args.audit {
             let model = args
                 .judge_model
