@@ -10,6 +10,8 @@
 
 use std::collections::HashSet;
 
+use super::grounding::sentences;
+
 mod addressed;
 mod asked;
 mod core_line;
@@ -547,12 +549,6 @@ fn starts_with_assistant(lower: &str) -> bool {
 fn mentions_assistant(text: &str) -> bool {
     let lower = text.to_lowercase();
     lower.contains("the assistant") || lower.starts_with("assistant")
-}
-
-fn sentences(text: &str) -> impl Iterator<Item = &str> {
-    text.split_inclusive(['.', '!', '?', '\n'])
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
 }
 
 /// The share of `words` for which `found` holds (1.0 for no words: nothing to ground).

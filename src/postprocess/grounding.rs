@@ -149,23 +149,12 @@ fn clause_asks(text: &str, end: usize) -> bool {
         .is_some_and(|c| matches!(c, '?' | '？'))
 }
 
-/// The sentences of a text (split after `. ! ?` and line breaks).
-fn sentences(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for (index, c) in text.char_indices() {
-        if matches!(c, '.' | '!' | '?' | '\n' | '。' | '？' | '！') {
-            let end = index + c.len_utf8();
-            if !text[start..end].trim().is_empty() {
-                out.push(text[start..end].trim());
-            }
-            start = end;
-        }
-    }
-    if !text[start..].trim().is_empty() {
-        out.push(text[start..].trim());
-    }
-    out
+/// The sentences of a text, each with its end mark (split after `. ! ?`, their full-width forms
+/// and line breaks).
+pub(super) fn sentences(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive(['.', '!', '?', '\n', '。', '？', '！'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
 }
 
 /// Names and numbers in a fact: words with a capital that do not open a sentence, and words with
