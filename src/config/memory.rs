@@ -53,6 +53,12 @@ pub struct MemoryConfig {
     pub summary_min_turns: usize,
     /// Only add facts (no reconcile call: no updates or invalidations).
     pub add_only: bool,
+    /// A new fact at least this close (cosine) to a live memory, or to an earlier fact of the same
+    /// extraction, that names the same names and numbers says it again and is not stored twice
+    /// ([`crate::postprocess`]'s restatement rule). The scale is the embedding model's: 0.95
+    /// suits the local all-MiniLM-L6-v2 (paraphrases measured at 0.96–0.99, a negation at 0.86).
+    /// Above 1: never.
+    pub restatement_similarity: f32,
     /// Background consolidation of a user's facts (junk the gates missed, facts another one
     /// contains, scattered facts about one subject merged), this long after their last new fact.
     /// `"off"`: never.
@@ -122,6 +128,7 @@ impl Default for MemoryConfig {
             extraction_debounce: Duration::from_secs(3),
             summary_min_turns: 6,
             add_only: false,
+            restatement_similarity: 0.95,
             consolidation_delay: Some(Duration::from_secs(30 * 60)),
             consolidation_runs_per_day: 4,
             responses_max_age: Some(Duration::from_secs(30 * 24 * 3600)),

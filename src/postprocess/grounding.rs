@@ -163,7 +163,10 @@ pub(super) fn sentences(text: &str) -> impl Iterator<Item = &str> {
 /// first has a capital too. Words of a date the system wrote itself (a relative day resolved to "March 27, 2026")
 /// are left out: `date_word` names its month and weekday words, and numbers beside one of them,
 /// or years, belong to it.
-fn names_and_numbers<'a>(text: &'a str, date_word: &dyn Fn(&str) -> bool) -> Vec<&'a str> {
+pub(super) fn names_and_numbers<'a>(
+    text: &'a str,
+    date_word: &dyn Fn(&str) -> bool,
+) -> Vec<&'a str> {
     let mut out = Vec::new();
     for sentence in sentences(text) {
         let pieces: Vec<&str> = sentence

@@ -13,6 +13,7 @@ mod jobs;
 pub mod llm;
 pub mod prompts;
 mod reconcile;
+mod restated;
 pub mod turn_facts;
 
 use std::sync::Arc;

@@ -1,5 +1,5 @@
-//! Reconciliation: new facts against the stored memories they resemble. Exact duplicates and
-//! whatever the gates refuse go first; the memory LLM then decides per fact (ADD, UPDATE of a
+//! Reconciliation: new facts against the stored memories they resemble. Exact duplicates,
+//! restatements ([`super::restated`]) and whatever the gates refuse go first; the memory LLM then decides per fact (ADD, UPDATE of a
 //! stored memory, INVALIDATE one it contradicts, NOOP), and the decisions are applied so that one
 //! stale or malformed decision never loses the other facts. Used by the extraction job and by
 //! `add_memory` over MCP ([`super::PostProcessor::remember`]).
@@ -11,7 +11,8 @@ use serde_json::{json, Value};
 use super::gates::{self, Evidence, Rejection};
 use super::jobs::{Fact, MAX_FACT_CHARS};
 use super::llm::{json_object, Answer};
-use super::PostProcessor;
+use super::{restated, PostProcessor};
+use crate::embed::cosine;
 use crate::memory::{MemoryError, RetrievalRequest};
 use crate::store::{content_hash, Corpus, Inserted, Source, StoreError, UserScope};
 use crate::strategy::inject::quoted;
@@ -99,6 +100,8 @@ pub(super) async fn reconcile(
     let mut candidates: Vec<(i64, String, i64)> = Vec::new();
     // Stored memories a new fact may supersede, beyond the candidates.
     let mut rivals: Vec<(i64, String, i64)> = Vec::new();
+    // The facts of this batch kept so far, with their vectors.
+    let mut accepted: Vec<(String, Vec<f32>)> = Vec::new();
     for (index, mut fact) in facts.into_iter().enumerate() {
         // The gates read a fact as the model wrote it: a resolved date is no word of the user's
         // (with one, "The user ate grass this morning." no longer read as the cat's).
@@ -162,6 +165,34 @@ pub(super) async fn reconcile(
             outcomes[index] = Some(outcome(&label, None, None));
             continue;
         }
+        // One fact, one memory: what a live memory or an earlier fact of this batch already says
+        // is not stored again ([`restated`]).
+        let bar = pp.config.restatement_similarity;
+        if let Some(same) = hits.iter().find(|h| {
+            h.similarity
+                .is_some_and(|s| restated::restates(&fact.text, &h.text, s, bar))
+        }) {
+            *counts.entry("restated".to_owned()).or_default() += 1;
+            outcomes[index] = Some(outcome("duplicate", Some(same.id), None));
+            continue;
+        }
+        let vector = pp
+            .memory
+            .embed(vec![fact.text.clone()])
+            .await
+            .map_err(|e| e.to_string())?
+            .pop()
+            .map(|e| e.vector)
+            .unwrap_or_default();
+        if accepted
+            .iter()
+            .any(|(text, v)| restated::restates(&fact.text, text, cosine(&vector, v), bar))
+        {
+            *counts.entry("restated".to_owned()).or_default() += 1;
+            outcomes[index] = Some(outcome("duplicate", None, None));
+            continue;
+        }
+        accepted.push((fact.text.clone(), vector));
         for hit in hits {
             if !candidates.iter().any(|(id, _, _)| *id == hit.id) {
                 candidates.push((hit.id, hit.text, hit.created_at_ms));

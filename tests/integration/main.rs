@@ -62,6 +62,7 @@ mod recency;
 mod relay;
 mod replicas;
 mod responses;
+mod restated;
 mod retrieval_floor;
 mod sdk;
 mod secrets;
