@@ -65,6 +65,13 @@ pub struct AgentMail {
     pub upstream: Arc<Upstream>,
 }
 
+#[async_trait::async_trait]
+impl crate::postprocess::JobHandler for AgentMail {
+    async fn run(&self, job: &Job, scope: &UserScope) -> Result<String, String> {
+        self.deliver(job, scope).await
+    }
+}
+
 impl AgentMail {
     /// Runs the receiver's turn on one queued message; its reply goes to the sender's log.
     pub async fn deliver(&self, job: &Job, scope: &UserScope) -> Result<String, String> {

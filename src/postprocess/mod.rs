@@ -16,6 +16,7 @@ mod reconcile;
 mod restated;
 pub mod turn_facts;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,6 +39,15 @@ pub use jobs::{parse_facts, Fact};
 use llm::MemoryLlm;
 use prompts::Prompts;
 pub use reconcile::FactOutcome;
+
+/// A handler of one kind of durable job that a part above the post-processor owns (agent
+/// messaging): the workers reach it by the job's kind through [`PostProcessor::register`], so the
+/// post-processor never names that part (the layers point one way).
+#[async_trait]
+pub trait JobHandler: Send + Sync + 'static {
+    /// Runs one job of the user `scope`: its report, or the error that retries it.
+    async fn run(&self, job: &Job, scope: &UserScope) -> Result<String, String>;
+}
 
 pub const EXTRACT: &str = "extract";
 pub const SUMMARIZE: &str = "summarize";
@@ -82,17 +92,25 @@ pub struct PostProcessor {
     prompts: Prompts,
     metrics: Arc<Metrics>,
     wake: Notify,
-    /// Delivers messages between agents (set once the agents exist).
-    mail: std::sync::OnceLock<Arc<crate::agent::mail::AgentMail>>,
+    /// Handlers of the job kinds that parts above the post-processor own (agent messaging),
+    /// by kind: registered at start-up, before the workers run.
+    handlers: std::sync::RwLock<HashMap<String, Arc<dyn JobHandler>>>,
     /// The model of the latest chat seen, for memory LLM calls that come with none (a fact
     /// saved over MCP) when `memory.llm.model` is not set.
     last_model: std::sync::Mutex<String>,
 }
 
 impl PostProcessor {
-    /// Lets the workers deliver messages between agents.
-    pub fn set_mail(&self, mail: crate::agent::mail::AgentMail) {
-        let _ = self.mail.set(Arc::new(mail));
+    /// Lets the workers run jobs of `kind` with `handler` (a later registration of the same
+    /// kind replaces the earlier one).
+    pub fn register(&self, kind: &str, handler: Arc<dyn JobHandler>) {
+        if let Ok(mut handlers) = self.handlers.write() {
+            handlers.insert(kind.to_owned(), handler);
+        }
+    }
+
+    fn handler(&self, kind: &str) -> Option<Arc<dyn JobHandler>> {
+        self.handlers.read().ok()?.get(kind).cloned()
     }
 
     pub fn new(
@@ -108,7 +126,7 @@ impl PostProcessor {
             prompts: services.prompts.clone(),
             metrics,
             wake: Notify::new(),
-            mail: std::sync::OnceLock::new(),
+            handlers: std::sync::RwLock::new(HashMap::new()),
             last_model: std::sync::Mutex::new(String::new()),
         }
     }
@@ -211,11 +229,11 @@ impl PostProcessor {
             }
             (SUMMARIZE, Some(scope)) => jobs::summarize(self, &job, &scope).await,
             (CONSOLIDATE, Some(scope)) => consolidate::consolidate(self, &job, &scope).await,
-            (crate::agent::mail::AGENT_MESSAGE, Some(scope)) => match self.mail.get() {
-                Some(mail) => mail.deliver(&job, &scope).await,
-                None => Err("agent messaging is not running".to_owned()),
+            (kind, Some(scope)) => match self.handler(kind) {
+                Some(handler) => handler.run(&job, &scope).await,
+                None => Err(format!("unknown job kind '{kind}'")),
             },
-            (kind, _) => Err(format!("unknown job kind '{kind}'")),
+            (kind, None) => Err(format!("unknown job kind '{kind}'")),
         };
         let id = job.id;
         let elapsed = started.elapsed();

@@ -168,10 +168,13 @@ pub async fn start_on(
     ));
     let hooks: Vec<SharedHook> = vec![post.clone(), hook];
     let state = AppState::new(config, hooks, memory, metrics, &services, Arc::clone(&post))?;
-    post.set_mail(crate::agent::mail::AgentMail {
-        agents: Arc::clone(&state.agents),
-        upstream: Arc::clone(&state.upstream),
-    });
+    post.register(
+        crate::agent::mail::AGENT_MESSAGE,
+        Arc::new(crate::agent::mail::AgentMail {
+            agents: Arc::clone(&state.agents),
+            upstream: Arc::clone(&state.upstream),
+        }),
+    );
     if let Some(warning) = exposure {
         tracing::warn!("{warning}");
         let _ = state.exposure_warning.set(warning);
