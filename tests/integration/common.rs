@@ -434,6 +434,22 @@ pub async fn memories(h: &Harness, user: &str) -> Vec<String> {
         .collect()
 }
 
+/// The texts of a user's retired memories (kept as history), oldest first.
+pub async fn retired(h: &Harness, user: &str) -> Vec<String> {
+    let all = get_json(
+        h,
+        &format!("/memproxy/v1/users/{user}/memories?include_invalid=true"),
+    )
+    .await;
+    all["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| !m["valid_until_ms"].is_null())
+        .filter_map(|m| m["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// A chat request of `user` in implicit mode (the scripted chat model answers `echo: …`).
 pub async fn implicit_chat(h: &Harness, user: &str, messages: Value) -> reqwest::Response {
     h.client

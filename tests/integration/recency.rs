@@ -12,7 +12,7 @@ use memproxy::memory::RetrievalRequest;
 
 use crate::common::{
     alice, eventually, facts, get_json, harness_with, implicit_chat, memories, memory_in, query,
-    Harness,
+    retired, Harness,
 };
 
 pub async fn jobs_done(h: &Harness) -> usize {
@@ -181,15 +181,7 @@ async fn a_new_job_retires_the_old_one_when_the_memory_llms_update_is_overruled(
     assert_eq!(live, ["The user has a cat named Miso.", contoso]);
 
     // The old job is history, not gone.
-    let all = get_json(&h, "/memproxy/v1/users/rio/memories?include_invalid=true").await;
-    let retired: Vec<&str> = all["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| !m["valid_until_ms"].is_null())
-        .filter_map(|m| m["text"].as_str())
-        .collect();
-    assert_eq!(retired, [analyst], "{all}");
+    assert_eq!(retired(&h, "rio").await, [analyst]);
 }
 
 /// Seen with the real 1.5B model on project-deadline: "The deadline for the thesis is October

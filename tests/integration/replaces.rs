@@ -8,7 +8,9 @@ use std::time::Duration;
 use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
-use crate::common::{eventually, get_json, harness_with, implicit_chat, memories, Harness};
+use crate::common::{
+    eventually, get_json, harness_with, implicit_chat, memories, retired, Harness,
+};
 
 const INFECTION: &str = "The user's dog Biscuit has a yeast infection.";
 const BEAGLE: &str = "The user's dog Biscuit is a beagle.";
@@ -109,13 +111,5 @@ async fn a_fact_that_names_a_shown_memory_it_changes_retires_it() {
     expected.sort();
     assert_eq!(live, expected);
     // The infection is kept as history, not deleted.
-    let all = get_json(&h, "/memproxy/v1/users/ada/memories?include_invalid=true").await;
-    let retired: Vec<&str> = all["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| !m["valid_until_ms"].is_null())
-        .filter_map(|m| m["text"].as_str())
-        .collect();
-    assert_eq!(retired, [INFECTION], "{all}");
+    assert_eq!(retired(&h, "ada").await, [INFECTION]);
 }

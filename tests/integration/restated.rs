@@ -61,18 +61,20 @@ async fn tell(h: &Harness, said: &str, facts: Vec<Value>, done: usize) -> String
 
 const FIRST: &str = "Yusuf and I want to visit the railway museum in York. I'm 34 years old.";
 
+/// What the memory LLM makes of [`FIRST`]: the plan twice in other words, and the age.
+fn first_facts() -> Vec<Value> {
+    let said = "Yusuf and I want to visit the railway museum in York";
+    vec![
+        fact(YORK, said),
+        fact(YORK_AGAIN, said),
+        fact(AGE, "I'm 34 years old"),
+    ]
+}
+
 #[tokio::test]
 async fn a_restatement_is_merged_at_write_time_and_another_value_is_not() {
     let h = proxy(0.95).await;
-    let first = vec![
-        fact(YORK, "Yusuf and I want to visit the railway museum in York"),
-        fact(
-            YORK_AGAIN,
-            "Yusuf and I want to visit the railway museum in York",
-        ),
-        fact(AGE, "I'm 34 years old"),
-    ];
-    let report = tell(&h, FIRST, first, 1).await;
+    let report = tell(&h, FIRST, first_facts(), 1).await;
     assert!(report.contains("1 restated"), "{report}");
     let mut stored = memories(&h, "ines").await;
     stored.sort();
@@ -107,15 +109,7 @@ async fn a_restatement_is_merged_at_write_time_and_another_value_is_not() {
 async fn without_the_rule_the_restatement_is_stored_twice() {
     // The same first extraction with the bar out of reach: the check above is what merges.
     let h = proxy(1.1).await;
-    let first = vec![
-        fact(YORK, "Yusuf and I want to visit the railway museum in York"),
-        fact(
-            YORK_AGAIN,
-            "Yusuf and I want to visit the railway museum in York",
-        ),
-        fact(AGE, "I'm 34 years old"),
-    ];
-    let report = tell(&h, FIRST, first, 1).await;
+    let report = tell(&h, FIRST, first_facts(), 1).await;
     assert!(!report.contains("restated"), "{report}");
     let mut stored = memories(&h, "ines").await;
     stored.sort();
