@@ -16,6 +16,7 @@ pub mod eval;
 pub mod hooks;
 pub mod identity;
 pub mod keys;
+pub mod language;
 pub mod limits;
 pub mod mcp;
 pub mod memory;

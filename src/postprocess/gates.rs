@@ -496,25 +496,17 @@ pub(crate) fn content_words(text: &str) -> HashSet<String> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|w| w.chars().count() > 1)
         .map(str::to_lowercase)
+        // A stop word is known by its own form ("assistant", whose stem is "assist").
+        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
         .map(|w| stem(&w))
         .filter(|w| !STOP_WORDS.contains(&w.as_str()))
         .collect()
 }
 
-/// A crude English stem, so that "plays" matches "play" and "dogs" "dog". Applied twice, so that
-/// a word and its inflection meet ("plays" → "play" → "pla", as "play" → "pla").
+/// A word's stem ([`crate::language`]), so that "plays" matches "play" and "dogs" "dog".
 fn stem(word: &str) -> String {
-    let once = |word: &str| {
-        for suffix in ["ies", "ing", "ed", "es", "ic", "ly", "y", "s"] {
-            if let Some(base) = word.strip_suffix(suffix) {
-                if base.chars().count() >= 3 {
-                    return base.to_owned();
-                }
-            }
-        }
-        word.to_owned()
-    };
-    once(&once(word))
+    use crate::language::Language;
+    crate::language::english().stem(word)
 }
 
 /// The content words of what a fact says of its subject: what follows its first "is", "are",
