@@ -109,14 +109,14 @@ async function userPage(user, params) {
         ? el("button", { text: "Restore", onclick: async () => { await api("POST", `${base}/memories/${m.id}/restore`); route(); } })
         : el("button", { text: "Invalidate", onclick: async () => { await api("DELETE", `${base}/memories/${m.id}?invalidate=true`); route(); } }),
       el("button", { text: "Delete", onclick: async () => { if (confirm("Delete this memory?")) { await api("DELETE", `${base}/memories/${m.id}`); route(); } } }));
-    return [String(m.id), el("span", { class: "memory-text", text: m.text }), m.kind,
+    return [String(m.id), el("span", { class: "memory-text", text: m.text }), m.kind, m.subject || "",
       el("span", { class: "memory-source", text: m.sources.map((s) =>
         `${s.conversation} #${s.position}` + (s.quote ? `: “${s.quote}”` : "")).join(", ") }),
       when(m.created_at_ms) + (m.valid_until_ms ? " (invalid since " + when(m.valid_until_ms) + ")" : ""),
       el("pre", { text: history }), actions];
   });
   return [el("h1", { text: "User " + user }), search, results, el("h2", { text: "Memories" }), add, pager,
-    table(["id", "text", "kind", "from (conversation #turn: the user's words)", "created", "history", ""], rows),
+    table(["id", "text", "kind", "about", "from (conversation #turn: the user's words)", "created", "history", ""], rows),
     el("h2", { text: "Conversations" }),
     table(["conversation", "branch of (from turn)", "agent", "turns", "updated"], conversations.data.map((c) => [
       el("a", { href: `#/users/${enc(user)}/conversations/${enc(c.id)}`, text: c.id }),

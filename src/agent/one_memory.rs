@@ -207,7 +207,7 @@ async fn add(
     if memory.check_text(text).is_err() {
         return Ok(None);
     }
-    let item = vec![(text.to_owned(), "fact".to_owned(), Vec::new())];
+    let item = vec![crate::memory::NewFact::new(text, "fact", Vec::new())];
     let inserted = memory.add_memories_at(scope, item, cause, at_ms).await?;
     Ok(inserted.first().map(|inserted| match inserted {
         Inserted::New { id, .. } | Inserted::Duplicate { id } => *id,
@@ -290,6 +290,7 @@ pub async fn adopt(memory: &MemoryService) -> MemoryResult<usize> {
                     text,
                     kind: "fact".to_owned(),
                     sources: Vec::new(),
+                    subject: None,
                     created_at_ms: at,
                     embedding: None,
                 };

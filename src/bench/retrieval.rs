@@ -279,6 +279,7 @@ pub(crate) fn synthetic_memory(
         ),
         kind: "fact".into(),
         sources: vec![],
+        subject: None,
         created_at_ms: 1_700_000_000_000 + n as i64,
         embedding: Some(Embedding {
             model: model.to_owned(),

@@ -32,6 +32,33 @@ use crate::vector::{Change, VectorIndexes};
 
 pub use retrieval::{Hit, QueryVectors, RetrievalRequest};
 
+/// A fact to store: what it says, its kind, where it came from, and whom it is about
+/// ([`crate::store::Memory::subject`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewFact {
+    pub text: String,
+    pub kind: String,
+    pub sources: Vec<Source>,
+    pub subject: Option<String>,
+}
+
+impl NewFact {
+    /// A fact whose subject no one gave.
+    pub fn new(text: impl Into<String>, kind: impl Into<String>, sources: Vec<Source>) -> Self {
+        NewFact {
+            text: text.into(),
+            kind: kind.into(),
+            sources,
+            subject: None,
+        }
+    }
+
+    /// The same fact, about `subject`.
+    pub fn about(self, subject: Option<String>) -> Self {
+        NewFact { subject, ..self }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum MemoryError {
     #[error(transparent)]
@@ -179,7 +206,7 @@ impl MemoryService {
     pub async fn add_memories(
         &self,
         scope: &UserScope,
-        items: Vec<(String, String, Vec<Source>)>,
+        items: Vec<NewFact>,
         cause: &str,
     ) -> MemoryResult<Vec<Inserted>> {
         self.add_memories_at(scope, items, cause, now_ms()).await
@@ -189,23 +216,24 @@ impl MemoryService {
     pub async fn add_memories_at(
         &self,
         scope: &UserScope,
-        items: Vec<(String, String, Vec<Source>)>,
+        items: Vec<NewFact>,
         cause: &str,
         at_ms: i64,
     ) -> MemoryResult<Vec<Inserted>> {
-        for (text, _, _) in &items {
-            self.check_text(text)?;
+        for item in &items {
+            self.check_text(&item.text)?;
         }
         let embeddings = self
-            .embed(items.iter().map(|(t, _, _)| t.clone()).collect())
+            .embed(items.iter().map(|item| item.text.clone()).collect())
             .await?;
         let memories = items
             .into_iter()
             .zip(embeddings)
-            .map(|((text, kind, sources), embedding)| NewMemory {
-                text,
-                kind,
-                sources,
+            .map(|(item, embedding)| NewMemory {
+                text: item.text,
+                kind: item.kind,
+                sources: item.sources,
+                subject: item.subject,
                 created_at_ms: at_ms,
                 embedding: Some(embedding),
             })
@@ -249,11 +277,7 @@ impl MemoryService {
         cause: &str,
     ) -> MemoryResult<Inserted> {
         let mut results = self
-            .add_memories(
-                scope,
-                vec![(text.to_owned(), kind.to_owned(), Vec::new())],
-                cause,
-            )
+            .add_memories(scope, vec![NewFact::new(text, kind, Vec::new())], cause)
             .await?;
         results
             .pop()

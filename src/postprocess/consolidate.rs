@@ -21,6 +21,7 @@ use super::gates::{self, content_words};
 use super::llm::{json_object, Answer};
 use super::PostProcessor;
 use crate::embed::cosine;
+use crate::memory::NewFact;
 use crate::store::{now_ms, Corpus, Job, Memory, Page, Source, UserScope};
 
 /// Facts closer than this (cosine) are about one subject.
@@ -151,8 +152,8 @@ fn contained(facts: &[Memory], skip: &[(i64, String)]) -> Vec<(i64, i64)> {
     found
 }
 
-/// The largest group (single link, cosine ≥ [`SAME_SUBJECT`]) of at least [`MIN_GROUP`] facts,
-/// its newest [`MAX_GROUP`].
+/// The largest group (single link, cosine ≥ [`SAME_SUBJECT`], subjects not known to differ) of
+/// at least [`MIN_GROUP`] facts, its newest [`MAX_GROUP`].
 fn largest_group(facts: &[Memory], vectors: &[(i64, Vec<f32>)]) -> Option<Vec<Memory>> {
     let with_vectors: Vec<(&Memory, &Vec<f32>)> = facts
         .iter()
@@ -174,7 +175,10 @@ fn largest_group(facts: &[Memory], vectors: &[(i64, Vec<f32>)]) -> Option<Vec<Me
     }
     for i in 0..n {
         for j in i + 1..n {
-            if cosine(with_vectors[i].1, with_vectors[j].1) >= SAME_SUBJECT {
+            let (a, b) = (with_vectors[i].0, with_vectors[j].0);
+            if crate::store::same_subject(a.subject.as_deref(), b.subject.as_deref())
+                && cosine(with_vectors[i].1, with_vectors[j].1) >= SAME_SUBJECT
+            {
                 let (a, b) = (root(&mut group_of, i), root(&mut group_of, j));
                 group_of[a] = b;
             }
@@ -301,9 +305,17 @@ async fn merge(
     }
     let ids: Vec<String> = group.iter().map(|f| f.id.to_string()).collect();
     let why = cause(&format!("merge of memories {}", ids.join(", ")));
+    // The group's subject, where its facts name one and no other.
+    let mut subjects: Vec<&str> = group.iter().filter_map(|f| f.subject.as_deref()).collect();
+    subjects.sort_by_key(|s| s.to_lowercase());
+    subjects.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
+    let subject = match subjects.as_slice() {
+        [one] => Some((*one).to_owned()),
+        _ => None,
+    };
     let items = merged
         .iter()
-        .map(|t| (t.clone(), "fact".to_owned(), sources.clone()))
+        .map(|t| NewFact::new(t.clone(), "fact", sources.clone()).about(subject.clone()))
         .collect();
     let added = pp
         .memory
@@ -346,7 +358,36 @@ mod tests {
             updated_at_ms: id,
             valid_until_ms: None,
             embedding_model: None,
+            subject: None,
         }
+    }
+
+    #[test]
+    fn facts_about_different_people_are_never_one_group() {
+        let about = |id: i64, subject: Option<&str>| Memory {
+            subject: subject.map(str::to_owned),
+            ..memory(id, &format!("Fact {id}."))
+        };
+        // Four facts close enough in vector to be one group.
+        let vectors: Vec<(i64, Vec<f32>)> = (1..=4)
+            .map(|id| (id, vec![1.0, 0.01 * id as f32]))
+            .collect();
+        let facts = [
+            about(1, Some("user")),
+            about(2, Some("Ana")),
+            about(3, Some("user")),
+            about(4, Some("user")),
+        ];
+        let group = largest_group(&facts, &vectors).expect("a group");
+        let ids: Vec<i64> = group.iter().map(|f| f.id).collect();
+        assert_eq!(ids, [4, 3, 1], "Ana's fact stays out of the user's group");
+        // A fact whose subject no one gave may join either.
+        let facts = [
+            about(1, Some("user")),
+            about(2, None),
+            about(3, Some("user")),
+        ];
+        assert_eq!(largest_group(&facts, &vectors).map(|g| g.len()), Some(3));
     }
 
     #[test]

@@ -107,6 +107,22 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// Whom a fact is about, from the extraction's `about`: a commitment is the assistant's; "user"
+/// and "assistant" are the schema's own words for the two speakers (with or without an article);
+/// anything else is the name of the person or pet given, as given. `None` when no one was named.
+pub fn subject(about: Option<&str>, commitment: bool) -> Option<String> {
+    if commitment {
+        return Some("assistant".to_owned());
+    }
+    let about = about?.trim();
+    let named = words(about);
+    match named.last().map(String::as_str) {
+        None => None,
+        Some(speaker @ ("user" | "assistant")) if named.len() <= 2 => Some(speaker.to_owned()),
+        Some(_) => Some(about.to_owned()),
+    }
+}
+
 /// The words of `text` joined by single spaces, padded, for whole-word containment.
 fn padded(text: &str) -> String {
     format!(" {} ", words(text).join(" "))

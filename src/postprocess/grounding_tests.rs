@@ -180,3 +180,22 @@ fn text_in_other_scripts_is_read_by_punctuation_alone() {
         Err(Ungrounded::NameNotSaid)
     );
 }
+
+#[test]
+fn a_fact_names_its_subject_as_the_schema_or_the_user_named_them() {
+    assert_eq!(subject(Some("user"), false).as_deref(), Some("user"));
+    assert_eq!(subject(Some("The User"), false).as_deref(), Some("user"));
+    assert_eq!(
+        subject(Some("assistant"), false).as_deref(),
+        Some("assistant")
+    );
+    assert_eq!(subject(Some(" Dorota "), false).as_deref(), Some("Dorota"));
+    assert_eq!(
+        subject(Some("Dorota Sikorska"), false).as_deref(),
+        Some("Dorota Sikorska")
+    );
+    // A commitment is the assistant's, whoever the model named.
+    assert_eq!(subject(Some("user"), true).as_deref(), Some("assistant"));
+    assert_eq!(subject(None, false), None);
+    assert_eq!(subject(Some(" "), false), None);
+}

@@ -53,6 +53,13 @@ pub struct Fact {
     pub grounding: Option<Result<(Source, super::grounding::Grounded), super::gates::Rejection>>,
 }
 
+impl Fact {
+    /// Whom the fact is about ([`super::grounding::subject`]).
+    pub fn subject(&self) -> Option<String> {
+        super::grounding::subject(self.about.as_deref(), self.kind == "commitment")
+    }
+}
+
 fn field<'a>(job: &'a Job, name: &str) -> &'a str {
     job.payload[name].as_str().unwrap_or_default()
 }

@@ -13,7 +13,7 @@ use super::jobs::{Fact, MAX_FACT_CHARS};
 use super::llm::{json_object, Answer};
 use super::{restated, PostProcessor};
 use crate::embed::cosine;
-use crate::memory::{MemoryError, RetrievalRequest};
+use crate::memory::{MemoryError, NewFact, RetrievalRequest};
 use crate::store::{content_hash, Corpus, Inserted, Source, StoreError, UserScope};
 use crate::strategy::inject::quoted;
 
@@ -364,7 +364,7 @@ pub(super) async fn reconcile(
             let Some(kept) = gates::remainder(old).filter(|k| gates::check_form(k).is_ok()) else {
                 continue;
             };
-            let item = vec![(kept, "fact".to_owned(), sources.to_vec())];
+            let item = vec![NewFact::new(kept, "fact", sources.to_vec())];
             pp.memory
                 .add_memories_at(scope, item, &origin.cause, *at)
                 .await
@@ -453,7 +453,10 @@ async fn apply(
         _ => sources,
     };
     let add = || async {
-        let item = vec![(fact.text.clone(), fact.kind.clone(), sources.to_vec())];
+        let item = vec![
+            NewFact::new(fact.text.clone(), fact.kind.clone(), sources.to_vec())
+                .about(fact.subject()),
+        ];
         let inserted = pp
             .memory
             .add_memories_at(scope, item, cause, said_at_ms)

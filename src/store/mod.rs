@@ -225,6 +225,8 @@ pub struct NewMemory {
     pub text: String,
     pub kind: String,
     pub sources: Vec<Source>,
+    /// Whom the fact is about (see [`Memory::subject`]).
+    pub subject: Option<String>,
     pub created_at_ms: i64,
     pub embedding: Option<Embedding>,
 }
@@ -235,10 +237,25 @@ pub struct Memory {
     pub text: String,
     pub kind: String,
     pub sources: Vec<Source>,
+    /// Whom the fact is about: `"user"`, `"assistant"` (its commitments) or the name of a person
+    /// or pet in the user's life, as the extraction gave it once grounded
+    /// (`postprocess::grounding`); `None` where no one said (facts stored before subjects were
+    /// kept, and facts written without an extraction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
     pub created_at_ms: i64,
     pub updated_at_ms: i64,
     pub valid_until_ms: Option<i64>,
     pub embedding_model: Option<String>,
+}
+
+/// Whether two facts may be about the same one: their subjects are the same (by case), or one of
+/// them is not known.
+pub fn same_subject(a: Option<&str>, b: Option<&str>) -> bool {
+    match (a, b) {
+        (Some(a), Some(b)) => a.trim().eq_ignore_ascii_case(b.trim()),
+        _ => true,
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -351,6 +368,8 @@ pub struct PortableMemory {
     pub updated_at_ms: i64,
     #[serde(default)]
     pub valid_until_ms: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 /// One turn of the recall log as exported: portable (no database ids), with what the log knows

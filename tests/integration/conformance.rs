@@ -360,6 +360,7 @@ fn integrity_area(store: &(impl Facts + Search + Integrity + Users)) {
                 text: format!("Round {round}: grows tomatoes in garden bed {k}."),
                 kind: "fact".to_owned(),
                 sources: vec![],
+                subject: None,
                 created_at_ms: 1_000,
                 embedding: None,
             };
@@ -512,6 +513,7 @@ fn add_fact(store: &impl Facts, scope: &UserScope, text: &str) -> i64 {
         text: text.to_owned(),
         kind: "fact".to_owned(),
         sources: vec![],
+        subject: None,
         created_at_ms: 1_000,
         embedding: None,
     };

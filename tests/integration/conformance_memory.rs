@@ -35,6 +35,7 @@ fn fact(text: &str, sources: Vec<Source>, vector: Option<Vec<f32>>) -> NewMemory
         text: text.to_owned(),
         kind: "fact".to_owned(),
         sources,
+        subject: None,
         created_at_ms: 1_000,
         embedding: vector.map(|vector| Embedding {
             model: MODEL.to_owned(),
@@ -156,17 +157,21 @@ fn facts_area(store: &dyn Store) {
         store
             .insert_memory(
                 &ana,
-                &fact("Works at Acme.", vec![source.clone()], None),
+                &NewMemory {
+                    subject: Some("user".to_owned()),
+                    ..fact("Works at Acme.", vec![source.clone()], None)
+                },
                 "test",
             )
             .expect("insert"),
     );
-    // The words that state it are kept with its source.
+    // The words that state it are kept with its source, and whom it is about.
     let all = store
         .list_memories(&ana, false, Page::default())
         .expect("list");
     let stored = all.iter().find(|m| m.id == id).expect("stored");
     assert_eq!(stored.sources, vec![source.clone()]);
+    assert_eq!(stored.subject.as_deref(), Some("user"));
     assert_eq!(
         store
             .insert_memory(&ana, &fact("  works at  ACME. ", vec![], None), "test")

@@ -49,7 +49,7 @@ fn fill(store: &dyn Store, ana: &UserScope) {
             },
         )
         .expect("summary");
-    let fact = |text: &str, seed: f32| NewMemory {
+    let fact = |text: &str, seed: f32, subject: Option<&str>| NewMemory {
         text: text.to_owned(),
         kind: "fact".to_owned(),
         sources: vec![Source {
@@ -57,14 +57,15 @@ fn fill(store: &dyn Store, ana: &UserScope) {
             position: 0,
             quote: Some("my words".to_owned()),
         }],
+        subject: subject.map(str::to_owned),
         created_at_ms: 8_000,
         embedding: Some(vector(seed)),
     };
     store
-        .insert_memory(ana, &fact("Lives in Porto.", 0.2), "test")
+        .insert_memory(ana, &fact("Lives in Porto.", 0.2, Some("user")), "test")
         .expect("fact");
     let retired = match store
-        .insert_memory(ana, &fact("Lives in Lisbon.", 0.3), "test")
+        .insert_memory(ana, &fact("Lives in Lisbon.", 0.3, None), "test")
         .expect("fact")
     {
         memproxy::store::Inserted::New { id, .. } => id,
@@ -154,6 +155,12 @@ fn transfer_area(store: &dyn Store) {
         .any(|m| m.message.content == "I live in Porto." && m.embedding == Some(vector(0.1))));
     assert_eq!(bundle.memories.len(), 2);
     assert!(bundle.memories.iter().all(|(_, e)| e.is_some()));
+    let subjects: Vec<Option<&str>> = bundle
+        .memories
+        .iter()
+        .map(|(m, _)| m.subject.as_deref())
+        .collect();
+    assert_eq!(subjects, [Some("user"), None], "whom each fact is about");
     assert_eq!(bundle.passages[0].3, Some(vector(0.5)));
     assert_eq!(bundle.shared_blocks[0].agents, ["helper"]);
 

@@ -2,7 +2,7 @@
 //! with a scripted memory LLM that names a source for each fact as the extraction prompt asks:
 //! the assistant's suggestion, a request and another person's age given to the user are refused,
 //! the suggestion the user took is kept as their choice, and every stored fact carries the
-//! user's words that state it.
+//! user's words that state it and whom it is about.
 
 use std::time::Duration;
 
@@ -68,9 +68,10 @@ async fn only_the_users_own_statements_become_their_facts() {
         .unwrap_or_default()
         .to_owned();
     assert!(report.contains("rejected (from_question)"), "{report}");
-    // Each fact's source is the user's turn and the words that state it.
+    // Each fact's source is the user's turn and the words that state it, and it names whom it
+    // is about.
     let listed = get_json(&h, "/memproxy/v1/users/ines/memories").await;
-    let quotes: Vec<(&str, &str)> = listed["data"]
+    let quotes: Vec<(&str, &str, &str)> = listed["data"]
         .as_array()
         .into_iter()
         .flatten()
@@ -78,20 +79,23 @@ async fn only_the_users_own_statements_become_their_facts() {
             (
                 m["text"].as_str().unwrap_or_default(),
                 m["sources"][0]["quote"].as_str().unwrap_or_default(),
+                m["subject"].as_str().unwrap_or_default(),
             )
         })
         .collect();
     assert!(
         quotes.contains(&(
             "The user chose a weekend in York.",
-            "Let's do York, the railway museum sounds fun"
+            "Let's do York, the railway museum sounds fun",
+            "user"
         )),
         "{listed}"
     );
     assert!(
         quotes.contains(&(
             "The user's teacher Dorota is 71 years old.",
-            "My teacher Dorota is 71"
+            "My teacher Dorota is 71",
+            "Dorota"
         )),
         "{listed}"
     );

@@ -118,6 +118,7 @@ async fn a_crash_between_database_and_index_never_surfaces_deleted_memories() {
                 text: "Alice's new phone is a Pixel.".into(),
                 kind: "fact".into(),
                 sources: vec![],
+                subject: None,
                 created_at_ms: 1,
                 embedding: Some(Embedding {
                     model,
@@ -262,6 +263,7 @@ fn keyword_search_of_a_big_user_keeps_the_informative_words() {
         text,
         kind: "fact".into(),
         sources: vec![],
+        subject: None,
         created_at_ms: 1,
         embedding: None,
     };
@@ -431,6 +433,7 @@ fn a_new_memory_is_found_by_keyword_at_once() {
         text: "Alice took a zeppelin ride.".into(),
         kind: "fact".into(),
         sources: vec![],
+        subject: None,
         created_at_ms: 1,
         embedding: None,
     };

@@ -114,7 +114,7 @@ async fn a_first_person_question_finds_facts_about_the_user() {
     let dir = tempfile::tempdir().expect("tempdir");
     let memory = memory_in(dir.path());
     let fact = "The user lives in Porto with a dog named Pixel.";
-    let item = (fact.to_owned(), "fact".to_owned(), Vec::new());
+    let item = memproxy::memory::NewFact::new(fact, "fact", Vec::new());
     memory
         .add_memories(&alice(), vec![item], "test")
         .await

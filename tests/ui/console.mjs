@@ -64,6 +64,9 @@ try {
   await page.waitForSelector("#view[data-route='#/users/lisa'] .memory-source");
   const source = await page.locator(".memory-source").first().textContent();
   check(source.includes("“My sister Zelda moved to Lisbon”"), "source-quote", source);
+  // ... and whom it is about (the column after its kind).
+  const about = await page.locator("tr:has(.memory-source) td").nth(3).textContent();
+  check(about === "user", "subject", about);
 
   // Hostile memory text renders as text and runs nothing.
   // Each navigation waits for its own page: the previous page's rows are still there until it renders.

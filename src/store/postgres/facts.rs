@@ -120,8 +120,8 @@ impl Facts for PostgresStore {
             let row = tx
                 .query_opt(
                     "INSERT INTO memories (uid, text, kind, sources, created_at, updated_at,
-                         content_hash, embedding_model, embedding)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::REAL[]::vector)
+                         content_hash, embedding_model, embedding, subject)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::REAL[]::vector, $10)
                      ON CONFLICT (uid, content_hash) WHERE valid_until IS NULL DO NOTHING
                      RETURNING id",
                     &[
@@ -134,6 +134,7 @@ impl Facts for PostgresStore {
                         &hash,
                         &memory.embedding.as_ref().map(|e| e.model.as_str()),
                         &memory.embedding.as_ref().map(|e| e.vector.as_slice()),
+                        &memory.subject,
                     ],
                 )
                 .await?;
@@ -264,7 +265,7 @@ impl Facts for PostgresStore {
             let rows = client
                 .query(
                     "SELECT id, text, kind, sources, created_at, updated_at, valid_until,
-                            embedding_model
+                            embedding_model, subject
                      FROM memories WHERE uid = $1 AND ($2 OR valid_until IS NULL)
                      ORDER BY id LIMIT $3 OFFSET $4",
                     &[
@@ -288,6 +289,7 @@ impl Facts for PostgresStore {
                         updated_at_ms: row.get(5),
                         valid_until_ms: row.get(6),
                         embedding_model: row.get(7),
+                        subject: row.get(8),
                     }
                 })
                 .collect())

@@ -1,6 +1,6 @@
 //! The PostgreSQL schema, as versioned migrations applied in order at connect time. Replicas
 //! starting together take turns under an advisory lock; a version, once released, is never
-//! edited (the backend is not released yet: version 1 grows with the areas until it is).
+//! edited: a change is a new version.
 
 use tokio_postgres::Client;
 
@@ -9,7 +9,10 @@ use crate::store::{StoreError, StoreResult};
 /// Arbitrary, fixed: the advisory lock key of schema migrations.
 const MIGRATION_LOCK: i64 = 0x6d65_6d70_0001;
 
-const MIGRATIONS: [(i32, &str); 1] = [(1, SCHEMA_V1)];
+const MIGRATIONS: [(i32, &str); 2] = [(1, SCHEMA_V1), (2, SCHEMA_V2)];
+
+/// Whom each memory is about (`Memory::subject`); NULL for the memories before it.
+const SCHEMA_V2: &str = "ALTER TABLE memories ADD COLUMN subject TEXT;";
 
 /// Every table of memory carries `uid`, so every query is scoped by (tenant, user). Vectors are
 /// pgvector columns without a fixed dimension (`embedding_model` names their model: vectors of

@@ -96,8 +96,8 @@ async fn export(client: &impl GenericClient, scope: &UserScope) -> StoreResult<O
     bundle.shared_blocks = shared::list(client, uid).await?;
     for row in client
         .query(
-            "SELECT text, kind, sources, created_at, updated_at, valid_until, id FROM memories
-             WHERE uid = $1 ORDER BY created_at, id",
+            "SELECT text, kind, sources, created_at, updated_at, valid_until, id, subject
+             FROM memories WHERE uid = $1 ORDER BY created_at, id",
             &[&uid],
         )
         .await?
@@ -111,6 +111,7 @@ async fn export(client: &impl GenericClient, scope: &UserScope) -> StoreResult<O
                 created_at_ms: row.get(3),
                 updated_at_ms: row.get(4),
                 valid_until_ms: row.get(5),
+                subject: row.get(7),
             },
             of("memories", row.get(6)),
         ));
@@ -260,8 +261,8 @@ async fn import(
         counts.memories += client
             .execute(
                 "INSERT INTO memories (uid, text, kind, sources, created_at, updated_at,
-                     valid_until, content_hash, embedding_model, embedding)
-                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::REAL[]::vector
+                     valid_until, content_hash, embedding_model, embedding, subject)
+                 SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10::REAL[]::vector, $11
                  WHERE NOT EXISTS (SELECT 1 FROM memories WHERE uid = $1 AND content_hash = $8
                      AND (valid_until IS NULL OR valid_until IS NOT DISTINCT FROM $7))
                  ON CONFLICT DO NOTHING",
@@ -276,6 +277,7 @@ async fn import(
                     &content_hash(&memory.text),
                     &embedding.as_ref().map(|e| e.model.as_str()),
                     &embedding.as_ref().map(|e| e.vector.as_slice()),
+                    &memory.subject,
                 ],
             )
             .await? as usize;

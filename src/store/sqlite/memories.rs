@@ -133,8 +133,8 @@ pub fn insert(
     let now = now_ms();
     tx.execute(
         "INSERT INTO memories (uid, text, kind, sources, created_at, updated_at, content_hash,
-             embedding_model, embedding)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+             embedding_model, embedding, subject)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
         params![
             uid,
             text,
@@ -145,6 +145,7 @@ pub fn insert(
             hash,
             memory.embedding.as_ref().map(|e| e.model.as_str()),
             memory.embedding.as_ref().map(|e| to_blob(&e.vector)),
+            memory.subject,
         ],
     )?;
     let id = tx.last_insert_rowid();
@@ -251,6 +252,7 @@ fn memory_row(row: &rusqlite::Row) -> rusqlite::Result<Memory> {
         updated_at_ms: row.get(5)?,
         valid_until_ms: row.get(6)?,
         embedding_model: row.get(7)?,
+        subject: row.get(8)?,
     })
 }
 
@@ -264,7 +266,8 @@ pub fn list(
         return Ok(Vec::new());
     };
     let mut statement = connection.prepare(
-        "SELECT id, text, kind, sources, created_at, updated_at, valid_until, embedding_model
+        "SELECT id, text, kind, sources, created_at, updated_at, valid_until, embedding_model,
+                subject
          FROM memories WHERE uid = ?1 AND (?2 OR valid_until IS NULL)
          ORDER BY id LIMIT ?3 OFFSET ?4",
     )?;

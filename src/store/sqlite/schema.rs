@@ -345,4 +345,8 @@ INSERT INTO memories_fts(memories_fts, rank) VALUES ('secure-delete', 1);
 INSERT INTO messages_fts(messages_fts, rank) VALUES ('secure-delete', 1);
 INSERT INTO passages_fts(passages_fts, rank) VALUES ('secure-delete', 1);
 "#,
+    // 14: whom each memory is about (`Memory::subject`); NULL for the memories before it.
+    r#"
+ALTER TABLE memories ADD COLUMN subject TEXT;
+"#,
 ];

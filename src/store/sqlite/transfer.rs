@@ -89,8 +89,8 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
     bundle.conversations = ordered;
 
     let mut statement = connection.prepare(
-        "SELECT text, kind, sources, created_at, updated_at, valid_until, id FROM memories
-         WHERE uid = ?1 ORDER BY created_at, id",
+        "SELECT text, kind, sources, created_at, updated_at, valid_until, id, subject
+         FROM memories WHERE uid = ?1 ORDER BY created_at, id",
     )?;
     bundle.memories = statement
         .query_map([uid], |row| {
@@ -103,6 +103,7 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
                     created_at_ms: row.get(3)?,
                     updated_at_ms: row.get(4)?,
                     valid_until_ms: row.get(5)?,
+                    subject: row.get(7)?,
                 },
                 vectors.of("memories", row.get(6)?),
             ))
@@ -189,8 +190,8 @@ pub fn import(
     }
     let mut insert = tx.prepare_cached(
         "INSERT INTO memories (uid, text, kind, sources, created_at, updated_at, valid_until,
-             content_hash, embedding_model, embedding)
-         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10
+             content_hash, embedding_model, embedding, subject)
+         SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11
          WHERE NOT EXISTS (SELECT 1 FROM memories WHERE uid = ?1 AND content_hash = ?8
                            AND (valid_until IS NULL OR valid_until IS ?7))
          ON CONFLICT DO NOTHING",
@@ -209,6 +210,7 @@ pub fn import(
             content_hash(&memory.text),
             embedding.as_ref().map(|e| e.model.as_str()),
             embedding.as_ref().map(|e| to_blob(&e.vector)),
+            memory.subject,
         ])?;
     }
     if counts.memories > 0 {
