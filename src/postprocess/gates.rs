@@ -28,7 +28,6 @@ pub mod relative;
 mod subject;
 mod tense;
 mod vaguer;
-mod words;
 
 pub use core_line::check_core_line;
 pub use form::check_form;
@@ -36,10 +35,11 @@ pub use instruction::reads_as_instruction;
 pub use person::check_person;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
 pub use subject::{names_of_others, no_referent, someone_else};
-use words::{
-    INTERESTS, INTEREST_WORDS, MUSINGS, PASSING, PROMISES, REPORTED_QUESTIONS, SENSITIVE,
-    STOP_WORDS,
-};
+
+/// The word lists of the language the gates read ([`crate::language`]).
+fn lists() -> &'static crate::language::WordLists {
+    crate::language::current().words()
+}
 
 /// Why a fact or an update was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -249,30 +249,30 @@ impl Evidence {
         let about_assistant = mentions_assistant(fact);
         let lower = fact.to_lowercase();
         // "The assistant will think about it" promises the user nothing.
-        let musing = MUSINGS.iter().any(|m| lower.contains(m));
+        let musing = lists().musings.iter().any(|m| lower.contains(m));
         // "The assistant will help" promises nothing in particular ("The user will help their
         // sister move" is a plan, and a fact).
         let vague = about_assistant && lower.contains("will help");
         let commitment = (kind == "commitment" || about_assistant)
             && !musing
             && !vague
-            && PROMISES.iter().any(|p| lower.contains(p));
+            && lists().promises.iter().any(|p| lower.contains(p));
         if about_assistant && (musing || vague) {
             return Err(Rejection::AboutAssistant);
         }
         if musing {
             return Err(Rejection::Transient);
         }
-        if !about_assistant && REPORTED_QUESTIONS.iter().any(|q| lower.contains(q)) {
+        if !about_assistant && lists().reported_questions.iter().any(|q| lower.contains(q)) {
             return Err(Rejection::Question);
         }
         if self.asked.restates_request(fact) {
             return Err(Rejection::FromQuestion);
         }
-        if !about_assistant && INTERESTS.iter().any(|q| lower.contains(q)) {
+        if !about_assistant && lists().interests.iter().any(|q| lower.contains(q)) {
             let asked: HashSet<String> = words
                 .iter()
-                .filter(|w| !INTEREST_WORDS.contains(&w.as_str()))
+                .filter(|w| !lists().interest_words.contains(&w.as_str()))
                 .cloned()
                 .collect();
             if self
@@ -286,7 +286,7 @@ impl Evidence {
         if no_referent(fact) {
             return Err(Rejection::NoReferent);
         }
-        if !commitment && PASSING.iter().any(|p| lower.contains(p)) {
+        if !commitment && lists().passing.iter().any(|p| lower.contains(p)) {
             return Err(Rejection::Transient);
         }
         let texts: Vec<&str> = self.user_texts.iter().map(String::as_str).collect();
@@ -301,7 +301,8 @@ impl Evidence {
                 .chain(&known)
                 .any(|w| w.starts_with(stem))
         };
-        if SENSITIVE
+        if lists()
+            .sensitive
             .iter()
             .any(|stem| lower.contains(stem) && !own_word(stem))
         {
@@ -497,16 +498,15 @@ pub(crate) fn content_words(text: &str) -> HashSet<String> {
         .filter(|w| w.chars().count() > 1)
         .map(str::to_lowercase)
         // A stop word is known by its own form ("assistant", whose stem is "assist").
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .filter(|w| !lists().stop_words.contains(&w.as_str()))
         .map(|w| stem(&w))
-        .filter(|w| !STOP_WORDS.contains(&w.as_str()))
+        .filter(|w| !lists().stop_words.contains(&w.as_str()))
         .collect()
 }
 
 /// A word's stem ([`crate::language`]), so that "plays" matches "play" and "dogs" "dog".
 fn stem(word: &str) -> String {
-    use crate::language::Language;
-    crate::language::english().stem(word)
+    crate::language::current().stem(word)
 }
 
 /// The content words of what a fact says of its subject: what follows its first "is", "are",

@@ -6,9 +6,7 @@
 //! bought a new grinder, a Baratza Encore."). Pure: explicit mode's hygiene maps each rejection
 //! to the tool message the agent retries from.
 
-use super::{
-    asked::drawn_from_question, check_form, content_words, share, Rejection, REPORTED_QUESTIONS,
-};
+use super::{asked::drawn_from_question, check_form, content_words, lists, share, Rejection};
 
 /// Share of a line's content words the block must hold already for the line to say nothing new.
 /// Dates and numbers count: "The deadline moved to November 30." is news beside "October 15".
@@ -50,7 +48,7 @@ pub fn check_core_line(line: &str, said: &[&str], block: &str) -> Result<(), Rej
         return Err(reason);
     }
     let lower = line.to_lowercase();
-    if REPORTED_QUESTIONS.iter().any(|q| lower.contains(q)) {
+    if lists().reported_questions.iter().any(|q| lower.contains(q)) {
         return Err(Rejection::Question);
     }
     let known: Vec<&str> = block.lines().collect();

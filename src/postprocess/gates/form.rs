@@ -2,7 +2,7 @@
 //! placeholder or tautology, no question, no instruction to the model, no fragment, no manners,
 //! long enough.
 
-use super::words::{COURTESY, SAYING};
+use super::lists;
 use super::{content_words, instruction, Rejection, MIN_WORDS};
 
 /// The checks of a text on its own: no placeholder, no question, no instruction to the model, no
@@ -46,9 +46,10 @@ pub fn check_form(text: &str) -> Result<(), Rejection> {
     }
     let words = content_words(trimmed);
     if !words.is_empty()
-        && words
-            .iter()
-            .all(|w| COURTESY.iter().any(|c| w.starts_with(c)) || SAYING.contains(&w.as_str()))
+        && words.iter().all(|w| {
+            lists().courtesy.iter().any(|c| w.starts_with(c))
+                || lists().saying.contains(&w.as_str())
+        })
     {
         return Err(Rejection::Courtesy);
     }

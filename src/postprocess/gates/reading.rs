@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use super::words::READINGS;
+use super::lists;
 use super::{content_words, sentences};
 
 /// Whether `fact` (lowercased `lower`, content words `words`) makes a claim of liking, interest
@@ -17,7 +17,7 @@ pub(super) fn unvoiced<'a>(
     words: &HashSet<String>,
     texts: impl Iterator<Item = &'a str> + Clone,
 ) -> bool {
-    READINGS.iter().any(|(claims, own_words)| {
+    lists().readings.iter().any(|(claims, own_words)| {
         claims.iter().any(|c| lower.contains(c)) && !voiced(words, claims, own_words, texts.clone())
     })
 }

@@ -1,4 +1,4 @@
-//! The word lists the gates read: what makes a commitment, a reported question, a passing plan,
+//! English's word lists for the memory gates (`postprocess::gates`): what makes a commitment, a reported question, a passing plan,
 //! a claim only the user may make, and the words that carry no content.
 
 /// Words that make a statement about the assistant a commitment.
