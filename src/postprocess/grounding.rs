@@ -54,6 +54,8 @@ pub struct Grounded {
     pub unsaid: Vec<String>,
     /// One of `unsaid` is in an assistant line.
     pub unsaid_from_assistant: bool,
+    /// Whom the fact is about ([`subject_of`]).
+    pub subject: Option<String>,
 }
 
 impl Grounded {
@@ -121,6 +123,28 @@ pub fn subject(about: Option<&str>, commitment: bool) -> Option<String> {
         Some(speaker @ ("user" | "assistant")) if named.len() <= 2 => Some(speaker.to_owned()),
         Some(_) => Some(about.to_owned()),
     }
+}
+
+/// Whom a grounded fact is about: as [`subject`] reads the extraction's `about`, except for a
+/// fact said to be the user's that never names the user (the prompt has facts about the user say
+/// "the user", its own word). Such a fact is about the person it opens with: the run of opening
+/// words that the user's own messages write as a name (capitalised past the opening of a
+/// sentence, `names`): "Helga turns 60 next month." from "My mum Helga turns 60 next month" is
+/// Helga's, whatever the model said. Opening with anything else ("The head chef is …"), it is
+/// about no one known (`None`): a name further on may be a place or an object. A small model
+/// names "user" for almost every fact, so the fact's own words decide.
+pub fn subject_of(claim: &Claim<'_>, names: &[&str]) -> Option<String> {
+    let given = subject(claim.about, claim.commitment);
+    if given.as_deref() != Some("user") || words(claim.text).iter().any(|w| w == "user") {
+        return given;
+    }
+    let run: Vec<&str> = claim
+        .text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .take_while(|w| names.contains(w))
+        .collect();
+    (!run.is_empty()).then(|| run.join(" "))
 }
 
 /// The words of `text` joined by single spaces, padded, for whole-word containment.
@@ -294,11 +318,18 @@ pub fn ground(
             None => return Err(Ungrounded::NoSource),
         },
     };
+    let names: Vec<&str> = turns
+        .iter()
+        .filter(|t| t.role == "user")
+        .flat_map(|t| names_and_numbers(t.text, date_word))
+        .filter(|w| !w.chars().any(|c| c.is_ascii_digit()))
+        .collect();
     Ok(Grounded {
         turn,
         quote,
         unsaid,
         unsaid_from_assistant,
+        subject: subject_of(claim, &names),
     })
 }
 

@@ -199,3 +199,36 @@ fn a_fact_names_its_subject_as_the_schema_or_the_user_named_them() {
     assert_eq!(subject(None, false), None);
     assert_eq!(subject(Some(" "), false), None);
 }
+
+#[test]
+fn a_fact_that_never_names_the_user_is_about_the_person_it_names() {
+    let turns = [Said {
+        role: "user",
+        text:
+            "My mum Helga turns 60 next month. The head chef is Marco Bellini, he trained in Lyon.",
+    }];
+    let about_user = |text: &'static str| Claim {
+        about: Some("user"),
+        ..claim(text, None)
+    };
+    let subject_of = |text: &'static str| {
+        ground(&about_user(text), &turns, &months)
+            .ok()
+            .and_then(|g| g.subject)
+    };
+    assert_eq!(
+        subject_of("Helga turns 60 next month.").as_deref(),
+        Some("Helga")
+    );
+    assert_eq!(
+        subject_of("Marco Bellini trained in Lyon.").as_deref(),
+        Some("Marco Bellini")
+    );
+    // Opening with anything but a name, it is about no one known (a later name may be a place).
+    assert_eq!(subject_of("The head chef trained in Lyon."), None);
+    // A fact that says "the user" is the user's, whoever else it names.
+    assert_eq!(
+        subject_of("The user's mum Helga turns 60 next month.").as_deref(),
+        Some("user")
+    );
+}

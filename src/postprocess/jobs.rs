@@ -54,9 +54,13 @@ pub struct Fact {
 }
 
 impl Fact {
-    /// Whom the fact is about ([`super::grounding::subject`]).
+    /// Whom the fact is about: as grounding found it ([`super::grounding::subject_of`]), else as
+    /// the extraction said ([`super::grounding::subject`]).
     pub fn subject(&self) -> Option<String> {
-        super::grounding::subject(self.about.as_deref(), self.kind == "commitment")
+        match &self.grounding {
+            Some(Ok((_, grounded))) => grounded.subject.clone(),
+            _ => super::grounding::subject(self.about.as_deref(), self.kind == "commitment"),
+        }
     }
 }
 
