@@ -11,26 +11,11 @@ use super::llm::{json_object, Answer};
 use super::reconcile::{reconcile, Origin};
 use super::PostProcessor;
 use crate::dates::ymd_weekday;
-use crate::memory::RetrievalRequest;
-use crate::store::{now_ms, Corpus, Job, Page, Source, StoredMessage, Summary, UserScope};
-use crate::strategy::inject::{quoted, strip_blocks};
+use crate::store::{now_ms, Job, Page, Source, StoredMessage, Summary, UserScope};
+use crate::strategy::inject::strip_blocks;
 
 /// Earlier turns shown with the new ones, to understand them (not to extract from).
 const CONTEXT_TURNS: usize = 4;
-
-/// Live memories shown with the new turns, closest first, for the facts that change one.
-const SHOWN_MEMORIES: usize = 6;
-/// How close (cosine) a memory found by vectors alone must be to the new turns to be shown.
-const SHOWN_SIMILARITY: f32 = 0.3;
-
-/// A text's words, lower-cased, joined by single spaces: a copied text compared as written.
-fn plain(text: &str) -> String {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
-}
 
 /// A fact as the memory LLM wrote it, before the gates, with what it said of its source.
 #[derive(Debug, Default)]
@@ -43,11 +28,6 @@ pub struct Fact {
     pub said_as: Option<String>,
     /// Whom the fact is about: "user", "assistant", or another person's name.
     pub about: Option<String>,
-    /// The text of a stored memory the model says this fact makes no longer true (copied from
-    /// the memories the extraction was shown).
-    pub replaces: Option<String>,
-    /// That memory, once found among those shown: (id, text, when it was said).
-    pub replaced: Option<(i64, String, i64)>,
     /// Its source once checked ([`super::grounding`]): the turn and the words, or why the user
     /// never stated it. `None` for a fact the user stated as such (over MCP).
     pub grounding: Option<Result<(Source, super::grounding::Grounded), super::gates::Rejection>>,
@@ -137,32 +117,16 @@ fn lines(turns: &[StoredMessage]) -> impl Iterator<Item = (i64, &str, &str)> {
         .map(|m| (m.created_at_ms, m.role.as_str(), m.content.as_str()))
 }
 
-/// What an extraction call reads: the newest message's date, the stored memories the new
-/// messages may change (one per line, each quoted: a memory is data), earlier context
-/// (transcript or empty) and the new turns (transcript).
-pub(super) fn extraction_material(
-    newest_ms: i64,
-    stored: &[String],
-    context: &str,
-    new: &str,
-) -> String {
-    let none = |text: String| {
-        if text.is_empty() {
-            "(none)".to_owned()
-        } else {
-            text
-        }
+/// What an extraction call reads: the newest message's date, earlier context (transcript or
+/// empty) and the new turns (transcript).
+pub(super) fn extraction_material(newest_ms: i64, context: &str, new: &str) -> String {
+    let context = if context.is_empty() {
+        "(none)"
+    } else {
+        context
     };
-    let stored = none(
-        stored
-            .iter()
-            .map(|text| format!("- {}", quoted(text)))
-            .collect::<Vec<_>>()
-            .join("\n"),
-    );
-    let context = none(context.to_owned());
     format!(
-        "Date of the newest message: {}\n\nStored memories:\n{stored}\n\nEarlier context (for reference only):\n{context}\n\nNew messages:\n{new}\n",
+        "Date of the newest message: {}\n\nEarlier context (for reference only):\n{context}\n\nNew messages:\n{new}\n",
         ymd_weekday(newest_ms)
     )
 }
@@ -188,31 +152,8 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         return Ok("nothing new".to_owned());
     };
     let context = &turns[first_new.saturating_sub(CONTEXT_TURNS)..first_new];
-    // The live memories the user's new words are closest to: what they may change.
-    let asked: Vec<String> = new
-        .iter()
-        .filter(|m| m.role == "user")
-        .map(|m| strip_blocks(&m.content))
-        .collect();
-    let shown = if asked.is_empty() {
-        Vec::new()
-    } else {
-        let request = RetrievalRequest {
-            query: asked.join("\n"),
-            corpora: vec![Corpus::Memory],
-            top_k: SHOWN_MEMORIES,
-            min_similarity: SHOWN_SIMILARITY,
-            ..RetrievalRequest::default()
-        };
-        pp.memory
-            .retrieve(scope, request)
-            .await
-            .map_err(|e| e.to_string())?
-    };
-    let shown_texts: Vec<String> = shown.iter().map(|h| h.text.clone()).collect();
     let material = extraction_material(
         last.created_at_ms,
-        &shown_texts,
         &transcript(lines(context)),
         &transcript(lines(new)),
     );
@@ -227,17 +168,6 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         .await
         .map_err(|e| e.to_string())?;
     let mut facts = parse_facts(&answer)?;
-    // A memory a fact says it replaces must be one of those shown, copied (ignoring case,
-    // punctuation and spacing): an invented or garbled text replaces nothing.
-    for fact in &mut facts {
-        let Some(copied) = fact.replaces.as_deref().map(plain) else {
-            continue;
-        };
-        fact.replaced = shown
-            .iter()
-            .find(|h| !copied.is_empty() && plain(&h.text) == copied)
-            .map(|h| (h.id, h.text.clone(), h.created_at_ms));
-    }
     // A configured memory length below a fact's is the operator's bound, not the model's error.
     facts.retain(|fact| pp.memory.check_text(&fact.text).is_ok());
     // What the facts may be drawn from: the user's words (also of the context turns) and the
@@ -323,7 +253,7 @@ pub(super) fn facts_schema() -> Value {
     json!({"type": "object", "additionalProperties": false, "required": ["facts"],
     "properties": {"facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
         "type": "object", "additionalProperties": false,
-        "required": ["text", "kind", "quote", "said_as", "about", "replaces"],
+        "required": ["text", "kind", "quote", "said_as", "about"],
         // The fact first, then its source: asked for the source first, a 1.5B model wrote
         // fewer facts, and recall fell (docs/eval-history.md, 2026-12-05).
         "properties": {
@@ -331,8 +261,7 @@ pub(super) fn facts_schema() -> Value {
             "kind": {"type": "string", "enum": ["fact", "preference", "event", "commitment"]},
             "quote": {"type": "string", "minLength": 2, "maxLength": MAX_FACT_CHARS},
             "said_as": {"type": "string", "enum": ["statement", "question", "request"]},
-            "about": {"type": "string", "minLength": 2, "maxLength": 60},
-            "replaces": {"type": "string", "maxLength": MAX_FACT_CHARS}
+            "about": {"type": "string", "minLength": 2, "maxLength": 60}
         }}}}})
 }
 
@@ -365,8 +294,6 @@ pub fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
                 quote: field("quote"),
                 said_as: field("said_as"),
                 about: field("about"),
-                replaces: field("replaces"),
-                replaced: None,
                 grounding: None,
             },
             _ => continue,

@@ -318,19 +318,6 @@ pub(super) async fn reconcile(
                 .collect(),
             _ => Vec::new(),
         };
-        // A memory the model, shown it beside the user's new words, says this fact makes no
-        // longer true, is retired too, unless the fact only says it again or adds to it (then
-        // it did not stop being true).
-        if let (Decision::Add | Decision::Invalidate(_), Some((id, old, at))) =
-            (&decision, &fact.replaced)
-        {
-            let changed = !gates::covers(old, &fact.text) && !gates::only_adds_to(&fact.text, old);
-            if changed && *at <= said_at_ms && !touched.contains(id) {
-                tracing::info!(job = origin.job, memory = id, fact = %fact.text, "the fact replaces a memory shown with the user's words");
-                *counts.entry("replaced".to_owned()).or_default() += 1;
-                superseded.push((*id, old.clone(), *at));
-            }
-        }
         // A memory may be both a candidate and a rival.
         let mut seen = std::collections::HashSet::new();
         superseded.retain(|(id, _, _)| seen.insert(*id));

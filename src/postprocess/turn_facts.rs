@@ -21,7 +21,7 @@ pub async fn extract(
         return Ok((Vec::new(), 0));
     }
     let new = transcript(turns.iter().map(|(role, text)| (at_ms, *role, *text)));
-    let material = extraction_material(at_ms, &[], "", &new);
+    let material = extraction_material(at_ms, "", &new);
     let answer = llm
         .complete(
             model,

@@ -60,7 +60,6 @@ mod quality;
 mod real_clients;
 mod recency;
 mod relay;
-mod replaces;
 mod replicas;
 mod responses;
 mod restated;
