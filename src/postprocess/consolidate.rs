@@ -306,13 +306,11 @@ async fn merge(
     let ids: Vec<String> = group.iter().map(|f| f.id.to_string()).collect();
     let why = cause(&format!("merge of memories {}", ids.join(", ")));
     // The group's subject, where its facts name one and no other.
-    let mut subjects: Vec<&str> = group.iter().filter_map(|f| f.subject.as_deref()).collect();
-    subjects.sort_by_key(|s| s.to_lowercase());
-    subjects.dedup_by(|a, b| a.eq_ignore_ascii_case(b));
-    let subject = match subjects.as_slice() {
-        [one] => Some((*one).to_owned()),
-        _ => None,
-    };
+    let mut known = group.iter().filter_map(|f| f.subject.as_deref());
+    let subject = known
+        .next()
+        .filter(|first| known.all(|s| crate::store::same_subject(Some(first), Some(s))))
+        .map(str::to_owned);
     let items = merged
         .iter()
         .map(|t| NewFact::new(t.clone(), "fact", sources.clone()).about(subject.clone()))

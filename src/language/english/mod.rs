@@ -25,10 +25,6 @@ static WORDS: WordLists = WordLists {
 pub struct English;
 
 impl Language for English {
-    fn code(&self) -> &'static str {
-        "en"
-    }
-
     fn stem(&self, word: &str) -> String {
         // Creating a Snowball stemmer only picks its function: no state to keep.
         Stemmer::create(Algorithm::English).stem(word).into_owned()

@@ -52,21 +52,22 @@ pub(super) const INTERESTS: [&str; 11] = [
 pub(super) const INTEREST_WORDS: [&str; 8] = [
     "interest", "want", "learn", "like", "look", "need", "help", "seek",
 ];
-/// Stems of words of courtesy: a line made only of them ("The user thanks the assistant.") is
-/// manners, not a fact.
+/// Words of courtesy: a line made only of them ("The user thanks the assistant.") is manners,
+/// not a fact. Plain words: the gate stems them with the language's stemmer, as it stems the
+/// fact's words, so that "apologizes" meets "apologize".
 pub(super) const COURTESY: [&str; 12] = [
     "thank",
     "hello",
     "hi",
     "hey",
     "greet",
-    "welcom",
-    "appreciat",
+    "welcome",
+    "appreciate",
     "bye",
-    "goodby",
-    "pleas",
+    "goodbye",
+    "please",
     "sorry",
-    "apologi",
+    "apologize",
 ];
 /// Words of saying, which a line of courtesy may hold too ("The user said hello and thanks.").
 pub(super) const SAYING: [&str; 6] = ["say", "said", "express", "again", "lot", "much"];

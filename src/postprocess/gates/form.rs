@@ -47,7 +47,10 @@ pub fn check_form(text: &str) -> Result<(), Rejection> {
     let words = content_words(trimmed);
     if !words.is_empty()
         && words.iter().all(|w| {
-            lists().courtesy.iter().any(|c| w.starts_with(c))
+            lists()
+                .courtesy
+                .iter()
+                .any(|c| w.starts_with(&super::stem(c)))
                 || lists().saying.contains(&w.as_str())
         })
     {

@@ -59,6 +59,11 @@ fn junk_is_refused_with_its_reason() {
         ("The user thanks the assistant.", Rejection::Courtesy),
         ("The user said hello and thanks a lot.", Rejection::Courtesy),
         (
+            "The user apologizes and appreciates it.",
+            Rejection::Courtesy,
+        ),
+        ("The user says sorry and goodbye.", Rejection::Courtesy),
+        (
             "The user's dog Rexford is a corgi and I love him.",
             Rejection::FirstPerson,
         ),
