@@ -260,19 +260,24 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
 /// What the user said, said back whole or cut short (a reply stopped by the token limit).
 fn cut_echo(text: &str, user_said: &[String]) -> bool {
     let text = normal(text);
-    echoes(&text, user_said)
-        || (text.chars().count() >= 12
-            && user_said.iter().any(|said| normal(said).starts_with(&text)))
+    !text.is_empty()
+        && user_said.iter().any(|said| {
+            let said = normal(said);
+            said == text || (text.chars().count() >= 12 && said.starts_with(&text))
+        })
 }
 
-/// `text` trimmed of quotes, lowercased, its spacing made single: how replies are compared.
+/// `text` trimmed of quotes and spaces, lowercased, its spacing made single: how replies are
+/// compared. Idempotent (quotes and spaces are trimmed together, so `" 'a'"` loses both quotes
+/// at once), which the comparisons rely on: a text normalised once or twice compares the same.
 pub fn normal(text: &str) -> String {
-    text.trim()
-        .trim_matches(['"', '\'', '\u{201c}', '\u{201d}'])
-        .split_whitespace()
-        .map(str::to_lowercase)
-        .collect::<Vec<_>>()
-        .join(" ")
+    text.trim_matches(|c: char| {
+        c.is_whitespace() || ['"', '\'', '\u{201c}', '\u{201d}'].contains(&c)
+    })
+    .split_whitespace()
+    .map(str::to_lowercase)
+    .collect::<Vec<_>>()
+    .join(" ")
 }
 
 /// Whether `text` is one of the user's messages of this turn said back (case, spacing and
