@@ -316,6 +316,7 @@ mod tests {
             similarity: None,
             vector_rank: None,
             keyword_rank: None,
+            subject: None,
             tokens: crate::tokens::count(text),
         }
     }

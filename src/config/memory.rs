@@ -59,6 +59,10 @@ pub struct MemoryConfig {
     /// suits the local all-MiniLM-L6-v2 (paraphrases measured at 0.96–0.99, a negation at 0.86).
     /// Above 1: never.
     pub restatement_similarity: f32,
+    /// Older memories (same subject, most alike first) checked per new fact for whether the fact
+    /// makes them untrue (`postprocess::changed`: two memory LLM questions each, the second only
+    /// when the first says it changed). 0: no check.
+    pub change_checks: usize,
     /// Background consolidation of a user's facts (junk the gates missed, facts another one
     /// contains, scattered facts about one subject merged), this long after their last new fact.
     /// `"off"`: never.
@@ -129,6 +133,7 @@ impl Default for MemoryConfig {
             summary_min_turns: 6,
             add_only: false,
             restatement_similarity: 0.95,
+            change_checks: 2,
             consolidation_delay: Some(Duration::from_secs(30 * 60)),
             consolidation_runs_per_day: 4,
             responses_max_age: Some(Duration::from_secs(30 * 24 * 3600)),

@@ -216,13 +216,14 @@ fn optional(value: Option<f64>) -> String {
 }
 
 /// Kinds of upstream work that are memory work (all but the answer's own chat call).
-const MEMORY_KINDS: [&str; 7] = [
+const MEMORY_KINDS: [&str; 8] = [
     "agent_step",
     "rewarm",
     "extract",
     "reconcile",
     "summarize",
     "consolidate",
+    "changed",
     "memory",
 ];
 

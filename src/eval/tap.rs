@@ -116,11 +116,13 @@ impl Drop for Tap {
     }
 }
 
-const MARKERS: [(&str, &str); 4] = [
+const MARKERS: [(&str, &str); 6] = [
     ("MEMPROXY-EXTRACT", "extract"),
     ("MEMPROXY-RECONCILE", "reconcile"),
     ("MEMPROXY-SUMMARIZE", "summarize"),
     ("MEMPROXY-CONSOLIDATE", "consolidate"),
+    ("MEMPROXY-CHANGED", "changed"),
+    ("MEMPROXY-BOTH-TRUE", "changed"),
 ];
 
 /// What kind of work a chat call is: memory calls carry a marker in their system prompt; an

@@ -108,6 +108,9 @@ pub struct Hit {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keyword_rank: Option<usize>,
     pub tokens: usize,
+    /// Whom a memory is about ([`crate::store::Memory::subject`]; `None` for other corpora).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
 }
 
 #[derive(Default)]
@@ -255,5 +258,6 @@ fn score(
         similarity,
         vector_rank: rank.vector,
         keyword_rank: rank.keyword,
+        subject: document.subject,
     })
 }

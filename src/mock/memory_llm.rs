@@ -6,11 +6,13 @@ use serde_json::{json, Value};
 
 use super::Reply;
 
-pub(super) const MARKERS: [&str; 5] = [
+pub(super) const MARKERS: [&str; 7] = [
     "MEMPROXY-EXTRACT",
     "MEMPROXY-RECONCILE",
     "MEMPROXY-SUMMARIZE",
     "MEMPROXY-CONSOLIDATE",
+    "MEMPROXY-CHANGED",
+    "MEMPROXY-BOTH-TRUE",
     // The eval's fact-store judge.
     "MEMPROXY-AUDIT",
 ];
@@ -36,6 +38,17 @@ pub(super) fn memory_default(marker: &str, body: &Value) -> Reply {
         }
         "MEMPROXY-RECONCILE" => Reply::Text(json!({"decisions": []}).to_string()),
         "MEMPROXY-CONSOLIDATE" => Reply::Text(json!({"facts": []}).to_string()),
+        // Nothing changes unless a test says so: the older note copied, both true.
+        "MEMPROXY-CHANGED" => {
+            // The note is quoted as a JSON string on its line.
+            let older = material
+                .strip_prefix("Older note: ")
+                .and_then(|rest| rest.lines().next())
+                .and_then(|line| serde_json::from_str::<String>(line).ok())
+                .unwrap_or_default();
+            Reply::Text(json!({ "now": older }).to_string())
+        }
+        "MEMPROXY-BOTH-TRUE" => Reply::Text(json!({"both_true": true}).to_string()),
         "MEMPROXY-AUDIT" => {
             Reply::Text(json!({"reason": "not scripted", "label": "correct"}).to_string())
         }

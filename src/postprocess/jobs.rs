@@ -31,6 +31,9 @@ pub struct Fact {
     /// Its source once checked ([`super::grounding`]): the turn and the words, or why the user
     /// never stated it. `None` for a fact the user stated as such (over MCP).
     pub grounding: Option<Result<(Source, super::grounding::Grounded), super::gates::Rejection>>,
+    /// The whole user message it was grounded in: what the change check reads
+    /// ([`super::changed`]).
+    pub told: Option<String>,
 }
 
 impl Fact {
@@ -204,7 +207,14 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         })
         .collect();
     for fact in &mut facts {
-        fact.grounding = Some(grounded(fact, &turns_said).map(|found| {
+        let found = grounded(fact, &turns_said);
+        fact.told = found
+            .as_ref()
+            .ok()
+            .and_then(|found| turns_said.get(found.turn))
+            .filter(|said| said.role == "user")
+            .map(|said| said.text.to_owned());
+        fact.grounding = Some(found.map(|found| {
             let turn = read[found.turn];
             let source = Source {
                 conversation: turn.conversation.clone(),
@@ -294,7 +304,7 @@ pub fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
                 quote: field("quote"),
                 said_as: field("said_as"),
                 about: field("about"),
-                grounding: None,
+                ..Fact::default()
             },
             _ => continue,
         };

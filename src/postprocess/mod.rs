@@ -6,7 +6,9 @@
 //! rolling summary (summary and implicit modes). A worker runs the jobs with retries and backoff;
 //! nothing here can affect a response already sent, and a failed job stays visible in the queue.
 
+mod changed;
 mod consolidate;
+mod decisions;
 pub mod gates;
 pub mod grounding;
 mod jobs;

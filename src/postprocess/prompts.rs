@@ -11,6 +11,10 @@ pub struct Prompts {
     /// Explicit mode's recursive summary, as dated notes (`agent::notes`).
     pub summarize_notes: String,
     pub consolidate: String,
+    /// The change check's two questions ([`super::changed`]): the older note rewritten after the
+    /// user's message, and whether two notes can both be true.
+    pub changed: String,
+    pub both_true: String,
 }
 
 impl Prompts {
@@ -41,6 +45,14 @@ impl Prompts {
             consolidate: read(
                 "consolidate.md",
                 include_str!("../../config/prompts/consolidate.md"),
+            )?,
+            changed: read(
+                "changed.md",
+                include_str!("../../config/prompts/changed.md"),
+            )?,
+            both_true: read(
+                "both-true.md",
+                include_str!("../../config/prompts/both-true.md"),
             )?,
         })
     }

@@ -6,22 +6,24 @@
 
 use std::collections::HashMap;
 
-use serde_json::{json, Value};
-
+use super::changed::{self, Change, Older};
+use super::decisions::{decide, Decision};
 use super::gates::{self, Evidence, Rejection};
-use super::jobs::{Fact, MAX_FACT_CHARS};
-use super::llm::{json_object, Answer};
+use super::jobs::Fact;
 use super::{restated, PostProcessor};
 use crate::embed::cosine;
 use crate::memory::{MemoryError, NewFact, RetrievalRequest};
 use crate::store::{content_hash, Corpus, Inserted, Source, StoreError, UserScope};
-use crate::strategy::inject::quoted;
 
 /// Stored memories compared with each new fact.
 const CANDIDATES_PER_FACT: usize = 5;
 
 /// Stored memories searched for an older home, job or workplace a new fact supersedes.
 const RIVALS_PER_FACT: usize = 10;
+
+/// How alike (cosine) an older memory must be to a new fact to be put to the change check: the
+/// candidates' own bar, so that the check reads what the reconcile call was shown.
+const CHANGE_SIMILARITY: f32 = 0.5;
 
 /// Where the facts come from.
 pub(super) struct Origin<'a> {
@@ -51,13 +53,6 @@ pub(super) struct Reconciled {
     pub report: String,
     /// One per fact, in order.
     pub outcomes: Vec<FactOutcome>,
-}
-
-enum Decision {
-    Add,
-    Update(i64, String),
-    Invalidate(i64),
-    Noop(Option<i64>),
 }
 
 pub(super) async fn reconcile(
@@ -102,6 +97,8 @@ pub(super) async fn reconcile(
     let mut rivals: Vec<(i64, String, i64)> = Vec::new();
     // The facts of this batch kept so far, with their vectors.
     let mut accepted: Vec<(String, Vec<f32>)> = Vec::new();
+    // Per fact, the older memories of its subject the change check reads ([`changed`]).
+    let mut checks: HashMap<usize, Vec<Older>> = HashMap::new();
     for (index, mut fact) in facts.into_iter().enumerate() {
         // The gates read a fact as the model wrote it: a resolved date is no word of the user's
         // (with one, "The user ate grass this morning." no longer read as the cat's).
@@ -193,6 +190,27 @@ pub(super) async fn reconcile(
             continue;
         }
         accepted.push((fact.text.clone(), vector));
+        let subject = fact.subject();
+        let mut older: Vec<&crate::memory::Hit> = hits
+            .iter()
+            .filter(|h| {
+                h.created_at_ms < said_at_ms
+                    && h.similarity.is_some_and(|s| s >= CHANGE_SIMILARITY)
+                    && crate::store::same_subject(subject.as_deref(), h.subject.as_deref())
+            })
+            .collect();
+        older.sort_by(|a, b| {
+            b.similarity
+                .partial_cmp(&a.similarity)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        older.truncate(pp.config.change_checks);
+        let older = older.into_iter().map(|h| Older {
+            id: h.id,
+            text: h.text.clone(),
+            at: h.created_at_ms,
+        });
+        checks.insert(index, older.collect());
         for hit in hits {
             if !candidates.iter().any(|(id, _, _)| *id == hit.id) {
                 candidates.push((hit.id, hit.text, hit.created_at_ms));
@@ -345,6 +363,34 @@ pub(super) async fn reconcile(
         .await?;
         *counts.entry(applied.event.clone()).or_default() += 1;
         written.extend(wrote);
+        // A new fact may make older memories of its subject untrue in words no rule knows ("took
+        // the job as sous-chef" over "works as a line cook"): the change check decides.
+        if !pp.config.add_only && matches!(applied.event.as_str(), "added" | "invalidated") {
+            let older: Vec<Older> = checks
+                .remove(&index)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|o| {
+                    !touched.contains(&o.id)
+                        && applied.memory != Some(o.id)
+                        && applied.replaced != Some(o.id)
+                        && !superseded.iter().any(|(id, _, _)| *id == o.id)
+                })
+                .collect();
+            if !older.is_empty() {
+                let change = Change {
+                    fact: &fact.text,
+                    // A fact the user stated as one (over MCP) is their own words.
+                    told: fact.told.as_deref().unwrap_or(&fact.text),
+                    model: origin.model,
+                };
+                let untrue = changed::superseded(pp, &change, &older).await;
+                for old in older.into_iter().filter(|o| untrue.contains(&o.id)) {
+                    *counts.entry("changed".to_owned()).or_default() += 1;
+                    superseded.push((old.id, old.text, old.at));
+                }
+            }
+        }
         // What of a retired memory stays true ("lives with a dog named Pixel" when the home
         // changes) is kept, dated as the old memory was.
         for (_, old, at) in &superseded {
@@ -493,93 +539,4 @@ async fn apply(
             Ok(done("invalidated", add().await?, Some(id)))
         }
     }
-}
-
-/// One reconcile call for all new facts. Stored memories are shown as M0, M1, ... (small numbers:
-/// models copy them reliably, unlike database ids), each text quoted: a memory is data.
-async fn decide(
-    pp: &PostProcessor,
-    origin: &Origin<'_>,
-    facts: &[&Fact],
-    candidates: &[(i64, String, i64)],
-) -> Result<Vec<Decision>, String> {
-    let stored: Vec<String> = candidates
-        .iter()
-        .enumerate()
-        .map(|(i, (_, text, at))| format!("M{i} [{}] {}", crate::dates::ymd(*at), quoted(text)))
-        .collect();
-    let new: Vec<String> = facts
-        .iter()
-        .enumerate()
-        .map(|(i, f)| format!("F{i} {}", quoted(&f.text)))
-        .collect();
-    let material = format!(
-        "Stored memories:\n{}\n\nNew facts:\n{}\n",
-        stored.join("\n"),
-        new.join("\n")
-    );
-    let answer = pp
-        .llm
-        .complete(
-            origin.model,
-            &pp.prompts.reconcile,
-            &material,
-            Answer::Json("decisions", &decisions_schema(facts.len())),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let object = json_object(&answer).map_err(|e| e.to_string())?;
-    let Some(items) = object["decisions"].as_array() else {
-        return Err(format!(
-            "the reconcile answer has no \"decisions\" list: {object}"
-        ));
-    };
-    let index = |value: &Value| -> Option<usize> {
-        match value {
-            Value::Number(n) => n.as_u64().map(|n| n as usize),
-            Value::String(s) => s.trim_start_matches(['M', 'F', 'm', 'f']).parse().ok(),
-            _ => None,
-        }
-    };
-    // A fact the model skipped, or a decision naming no real memory, is simply added.
-    let mut decisions: Vec<Decision> = facts.iter().map(|_| Decision::Add).collect();
-    for item in items {
-        let Some(fact) = index(&item["fact"]).filter(|f| *f < facts.len()) else {
-            continue;
-        };
-        let memory = index(&item["memory"])
-            .and_then(|m| candidates.get(m))
-            .map(|(id, _, _)| *id);
-        let action = item["action"]
-            .as_str()
-            .unwrap_or("ADD")
-            .to_ascii_uppercase();
-        decisions[fact] = match (action.as_str(), memory) {
-            ("UPDATE", Some(id)) => {
-                let text = item["text"]
-                    .as_str()
-                    .map(str::trim)
-                    .filter(|t| !t.is_empty())
-                    .unwrap_or(&facts[fact].text);
-                Decision::Update(id, text.to_owned())
-            }
-            ("INVALIDATE" | "DELETE", Some(id)) => Decision::Invalidate(id),
-            ("NOOP" | "NONE", memory) => Decision::Noop(memory),
-            _ => Decision::Add,
-        };
-    }
-    Ok(decisions)
-}
-
-fn decisions_schema(facts: usize) -> Value {
-    json!({"type": "object", "additionalProperties": false, "required": ["decisions"],
-    "properties": {"decisions": {"type": "array", "maxItems": facts, "items": {
-        "type": "object", "additionalProperties": false,
-        "required": ["fact", "action", "memory", "text"],
-        "properties": {
-            "fact": {"type": "integer", "minimum": 0},
-            "action": {"type": "string", "enum": ["ADD", "UPDATE", "INVALIDATE", "NOOP"]},
-            "memory": {"type": ["integer", "null"], "minimum": 0},
-            "text": {"type": ["string", "null"], "maxLength": MAX_FACT_CHARS + 100}
-        }}}}})
 }

@@ -331,6 +331,8 @@ pub struct Document {
     pub embedding: Option<Embedding>,
     /// A turn whose facts were since replaced by newer ones (always false for other corpora).
     pub outdated: bool,
+    /// Whom a memory is about ([`Memory::subject`]; `None` for other corpora).
+    pub subject: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

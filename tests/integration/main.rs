@@ -10,6 +10,7 @@ mod backlog;
 mod block_contents;
 mod branches;
 mod browser;
+mod changed;
 mod chat;
 mod check;
 mod client_shapes;

@@ -296,6 +296,10 @@ impl Search for PostgresStore {
             ),
             _ => ("NULL::TEXT", "NULL::TEXT", "FALSE"),
         };
+        let subject = match corpus {
+            Corpus::Memory => "t.subject",
+            _ => "NULL::TEXT",
+        };
         self.run(|pool| async move {
             let client = pool.get().await?;
             let Some(uid) = find_uid(&**client, scope).await? else {
@@ -305,7 +309,7 @@ impl Search for PostgresStore {
                 .query(
                     &format!(
                         "SELECT t.id, {text}, t.created_at, {conversation}, {role},
-                             t.embedding_model, t.embedding::REAL[], {outdated}
+                             t.embedding_model, t.embedding::REAL[], {outdated}, {subject}
                          FROM {table} t WHERE t.uid = $1 AND {live} AND t.id = ANY($2)"
                     ),
                     &[&uid, &ids],
@@ -324,6 +328,7 @@ impl Search for PostgresStore {
                         conversation: row.get(3),
                         role: row.get(4),
                         outdated: row.get(7),
+                        subject: row.get(8),
                         embedding: model
                             .zip(vector)
                             .map(|(model, vector)| Embedding { model, vector }),

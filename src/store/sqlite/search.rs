@@ -198,9 +198,13 @@ pub fn documents(
         ),
         _ => ("NULL", "NULL", "FALSE"),
     };
+    let subject = match corpus {
+        Corpus::Memory => "t.subject",
+        _ => "NULL",
+    };
     let sql = format!(
         "SELECT t.id, {text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding,
-             {outdated}
+             {outdated}, {subject}
          FROM {table} t WHERE t.uid = ? AND {live} AND t.id IN ({placeholders})"
     );
     let mut statement = connection.prepare(&sql)?;
@@ -217,6 +221,7 @@ pub fn documents(
                 conversation: row.get(3)?,
                 role: row.get(4)?,
                 outdated: row.get(7)?,
+                subject: row.get(8)?,
                 embedding: model.zip(blob).map(|(model, blob)| Embedding {
                     model,
                     vector: from_blob(&blob),
