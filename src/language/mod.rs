@@ -3,7 +3,8 @@
 //! implementation is `english::English`, one place, and its stemmer is Snowball's (the `rust-stemmers`
 //! crate), not hand-written suffix rules, and its word lists are `english/words.rs`. The gates
 //! reach them through [`current`]: another language is another implementation, not an edit of
-//! the gates. (Word lists still inside single gates move here step by step.)
+//! the gates. The lists of the single gates (`postprocess::gates::*`) are
+//! here too, each field named after its gate (`subject_leading` is `gates::subject`'s).
 
 mod english;
 
@@ -43,6 +44,86 @@ pub struct WordLists {
     pub readings: &'static [(&'static [&'static str], &'static [&'static str])],
     /// Words that carry no content of their own, and the words naming the two sides.
     pub stop_words: &'static [&'static str],
+    /// Words that open a greeting or thanks, before the name ("Hey Mel!", "Thank you, Mel.").
+    pub addressed_openers: &'static [&'static str],
+    /// Capitalised words after an opener that are no name ("Hi There!", "Thanks So much").
+    pub addressed_not_names: &'static [&'static str],
+    /// Words that join a statement onto a question.
+    pub asked_joins: &'static [&'static str],
+    /// Words that open a clause about the user.
+    pub asked_first_person: &'static [&'static str],
+    /// Relative times and the days they can mean, counted from the day they were said (UTC: a
+    /// user's "yesterday" late at night can be two days back).
+    pub dates_relative: &'static [(&'static str, i64, i64)],
+    /// Words that open a date phrase, and what may stand between them and the date.
+    pub dates_openers: &'static [&'static str],
+    /// Words that may stand between a date phrase's opener and the date ("early", "mid").
+    pub dates_modifiers: &'static [&'static str],
+    /// Phrases that make a text a deadline.
+    pub deadline_due: &'static [&'static str],
+    /// Stems of the words of a deadline and its change, and of who may change it: they say nothing
+    /// of what it is for.
+    pub deadline_moving: &'static [&'static str],
+    /// Someone else's deadline is not the user's (stems of content words).
+    pub deadline_others: &'static [&'static str],
+    /// What a model writes for "no fact" ("none", "unknown", "fact").
+    pub form_placeholders: &'static [&'static str],
+    /// Phrases that only instructions to a model contain.
+    pub instruction_phrases: &'static [&'static str],
+    /// Role labels and chat-template tokens a text may open with to pass as another message.
+    pub instruction_openings: &'static [&'static str],
+    /// Verbs that ask to wipe memory ("delete", "forget").
+    pub instruction_wipe_verbs: &'static [&'static str],
+    /// What a wipe names ("memories", "everything").
+    pub instruction_memory_nouns: &'static [&'static str],
+    /// Words that make a wipe total ("all", "every").
+    pub instruction_quantifiers: &'static [&'static str],
+    /// How an assistant promises something in the first person (lower case, straight apostrophes).
+    pub promise_first_person: &'static [&'static str],
+    /// Words that say a commitment was made, not what it is about.
+    pub promise_commitment_words: &'static [&'static str],
+    /// Facts of which a user has one at a time: where they live, where they work, their job.
+    pub relation_relations: &'static [(&'static str, &'static [&'static str])],
+    /// Phrases that say a relation ended, and which relations they may end.
+    pub relation_endings: &'static [(&'static str, &'static [&'static str])],
+    /// "is a nurse at St Mary's": a job and a workplace, when an "at" or "for" follows.
+    pub relation_role_verbs: &'static [&'static str],
+    /// "is a regular at Casa Mia" is no job.
+    pub relation_not_roles: &'static [&'static str],
+    /// Words that make a relation one of several ("also works at"), or not the present one.
+    pub relation_not_exclusive: &'static [&'static str],
+    /// Words dropped before reading a claim: they date it, they do not change it.
+    pub relation_adverbs: &'static [&'static str],
+    /// Words after which the rest of a sentence is another clause.
+    pub relation_clause_breaks: &'static [&'static str],
+    /// A subject with one of these is a clause about the fact, not the fact ("the user thinks Ana").
+    pub relation_not_subjects: &'static [&'static str],
+    /// Past tenses that do not end in "-ed".
+    pub relative_irregular_past: &'static [&'static str],
+    /// Words that make a fact a plan or a habit, or point past its verb to a time to come
+    /// ("promised to remind … on Friday"), whatever else it says.
+    pub relative_not_past: &'static [&'static str],
+    /// Words that may open a clause before its subject.
+    pub subject_leading: &'static [&'static str],
+    /// Words that end a clause (the next one has its own subject, or the same one unsaid).
+    pub subject_joins: &'static [&'static str],
+    /// Pronouns of another person or thing ("he", "she", "they", "it").
+    pub subject_others: &'static [&'static str],
+    /// Pronouns that leave a fact without a referent when nothing else names it.
+    pub subject_bare: &'static [&'static str],
+    /// Openings of a statement about no one.
+    pub subject_impersonal: &'static [&'static str],
+    /// Words of doing, promising or stressing that say nothing of what was done ("The assistant
+    /// promised to do exactly that."); plain words, stemmed by the gate like the fact's words.
+    pub subject_fillers: &'static [&'static str],
+    /// Pronouns for a person, who must be named somewhere in the fact.
+    pub subject_personal: &'static [&'static str],
+    /// Nouns for a person a pronoun may refer to (a trailing "s" aside; "grandparents" and
+    /// "stepmother" end in one).
+    pub subject_people: &'static [&'static str],
+    /// Words that make a fact a change or a denial, never a vaguer variant of another ("The user no
+    /// longer works at Fabrikam." beside "The user works at Fabrikam as a data analyst.").
+    pub vaguer_changes: &'static [&'static str],
 }
 
 /// The language the gates read: English until a second implementation and a way to choose it

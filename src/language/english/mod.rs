@@ -1,5 +1,6 @@
 //! English: Snowball's English (Porter 2) stemmer, and the word lists the gates read.
 
+mod gate_words;
 mod words;
 
 use rust_stemmers::{Algorithm, Stemmer};
@@ -19,6 +20,43 @@ static WORDS: WordLists = WordLists {
     sensitive: &words::SENSITIVE,
     readings: &words::READINGS,
     stop_words: &words::STOP_WORDS,
+    addressed_openers: &gate_words::ADDRESSED_OPENERS,
+    addressed_not_names: &gate_words::ADDRESSED_NOT_NAMES,
+    asked_joins: &gate_words::ASKED_JOINS,
+    asked_first_person: &gate_words::ASKED_FIRST_PERSON,
+    dates_relative: &gate_words::DATES_RELATIVE,
+    dates_openers: &gate_words::DATES_OPENERS,
+    dates_modifiers: &gate_words::DATES_MODIFIERS,
+    deadline_due: &gate_words::DEADLINE_DUE,
+    deadline_moving: &gate_words::DEADLINE_MOVING,
+    deadline_others: &gate_words::DEADLINE_OTHERS,
+    form_placeholders: &gate_words::FORM_PLACEHOLDERS,
+    instruction_phrases: &gate_words::INSTRUCTION_PHRASES,
+    instruction_openings: &gate_words::INSTRUCTION_OPENINGS,
+    instruction_wipe_verbs: &gate_words::INSTRUCTION_WIPE_VERBS,
+    instruction_memory_nouns: &gate_words::INSTRUCTION_MEMORY_NOUNS,
+    instruction_quantifiers: &gate_words::INSTRUCTION_QUANTIFIERS,
+    promise_first_person: &gate_words::PROMISE_FIRST_PERSON,
+    promise_commitment_words: &gate_words::PROMISE_COMMITMENT_WORDS,
+    relation_relations: &gate_words::RELATION_RELATIONS,
+    relation_endings: &gate_words::RELATION_ENDINGS,
+    relation_role_verbs: &gate_words::RELATION_ROLE_VERBS,
+    relation_not_roles: &gate_words::RELATION_NOT_ROLES,
+    relation_not_exclusive: &gate_words::RELATION_NOT_EXCLUSIVE,
+    relation_adverbs: &gate_words::RELATION_ADVERBS,
+    relation_clause_breaks: &gate_words::RELATION_CLAUSE_BREAKS,
+    relation_not_subjects: &gate_words::RELATION_NOT_SUBJECTS,
+    relative_irregular_past: gate_words::RELATIVE_IRREGULAR_PAST,
+    relative_not_past: gate_words::RELATIVE_NOT_PAST,
+    subject_leading: &gate_words::SUBJECT_LEADING,
+    subject_joins: &gate_words::SUBJECT_JOINS,
+    subject_others: &gate_words::SUBJECT_OTHERS,
+    subject_bare: &gate_words::SUBJECT_BARE,
+    subject_impersonal: &gate_words::SUBJECT_IMPERSONAL,
+    subject_fillers: &gate_words::SUBJECT_FILLERS,
+    subject_personal: &gate_words::SUBJECT_PERSONAL,
+    subject_people: &gate_words::SUBJECT_PEOPLE,
+    vaguer_changes: &gate_words::VAGUER_CHANGES,
 };
 
 /// The English rules.

@@ -4,25 +4,6 @@
 //! the assistant): the 1.5B model stored "The user is Mel.", "Melanie works in a school." and
 //! "Melanie is transgender." from the other speaker's greetings and news.
 
-/// Words that open a greeting or thanks, before the name ("Hey Mel!", "Thank you, Mel.").
-const OPENERS: [&str; 9] = [
-    "hey",
-    "hi",
-    "hello",
-    "thanks",
-    "thank you",
-    "dear",
-    "morning",
-    "good morning",
-    "yo",
-];
-
-/// Capitalised words after an opener that are no name ("Hi There!", "Thanks So much").
-const NOT_NAMES: [&str; 12] = [
-    "There", "All", "Everyone", "Again", "So", "For", "Guys", "Friend", "Buddy", "Man", "You",
-    "Both",
-];
-
 /// Names the user addresses at the start of a sentence: `opener[,] Name` followed by `!`, `,`,
 /// `.` or `?`.
 pub fn addressed(user_texts: &[String]) -> Vec<String> {
@@ -31,7 +12,7 @@ pub fn addressed(user_texts: &[String]) -> Vec<String> {
         for sentence in super::sentences(text) {
             let sentence = sentence.trim_start();
             // The longest opener first: "thank you" before "thanks", "good morning".
-            let mut openers = OPENERS;
+            let mut openers = super::lists().addressed_openers.to_vec();
             openers.sort_by_key(|o| std::cmp::Reverse(o.len()));
             let rest = openers.iter().find_map(|o| {
                 let head = sentence.get(..o.len())?;
@@ -50,7 +31,7 @@ pub fn addressed(user_texts: &[String]) -> Vec<String> {
             let capitalised = name.chars().next().is_some_and(char::is_uppercase);
             if name.chars().count() >= 2
                 && capitalised
-                && !NOT_NAMES.contains(&name.as_str())
+                && !super::lists().addressed_not_names.contains(&name.as_str())
                 && after.is_none_or(|c| matches!(c, '!' | ',' | '.' | '?'))
                 && !names.contains(&name)
             {

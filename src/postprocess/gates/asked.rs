@@ -11,11 +11,6 @@ use std::collections::HashSet;
 
 use super::{content_words, sentences, share};
 
-/// Words that join a statement onto a question.
-const JOINS: [&str; 6] = ["since", "because", "as", "now", "that", "so"];
-/// Words that open a clause about the user.
-const FIRST_PERSON: [&str; 8] = ["i", "im", "ive", "id", "we", "were", "my", "our"];
-
 /// The user's words, split into what they stated and what they asked.
 #[derive(Default)]
 pub(super) struct Asked {
@@ -55,11 +50,11 @@ impl Asked {
                 let words: Vec<String> = raw_words(clause)
                     .iter()
                     .map(|w| w.to_lowercase().replace('\'', ""))
-                    .skip_while(|w| JOINS.contains(&w.as_str()))
+                    .skip_while(|w| super::lists().asked_joins.contains(&w.as_str()))
                     .collect();
                 if words
                     .first()
-                    .is_some_and(|w| FIRST_PERSON.contains(&w.as_str()))
+                    .is_some_and(|w| super::lists().asked_first_person.contains(&w.as_str()))
                 {
                     self.stated.extend(content_words(clause));
                 }

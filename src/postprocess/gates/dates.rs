@@ -9,42 +9,6 @@ use std::collections::HashSet;
 
 use crate::dates::{civil_from_days, days_from_civil, MONTHS};
 
-/// Relative times and the days they can mean, counted from the day they were said (UTC: a
-/// user's "yesterday" late at night can be two days back).
-const RELATIVE: [(&str, i64, i64); 31] = [
-    ("today", 0, 0),
-    ("tonight", 0, 0),
-    ("this morning", 0, 0),
-    ("this evening", 0, 0),
-    ("now", 0, 0),
-    ("yesterday", -2, -1),
-    ("tomorrow", 1, 2),
-    ("last week", -14, -1),
-    ("next week", 1, 14),
-    ("this week", -7, 7),
-    ("last weekend", -9, -1),
-    ("this weekend", -3, 7),
-    ("next weekend", 1, 14),
-    ("last month", -62, -1),
-    ("next month", 1, 62),
-    ("this month", -31, 31),
-    ("last year", -730, -1),
-    ("next year", 1, 730),
-    ("this year", -366, 366),
-    ("ago", -3_660, -1),
-    ("recently", -90, 0),
-    ("weeks", -90, 90),
-    ("months", -400, 400),
-    ("coming", 0, 62),
-    ("soon", 0, 62),
-    ("last", -14, -1),
-    ("next", 1, 14),
-    ("monday", -7, 7),
-    ("friday", -7, 7),
-    ("saturday", -7, 7),
-    ("sunday", -7, 7),
-];
-
 /// What the user said, as the date check reads it.
 #[derive(Default)]
 pub(super) struct SaidDates {
@@ -71,7 +35,7 @@ impl SaidDates {
             .split(|c: char| !c.is_alphanumeric())
             .filter(|w| !w.is_empty())
             .collect();
-        for (phrase, from, to) in RELATIVE {
+        for &(phrase, from, to) in super::lists().dates_relative {
             let found = if phrase.contains(' ') {
                 lower.contains(phrase)
             } else {
@@ -145,10 +109,6 @@ impl SaidDates {
     }
 }
 
-/// Words that open a date phrase, and what may stand between them and the date.
-const OPENERS: [&str; 8] = ["in", "on", "since", "during", "by", "around", "from", "of"];
-const MODIFIERS: [&str; 5] = ["early", "mid", "late", "the", "around"];
-
 /// `fact` without the date phrase it ends with or carries ("The user moved to Porto in October
 /// 2026." → "The user moved to Porto."), when the phrase opens with a preposition; `None` when
 /// there is no such phrase. What the fact says stays, and the memory's own date says when it was
@@ -182,10 +142,10 @@ pub(super) fn strip(fact: &str) -> Option<String> {
     if from > 0 && day_of(words[from - 1]).is_some() {
         from -= 1;
     }
-    while from > 0 && MODIFIERS.contains(&words[from - 1]) {
+    while from > 0 && super::lists().dates_modifiers.contains(&words[from - 1]) {
         from -= 1;
     }
-    if from == 0 || !OPENERS.contains(&words[from - 1]) {
+    if from == 0 || !super::lists().dates_openers.contains(&words[from - 1]) {
         return None;
     }
     from -= 1;

@@ -10,48 +10,6 @@ use std::collections::HashSet;
 
 use super::{content_words, without_dates};
 
-/// Phrases that make a text a deadline.
-const DUE: [&str; 5] = ["deadline", "due date", "is due", "due on", "due by"];
-/// Stems of the words of a deadline and its change, and of who may change it: they say nothing
-/// of what it is for.
-const MOVING: [&str; 20] = [
-    "deadline",
-    "due",
-    "date",
-    "extend",
-    "extension",
-    "postpon",
-    "push",
-    "mov",
-    "chang",
-    "new",
-    "final",
-    "original",
-    "now",
-    "supervisor",
-    "professor",
-    "advisor",
-    "adviser",
-    "boss",
-    "manager",
-    "teacher",
-];
-/// Someone else's deadline is not the user's (stems of content words).
-const OTHERS: [&str; 12] = [
-    "brother",
-    "sister",
-    "mother",
-    "father",
-    "wife",
-    "husband",
-    "partner",
-    "son",
-    "daughter",
-    "friend",
-    "colleague",
-    "coworker",
-];
-
 /// What a deadline text says: its date words and what it is for.
 struct Deadline {
     date: HashSet<String>,
@@ -60,14 +18,20 @@ struct Deadline {
 
 fn deadline(text: &str) -> Option<Deadline> {
     let lower = text.to_lowercase();
-    if !DUE.iter().any(|d| lower.contains(d)) {
+    if !super::lists()
+        .deadline_due
+        .iter()
+        .any(|d| lower.contains(d))
+    {
         return None;
     }
     let words = content_words(text);
-    if words
-        .iter()
-        .any(|w| OTHERS.iter().any(|o| w.starts_with(o)))
-    {
+    if words.iter().any(|w| {
+        super::lists()
+            .deadline_others
+            .iter()
+            .any(|o| w.starts_with(o))
+    }) {
         return None;
     }
     let undated = without_dates(words.clone());
@@ -77,7 +41,12 @@ fn deadline(text: &str) -> Option<Deadline> {
     }
     let about = undated
         .into_iter()
-        .filter(|w| !MOVING.iter().any(|m| w.starts_with(m)))
+        .filter(|w| {
+            !super::lists()
+                .deadline_moving
+                .iter()
+                .any(|m| w.starts_with(m))
+        })
         .collect();
     Some(Deadline { date, about })
 }

@@ -15,7 +15,7 @@ pub fn check_form(text: &str) -> Result<(), Rejection> {
         .collect();
     let lower = bare.trim().to_lowercase();
     if lower.is_empty()
-        || PLACEHOLDERS.contains(&lower.as_str())
+        || super::lists().form_placeholders.contains(&lower.as_str())
         || (trimmed.starts_with('<') && trimmed.ends_with('>'))
         || trimmed.contains("...")
         || trimmed.contains('…')
@@ -58,10 +58,6 @@ pub fn check_form(text: &str) -> Result<(), Rejection> {
     }
     Ok(())
 }
-
-const PLACEHOLDERS: [&str; 10] = [
-    "na", "n a", "none", "null", "unknown", "tbd", "text", "fact", "memory", "nothing",
-];
 
 /// "The user's supervisor is the user's supervisor.": the same words on both sides of its verb
 /// (seen from the 1.5B memory LLM) say nothing.

@@ -6,73 +6,17 @@
 //! model's answer or an MCP client (`Rejection::Instruction`); what is already stored is injected
 //! as quoted data (see `strategy::inject`).
 
-/// Phrases that only instructions to a model contain.
-const PHRASES: [&str; 22] = [
-    "ignore previous",
-    "ignore all previous",
-    "ignore the previous",
-    "ignore prior",
-    "ignore all prior",
-    "ignore the above",
-    "ignore all instructions",
-    "ignore your instructions",
-    "ignore these instructions",
-    "disregard previous",
-    "disregard all",
-    "disregard the above",
-    "disregard your",
-    "previous instructions",
-    "prior instructions",
-    "system prompt",
-    "developer message",
-    "you are now",
-    "new instructions",
-    "from now on you",
-    "jailbreak",
-    "do anything now",
-];
-
-/// Role labels and chat-template tokens a text may open with to pass as another message.
-const OPENINGS: [&str; 7] = [
-    "system:",
-    "assistant:",
-    "developer:",
-    "[system]",
-    "<|",
-    "### instruction",
-    "### system",
-];
-
-const WIPE_VERBS: [&str; 7] = [
-    "delete", "erase", "wipe", "forget", "clear", "remove", "reset",
-];
-const MEMORY_NOUNS: [&str; 8] = [
-    "memories",
-    "memory",
-    "facts",
-    "fact",
-    "notes",
-    "note",
-    "everything",
-    "data",
-];
-const QUANTIFIERS: [&str; 7] = [
-    "all",
-    "every",
-    "everything",
-    "any",
-    "other",
-    "your",
-    "entire",
-];
-
 /// Whether `text` reads as an instruction to the assistant or its memory.
 pub fn reads_as_instruction(text: &str) -> bool {
     let lower = text.trim().to_lowercase();
     if lower.contains("<memory>") || lower.contains("</memory>") {
         return true;
     }
-    if OPENINGS.iter().any(|opening| lower.starts_with(opening)) {
+    if super::lists()
+        .instruction_openings
+        .iter()
+        .any(|opening| lower.starts_with(opening))
+    {
         return true;
     }
     let words: Vec<String> = lower
@@ -81,17 +25,30 @@ pub fn reads_as_instruction(text: &str) -> bool {
         .map(str::to_owned)
         .collect();
     let flat = words.join(" ");
-    if PHRASES.iter().any(|phrase| contains_words(&flat, phrase)) {
+    if super::lists()
+        .instruction_phrases
+        .iter()
+        .any(|phrase| contains_words(&flat, phrase))
+    {
         return true;
     }
     // "delete all memories", "forget everything you know", "wipe every fact about me".
     for (at, word) in words.iter().enumerate() {
-        if !WIPE_VERBS.contains(&word.as_str()) {
+        if !super::lists()
+            .instruction_wipe_verbs
+            .contains(&word.as_str())
+        {
             continue;
         }
         let after = &words[at + 1..words.len().min(at + 5)];
-        let quantified = after.iter().any(|w| QUANTIFIERS.contains(&w.as_str()));
-        let about_memory = after.iter().any(|w| MEMORY_NOUNS.contains(&w.as_str()));
+        let quantified = after
+            .iter()
+            .any(|w| super::lists().instruction_quantifiers.contains(&w.as_str()));
+        let about_memory = after.iter().any(|w| {
+            super::lists()
+                .instruction_memory_nouns
+                .contains(&w.as_str())
+        });
         if quantified && about_memory {
             return true;
         }

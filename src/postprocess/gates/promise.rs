@@ -8,37 +8,6 @@ use std::collections::HashSet;
 
 use super::{content_words, sentences, share};
 
-/// How an assistant promises something in the first person (lower case, straight apostrophes).
-const FIRST_PERSON: [&str; 14] = [
-    "i'll",
-    "i will",
-    "i'm going to",
-    "i am going to",
-    "i promise",
-    "let me",
-    "i shall",
-    "i can remind",
-    "i'd be happy to",
-    "i would be happy to",
-    "i'll make sure",
-    "i will make sure",
-    "i've set",
-    "i have set",
-];
-
-/// Words that say a commitment was made, not what it is about.
-const COMMITMENT_WORDS: [&str; 9] = [
-    "assistant",
-    "promised",
-    "promises",
-    "agreed",
-    "offered",
-    "committed",
-    "going",
-    "make",
-    "sure",
-];
-
 /// Share of what a commitment is about that the promise (or the user's words) must hold.
 const PROMISED_SHARE: f64 = 0.6;
 
@@ -47,7 +16,7 @@ pub(super) fn promises(line: &str) -> Vec<HashSet<String>> {
     let line = line.to_lowercase().replace('\u{2019}', "'");
     sentences(&line)
         .filter(|sentence| {
-            FIRST_PERSON.iter().any(|phrase| {
+            super::lists().promise_first_person.iter().any(|phrase| {
                 sentence.starts_with(phrase) || sentence.contains(&format!(" {phrase}"))
             }) && !sentence.contains("let me know")
         })
@@ -63,7 +32,8 @@ pub(super) fn promised(
     promises: &[HashSet<String>],
     user_words: &HashSet<String>,
 ) -> bool {
-    let vocabulary: HashSet<String> = COMMITMENT_WORDS
+    let vocabulary: HashSet<String> = super::lists()
+        .promise_commitment_words
         .iter()
         .flat_map(|w| content_words(w))
         .collect();

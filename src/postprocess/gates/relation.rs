@@ -20,7 +20,8 @@ pub fn carries(text: &str, fact: &str) -> bool {
     if kind.is_none() || kind != relation(text) {
         return false;
     }
-    let phrase_words: HashSet<String> = RELATIONS
+    let phrase_words: HashSet<String> = super::lists()
+        .relation_relations
         .iter()
         .filter(|(k, _)| Some(*k) == kind)
         .flat_map(|(_, phrases)| phrases.iter().flat_map(|p| content_words(p)))
@@ -33,36 +34,11 @@ pub fn carries(text: &str, fact: &str) -> bool {
     !rest.is_empty() && share(&rest, |w| text.contains(w)) >= COVERED_SHARE
 }
 
-/// Facts of which a user has one at a time: where they live, where they work, their job.
-pub const RELATIONS: [(&str, &[&str]); 3] = [
-    (
-        "home",
-        &[
-            "lives in",
-            "moved to",
-            "relocated to",
-            "is based in",
-            "lives near",
-        ],
-    ),
-    (
-        "workplace",
-        &[
-            "works at",
-            "works for",
-            "is employed at",
-            "is employed by",
-            "started working at",
-            "got a job at",
-        ],
-    ),
-    ("job", &["works as", "is employed as", "job is"]),
-];
-
 /// Which one-at-a-time fact a text states, wherever the phrase is in it.
 fn relation(text: &str) -> Option<&'static str> {
     let lower = format!(" {} ", text.to_lowercase());
-    RELATIONS
+    super::lists()
+        .relation_relations
         .iter()
         .find(|(_, phrases)| phrases.iter().any(|p| lower.contains(&format!(" {p} "))))
         .map(|(kind, _)| *kind)
@@ -95,88 +71,6 @@ struct Claim {
     ended: bool,
 }
 
-/// Phrases that say a relation ended, and which relations they may end.
-const ENDINGS: [(&str, &[&str]); 6] = [
-    ("left", &["home", "workplace", "job"]),
-    ("quit", &["workplace", "job"]),
-    ("resigned from", &["workplace", "job"]),
-    ("was laid off from", &["workplace", "job"]),
-    ("moved out of", &["home"]),
-    ("moved away from", &["home"]),
-];
-
-/// "is a nurse at St Mary's": a job and a workplace, when an "at" or "for" follows.
-const ROLE_VERBS: [&str; 6] = [
-    "is a",
-    "is an",
-    "became a",
-    "became an",
-    "was hired as a",
-    "was hired as an",
-];
-
-/// "is a regular at Casa Mia" is no job.
-const NOT_ROLES: [&str; 12] = [
-    "regular",
-    "member",
-    "customer",
-    "guest",
-    "patient",
-    "client",
-    "volunteer",
-    "fan",
-    "visitor",
-    "subscriber",
-    "student",
-    "donor",
-];
-
-/// Words that make a relation one of several ("also works at"), or not the present one.
-const NOT_EXCLUSIVE: [&str; 12] = [
-    "also",
-    "too",
-    "as well",
-    "part-time",
-    "part time",
-    "side",
-    "second",
-    "sometimes",
-    "occasionally",
-    "used to",
-    "formerly",
-    "previously",
-];
-
-/// Words dropped before reading a claim: they date it, they do not change it.
-const ADVERBS: [&str; 7] = [
-    "now",
-    "currently",
-    "recently",
-    "just",
-    "finally",
-    "officially",
-    "still",
-];
-
-/// Words after which the rest of a sentence is another clause.
-const CLAUSE_BREAKS: [&str; 10] = [
-    ",",
-    ";",
-    " and ",
-    " but ",
-    " where ",
-    " which ",
-    " since ",
-    " because ",
-    " while ",
-    " who ",
-];
-
-/// A subject with one of these is a clause about the fact, not the fact ("the user thinks Ana").
-const NOT_SUBJECTS: [&str; 10] = [
-    "thinks", "believes", "said", "says", "wants", "hopes", "that", "if", "whether", "when",
-];
-
 /// Reads the one-at-a-time fact `text` states, if it plainly states one.
 fn claim(text: &str) -> Option<Claim> {
     let lower = text
@@ -185,7 +79,8 @@ fn claim(text: &str) -> Option<Claim> {
         .to_lowercase()
         .replace(['\u{2019}'], "'");
     let padded = format!(" {lower} ");
-    if NOT_EXCLUSIVE
+    if super::lists()
+        .relation_not_exclusive
         .iter()
         .any(|w| padded.contains(&format!(" {w} ")))
     {
@@ -193,7 +88,7 @@ fn claim(text: &str) -> Option<Claim> {
     }
     let words: Vec<&str> = lower
         .split_whitespace()
-        .filter(|w| !ADVERBS.contains(w))
+        .filter(|w| !super::lists().relation_adverbs.contains(w))
         .collect();
     let plain = format!(" {} ", words.join(" "));
     let at_or_for = |rest: &str| rest.contains(" at ") || rest.contains(" for ");
@@ -206,15 +101,15 @@ fn claim(text: &str) -> Option<Claim> {
             }
         }
     };
-    for (kind, phrases) in RELATIONS {
+    for (kind, phrases) in super::lists().relation_relations {
         for phrase in phrases.iter().filter(|p| **p != "lives near") {
             consider(phrase, vec![kind], false);
         }
     }
-    for (phrase, kinds) in ENDINGS {
+    for (phrase, kinds) in super::lists().relation_endings {
         consider(phrase, kinds.to_vec(), true);
     }
-    for phrase in ROLE_VERBS {
+    for phrase in super::lists().relation_role_verbs {
         consider(phrase, vec!["job", "workplace"], false);
     }
     let (at, phrase, mut kinds, mut ended) = found?;
@@ -237,12 +132,13 @@ fn claim(text: &str) -> Option<Claim> {
         || subject.split_whitespace().count() > 4
         || subject
             .split_whitespace()
-            .any(|w| NOT_SUBJECTS.contains(&w))
+            .any(|w| super::lists().relation_not_subjects.contains(&w))
     {
         return None;
     }
     let rest = &plain[at + phrase.len() + 1..];
-    let cut = CLAUSE_BREAKS
+    let cut = super::lists()
+        .relation_clause_breaks
         .iter()
         .filter_map(|b| rest.find(b))
         .min()
@@ -253,10 +149,14 @@ fn claim(text: &str) -> Option<Claim> {
     if relation(extra).is_some() {
         return None;
     }
-    if ROLE_VERBS.contains(&phrase) {
+    if super::lists().relation_role_verbs.contains(&phrase) {
         let role = object_text.split(" at ").next().unwrap_or_default();
         let role = role.split(" for ").next().unwrap_or_default();
-        if !at_or_for(&object_text) || role.split_whitespace().any(|w| NOT_ROLES.contains(&w)) {
+        if !at_or_for(&object_text)
+            || role
+                .split_whitespace()
+                .any(|w| super::lists().relation_not_roles.contains(&w))
+        {
             return None;
         }
     } else if !ended {
@@ -316,7 +216,8 @@ pub fn remainder(old: &str) -> Option<String> {
         return None;
     }
     let lower = old.to_lowercase();
-    let phrase = RELATIONS
+    let phrase = super::lists()
+        .relation_relations
         .iter()
         .filter(|(kind, _)| *kind == "home")
         .flat_map(|(_, phrases)| phrases.iter())

@@ -14,51 +14,6 @@
 
 use crate::dates::{civil_from_days, WEEKDAYS};
 
-/// Past tenses that do not end in "-ed".
-const IRREGULAR_PAST: &[&str] = &[
-    "went", "saw", "ate", "bought", "got", "took", "made", "met", "had", "did", "ran", "rode",
-    "swam", "drove", "flew", "came", "left", "spent", "found", "gave", "told", "won", "lost",
-    "began", "brought", "caught", "felt", "kept", "paid", "sold", "sent", "slept", "wrote", "was",
-    "were", "broke", "fell", "forgot", "heard", "hurt", "built", "chose", "drank", "sang", "threw",
-];
-
-/// Words that make a fact a plan or a habit, or point past its verb to a time to come
-/// ("promised to remind … on Friday"), whatever else it says.
-const NOT_PAST: &[&str] = &[
-    "will",
-    "plans",
-    "plan",
-    "planned",
-    "planning",
-    "going",
-    "usually",
-    "every",
-    "often",
-    "always",
-    "wants",
-    "wanted",
-    "hopes",
-    "hoped",
-    "intends",
-    "intended",
-    "next",
-    "promised",
-    "agreed",
-    "offered",
-    "decided",
-    "scheduled",
-    "booked",
-    "reserved",
-    "arranged",
-    "invited",
-    "expected",
-    "due",
-    "remind",
-    "reminded",
-    "asked",
-    "until",
-];
-
 /// `fact` with its one-meaning relative days replaced by the date they meant, counted from
 /// `day` (days since 1970, when it was said); `None` when there is none.
 pub fn resolve(fact: &str, day: i64) -> Option<String> {
@@ -167,7 +122,9 @@ fn told_in_past(words: &[String]) -> bool {
             );
         is_past(w) && !state
     });
-    past && !words.iter().any(|w| NOT_PAST.contains(&w.as_str()))
+    past && !words
+        .iter()
+        .any(|w| super::lists().relative_not_past.contains(&w.as_str()))
 }
 
 /// Whether the words carry a time of their own (a month, a weekday, a relative word, a number).
@@ -229,7 +186,7 @@ fn before(weekday: &str, day: i64) -> Option<i64> {
 }
 
 fn is_past(word: &str) -> bool {
-    IRREGULAR_PAST.contains(&word) || word.len() > 4 && word.ends_with("ed")
+    super::lists().relative_irregular_past.contains(&word) || word.len() > 4 && word.ends_with("ed")
 }
 
 fn preceded_by_on(lower: &[String], at: usize) -> bool {

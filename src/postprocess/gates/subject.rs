@@ -8,105 +8,6 @@
 
 use super::content_words;
 
-/// Words that may open a clause before its subject.
-const LEADING: [&str; 22] = [
-    "yesterday",
-    "today",
-    "tonight",
-    "also",
-    "so",
-    "then",
-    "now",
-    "well",
-    "oh",
-    "and",
-    "but",
-    "this",
-    "last",
-    "morning",
-    "week",
-    "weekend",
-    "evening",
-    "recently",
-    "finally",
-    "actually",
-    "anyway",
-    "btw",
-];
-/// Words that end a clause (the next one has its own subject, or the same one unsaid).
-const JOINS: [&str; 8] = [
-    "and", "but", "while", "because", "although", "though", "when", "since",
-];
-const OTHERS: [&str; 4] = ["he", "she", "they", "it"];
-/// Pronouns that leave a fact without a referent when nothing else names it.
-const BARE: [&str; 6] = ["it", "them", "this", "that", "these", "those"];
-
-/// Openings of a statement about no one.
-const IMPERSONAL: [&str; 9] = [
-    "it's ",
-    "it is ",
-    "it was ",
-    "there is ",
-    "there are ",
-    "there's ",
-    "this is ",
-    "that is ",
-    "that's ",
-];
-
-/// Words of doing, promising or stressing that say nothing of what was done ("The assistant
-/// promised to do exactly that."), as stems of content words.
-const FILLERS: [&str; 14] = [
-    "promi", "exact", "real", "actual", "definit", "certain", "sure", "agre", "go", "going",
-    "plan", "want", "tri", "try",
-];
-/// Pronouns for a person, who must be named somewhere in the fact.
-const PERSONAL: [&str; 5] = ["he", "him", "she", "her", "hers"];
-/// Nouns for a person a pronoun may refer to (a trailing "s" aside; "grandparents" and
-/// "stepmother" end in one).
-const PEOPLE: [&str; 40] = [
-    "brother",
-    "sister",
-    "mother",
-    "father",
-    "mom",
-    "mum",
-    "dad",
-    "parent",
-    "wife",
-    "husband",
-    "partner",
-    "boyfriend",
-    "girlfriend",
-    "son",
-    "daughter",
-    "child",
-    "kid",
-    "baby",
-    "friend",
-    "colleague",
-    "coworker",
-    "boss",
-    "manager",
-    "neighbor",
-    "neighbour",
-    "uncle",
-    "aunt",
-    "cousin",
-    "grandmother",
-    "grandfather",
-    "grandma",
-    "grandpa",
-    "niece",
-    "nephew",
-    "doctor",
-    "teacher",
-    "roommate",
-    "fiance",
-    "fiancee",
-    "supervisor",
-];
-
 #[derive(Clone, Debug, PartialEq)]
 enum Subject {
     User,
@@ -190,7 +91,7 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
     let start: Vec<&str> = clause
         .iter()
         .map(String::as_str)
-        .skip_while(|w| LEADING.contains(w))
+        .skip_while(|w| super::lists().subject_leading.contains(w))
         .collect();
     let first = start.first().copied().unwrap_or_default();
     let user = |w: &str| matches!(w, "i" | "im" | "ive" | "id" | "ill" | "we" | "were");
@@ -207,7 +108,7 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
             None => Subject::Unknown,
         };
     }
-    if OTHERS.contains(&first) || names.iter().any(|n| n == first) {
+    if super::lists().subject_others.contains(&first) || names.iter().any(|n| n == first) {
         return Subject::Other(first.to_owned());
     }
     Subject::Unknown
@@ -220,7 +121,7 @@ fn clauses(text: &str, names: &[String]) -> Vec<(Subject, Vec<String>)> {
         let mut current: Vec<String> = Vec::new();
         let mut pieces: Vec<Vec<String>> = Vec::new();
         for word in words(sentence) {
-            if JOINS.contains(&word.as_str()) && !current.is_empty() {
+            if super::lists().subject_joins.contains(&word.as_str()) && !current.is_empty() {
                 pieces.push(std::mem::take(&mut current));
             }
             current.push(word);
@@ -287,7 +188,7 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
         }
     }
     let (share, who) = best_other?;
-    let pronoun = OTHERS.contains(&who.as_str());
+    let pronoun = super::lists().subject_others.contains(&who.as_str());
     (share >= 0.5 && share > best_user && (pronoun || !named.contains(&who))).then_some(who)
 }
 
@@ -305,21 +206,27 @@ pub fn no_referent(fact: &str) -> bool {
     let the_thing = opening.starts_with("the ")
         && !opening.starts_with("the assistant")
         && !fact.chars().any(|c| c.is_ascii_digit());
-    let impersonal = IMPERSONAL.iter().any(|o| opening.starts_with(o)) || the_thing;
-    let bare = all.iter().any(|w| BARE.contains(&w.as_str()));
-    let content = content_words(fact);
-    let said = content
+    let impersonal = super::lists()
+        .subject_impersonal
         .iter()
-        .filter(|w| {
-            !FILLERS
-                .iter()
-                .any(|f| *w == f || (f.len() >= 4 && w.starts_with(f)))
-        })
-        .count();
+        .any(|o| opening.starts_with(o))
+        || the_thing;
+    let bare = all
+        .iter()
+        .any(|w| super::lists().subject_bare.contains(&w.as_str()));
+    let content = content_words(fact);
+    let fillers: Vec<String> = super::lists()
+        .subject_fillers
+        .iter()
+        .map(|f| super::stem(f))
+        .collect();
+    let said = content.iter().filter(|w| !fillers.contains(w)).count();
     if bare && (content.len() <= 1 || said == 0) {
         return true;
     }
-    let person = all.iter().any(|w| PERSONAL.contains(&w.as_str()));
+    let person = all
+        .iter()
+        .any(|w| super::lists().subject_personal.contains(&w.as_str()));
     // A name: a capitalized word after the first ("Tomas", "Dr Lee"), not a month or a day (or another date word).
     let named = fact.split_whitespace().skip(1).any(|w| {
         let bare = w
@@ -333,7 +240,10 @@ pub fn no_referent(fact: &str) -> bool {
     });
     let someone = all.iter().any(|w| {
         let one = w.strip_suffix('s').unwrap_or(w);
-        PEOPLE.iter().any(|p| w.ends_with(p) || one.ends_with(p))
+        super::lists()
+            .subject_people
+            .iter()
+            .any(|p| w.ends_with(p) || one.ends_with(p))
     });
     if impersonal && !named && !all.iter().any(|w| w == "user" || w == "users") {
         return true;
@@ -491,6 +401,7 @@ mod tests {
         ));
         assert!(!no_referent("The user has a dog and loves it."));
         assert!(no_referent("The assistant promised to do exactly that."));
+        assert!(no_referent("The assistant really tried it, definitely."));
         assert!(no_referent("The user plans to do it."));
         assert!(!no_referent(
             "The assistant promised to book it for Friday."

@@ -9,12 +9,6 @@ use super::{content_words, fact_words, without_dates, Evidence};
 
 /// Fewest content words the vaguer fact must share with the other one.
 const MIN_SHARED: usize = 2;
-/// Words that make a fact a change or a denial, never a vaguer variant of another ("The user no
-/// longer works at Fabrikam." beside "The user works at Fabrikam as a data analyst.").
-const CHANGES: [&str; 11] = [
-    " not ", "n't", " no ", "never", "longer", "former", "anymore", "stopped", "quit", " left",
-    "used to",
-];
 
 impl Evidence {
     /// Whether `fact` says nothing `other` does not, but in words the user never said: half its
@@ -22,7 +16,11 @@ impl Evidence {
     /// the user's that `fact` does not.
     pub fn vaguer_than(&self, fact: &str, other: &str) -> bool {
         let lower = format!(" {} ", fact.to_lowercase());
-        if CHANGES.iter().any(|c| lower.contains(c)) {
+        if super::lists()
+            .vaguer_changes
+            .iter()
+            .any(|c| lower.contains(c))
+        {
             return false;
         }
         let words = without_dates(fact_words(fact));
