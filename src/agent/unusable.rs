@@ -155,53 +155,6 @@ impl Turn {
     }
 }
 
-/// Words that open a question asking for something (a question that `yes` or `no` answers
-/// may be answered in its own words: "Do I eat meat?" "No, you don't eat meat.").
-const ASKING: [&str; 9] = [
-    "what", "which", "who", "whom", "whose", "where", "when", "how", "why",
-];
-
-/// Words a reply wraps a question in, which answer nothing.
-const FRAMING: [&str; 34] = [
-    "understand",
-    "want",
-    "wants",
-    "know",
-    "knowing",
-    "like",
-    "anything",
-    "else",
-    "interested",
-    "asking",
-    "ask",
-    "asked",
-    "question",
-    "wondering",
-    "wonder",
-    "curious",
-    "tell",
-    "help",
-    "glad",
-    "happy",
-    "certainly",
-    "sure",
-    "great",
-    "okay",
-    "course",
-    "let",
-    "see",
-    "find",
-    "out",
-    "learn",
-    "regarding",
-    "information",
-    "please",
-    "more",
-];
-
-/// Words that say no, or that the answer is not known: a reply with one says something.
-const NEGATIONS: [&str; 7] = ["not", "no", "never", "none", "nothing", "cannot", "unknown"];
-
 /// Whether `reply` to the `question` (one that asks for something: "what", "how", …) says
 /// nothing the question did not: every content word of the reply is the question's, or a word
 /// that frames it ("I understand that you want to know how to take your coffee. Is there
@@ -214,20 +167,26 @@ pub(super) fn restates(reply: &str, question: &str) -> bool {
         .filter(|w| !w.is_empty())
         .take(2)
         .collect();
-    if !lower.ends_with('?') || !opening.iter().any(|w| ASKING.contains(w)) {
+    if !lower.ends_with('?')
+        || !opening
+            .iter()
+            .any(|w| crate::language::words().unusable_asking.contains(w))
+    {
         return false;
     }
     let said = reply.to_lowercase().replace('’', "'");
     let negated = said.contains("n't")
         || said
             .split(|c: char| !c.is_alphanumeric())
-            .any(|w| NEGATIONS.contains(&w));
+            .any(|w| crate::language::words().unusable_negations.contains(&w));
     if negated || said.chars().any(|c| c.is_ascii_digit()) {
         return false;
     }
     use crate::postprocess::gates::content_words;
     let framing: std::collections::HashSet<String> =
-        content_words(&FRAMING.join(" ")).into_iter().collect();
+        content_words(&crate::language::words().unusable_framing.join(" "))
+            .into_iter()
+            .collect();
     let asked = content_words(question);
     content_words(reply)
         .iter()

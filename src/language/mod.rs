@@ -124,6 +124,42 @@ pub struct WordLists {
     /// Words that make a fact a change or a denial, never a vaguer variant of another ("The user no
     /// longer works at Fabrikam." beside "The user works at Fabrikam as a data analyst.").
     pub vaguer_changes: &'static [&'static str],
+    /// Phrases that address what the assistant said or did (lowercase, matched as whole words).
+    pub cues: &'static [&'static str],
+    /// Words and phrases that ask about how things were (matched as whole words, lowercase).
+    pub history_past_cues: &'static [&'static str],
+    /// Words after which a verb keeps its base form ("do I live", "will I go"), and which are not
+    /// conjugated themselves.
+    pub perspective_auxiliaries: &'static [&'static str],
+    /// Words that often follow "I" and are not verbs to conjugate.
+    pub perspective_not_verbs: &'static [&'static str],
+    /// Properties every person has, and words too general to check: often told without the word.
+    pub unmentioned_attributes: &'static [&'static str],
+    /// Words that may stand between "my" and the thing ("my new car", "my older brother").
+    pub unmentioned_modifiers: &'static [&'static str],
+    /// Words after "my" that end the phrase without a thing: verbs and function words.
+    pub unmentioned_not_things: &'static [&'static str],
+    /// Things that other words mention: (thing asked, the words that count).
+    pub unmentioned_kinds: &'static [(&'static str, &'static [&'static str])],
+    /// Words that open a question asking for something (a question that `yes` or `no` answers
+    /// may be answered in its own words: "Do I eat meat?" "No, you don't eat meat.").
+    pub unusable_asking: &'static [&'static str],
+    /// Words a reply wraps a question in, which answer nothing.
+    pub unusable_framing: &'static [&'static str],
+    /// Words that say no, or that the answer is not known: a reply with one says something.
+    pub unusable_negations: &'static [&'static str],
+    /// Words that only date a fact ("in October 2026", "on March 2", "last week").
+    /// (Weekdays and months are [`crate::dates`]' lists.)
+    pub gates_date_words: &'static [&'static str],
+    /// Words whose presence flips a statement: a fact is contained in another only with the same ones.
+    pub consolidate_negations: &'static [&'static str],
+    /// Words too common to help a keyword search (they would match nearly every row).
+    pub keywords_stopwords: &'static [&'static str],
+}
+
+/// The word lists of the language the rules read ([`current`]'s).
+pub fn words() -> &'static WordLists {
+    current().words()
 }
 
 /// The language the gates read: English until a second implementation and a way to choose it

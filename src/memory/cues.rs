@@ -8,38 +8,12 @@
 //! memory block and a list of Python libraries. What the assistant promised is a fact of its own
 //! (extraction keeps commitments), so only questions about its words need its lines.
 
-/// Phrases that address what the assistant said or did (lowercase, matched as whole words).
-const CUES: [&str; 24] = [
-    "did you",
-    "you said",
-    "you say",
-    "you told",
-    "you tell",
-    "you suggest",
-    "you suggested",
-    "you recommend",
-    "you recommended",
-    "you promise",
-    "you promised",
-    "you mention",
-    "you mentioned",
-    "you gave",
-    "you give",
-    "you advise",
-    "you advised",
-    "you offered",
-    "you proposed",
-    "you picked",
-    "you wrote",
-    "your suggestion",
-    "your advice",
-    "your recommendation",
-];
-
 /// Whether `question` asks about the assistant's own earlier words ("Which table did you tell me
 /// to ask for?", "What was your advice on the grinder?").
 pub fn asks_about_the_assistant(question: &str) -> bool {
-    CUES.iter()
+    crate::language::words()
+        .cues
+        .iter()
         .any(|cue| spaced(question).contains(&format!(" {cue} ")))
 }
 

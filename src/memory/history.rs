@@ -15,34 +15,13 @@ use crate::store::{FormerFact, UserScope};
 /// question about the past adds (one store read, one embedding batch of at most this many).
 const CANDIDATES: usize = 24;
 
-/// Words and phrases that ask about how things were (matched as whole words, lowercase).
-const PAST_CUES: [&str; 18] = [
-    "before",
-    "previous",
-    "previously",
-    "used to",
-    "former",
-    "formerly",
-    "originally",
-    "at first",
-    "earlier",
-    "prior",
-    "anymore",
-    "any more",
-    "no longer",
-    "still",
-    "old",
-    "change",
-    "changed",
-    "changes",
-];
-
 /// Whether `question` asks how things were ("What was my job before my current one?", "Do I
 /// still live in Lisbon?", "my old address"), not only how they are.
 pub fn asks_about_the_past(question: &str) -> bool {
     // "How old is my brother?" asks an age, not about the past.
     let text = super::cues::spaced(question).replace(" how old ", " how ");
-    PAST_CUES
+    crate::language::words()
+        .history_past_cues
         .iter()
         .any(|cue| text.contains(&format!(" {cue} ")))
 }

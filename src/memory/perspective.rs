@@ -38,11 +38,20 @@ pub fn about_the_user(question: &str) -> Option<String> {
         if let Some(with) = with {
             replaced[i] = Some(with);
             changed = true;
-            let bare = word == "i" && !previous.is_some_and(|p| AUXILIARIES.contains(&p));
+            let bare = word == "i"
+                && !previous.is_some_and(|p| {
+                    crate::language::words()
+                        .perspective_auxiliaries
+                        .contains(&p)
+                });
             if let (true, Some(&j)) = (bare, words.get(n + 1)) {
                 conjugate[j] = !lower[j].contains('\'')
-                    && !AUXILIARIES.contains(&lower[j].as_str())
-                    && !NOT_VERBS.contains(&lower[j].as_str())
+                    && !crate::language::words()
+                        .perspective_auxiliaries
+                        .contains(&lower[j].as_str())
+                    && !crate::language::words()
+                        .perspective_not_verbs
+                        .contains(&lower[j].as_str())
                     && lower[j].chars().all(|c| c.is_ascii_lowercase());
             }
         }
@@ -66,17 +75,6 @@ pub fn about_the_user(question: &str) -> Option<String> {
     }
     Some(out)
 }
-
-/// Words after which a verb keeps its base form ("do I live", "will I go"), and which are not
-/// conjugated themselves.
-const AUXILIARIES: [&str; 15] = [
-    "do", "does", "did", "can", "could", "will", "would", "shall", "should", "may", "might",
-    "must", "to", "am", "have",
-];
-/// Words that often follow "I" and are not verbs to conjugate.
-const NOT_VERBS: [&str; 10] = [
-    "was", "also", "just", "really", "never", "always", "still", "often", "already", "usually",
-];
 
 /// "live" → "lives", "go" → "goes", "study" → "studies".
 fn third_person(verb: &str) -> String {

@@ -31,93 +31,6 @@ pub struct Presupposed {
     pub words: Vec<String>,
 }
 
-/// Properties every person has, and words too general to check: often told without the word.
-#[rustfmt::skip]
-const ATTRIBUTES: &[&str] = &[
-    "name", "names", "age", "birthday", "birth", "job", "jobs", "work", "career", "profession",
-    "occupation", "role", "title", "employer", "company", "office", "workplace", "boss", "city",
-    "town", "country", "home", "hometown", "house", "flat", "apartment", "place", "address",
-    "neighborhood", "neighbourhood", "life", "day", "days", "week", "weekend", "weekends", "year",
-    "years", "month", "morning", "evening", "night", "plan", "plans", "schedule", "routine",
-    "hobby", "hobbies", "interest", "interests", "diet", "food", "foods", "taste", "preference",
-    "preferences", "opinion", "goal", "goals", "family", "friend", "friends", "email", "phone",
-    "number", "one", "ones", "way", "time", "problem", "question", "questions", "answer", "memory",
-    "stuff", "thing", "things", "idea", "ideas", "situation", "status", "health", "mood", "budget",
-    "salary", "income", "background", "experience", "education", "degree", "school", "studies",
-    "language", "languages", "religion", "height", "weight", "size", "style", "type", "kind",
-    "sort", "self", "own", "name's", "life's", "account", "password", "order", "message",
-    "messages", "list", "note", "notes", "day's", "head", "mind", "heart", "body", "eyes", "hair",
-];
-
-/// Words that may stand between "my" and the thing ("my new car", "my older brother").
-#[rustfmt::skip]
-const MODIFIERS: &[&str] = &[
-    "new", "old", "older", "oldest", "young", "younger", "youngest", "little", "big", "current",
-    "previous", "former", "first", "last", "next", "favorite", "favourite", "best", "usual",
-    "latest", "other", "second", "third", "only", "dear", "late", "ex", "two", "three", "eldest",
-    "baby", "elder",
-];
-
-/// Words after "my" that end the phrase without a thing: verbs and function words.
-#[rustfmt::skip]
-const NOT_THINGS: &[&str] = &[
-    "is", "are", "was", "were", "be", "been", "do", "does", "did", "has", "have", "had", "will",
-    "would", "can", "could", "should", "to", "of", "in", "on", "at", "for", "from", "with", "and",
-    "or", "but", "the", "a", "an", "this", "that", "these", "those", "it", "its", "so", "then",
-    "than", "about", "like", "again", "too", "also", "very", "really", "mine", "going",
-];
-
-/// Things that other words mention: (thing asked, the words that count).
-#[rustfmt::skip]
-const KINDS: &[(&str, &[&str])] = &[
-    ("pet", &[
-        "pet", "dog", "cat", "puppy", "kitten", "bird", "fish", "hamster", "rabbit", "bunny",
-        "parrot", "turtle", "horse", "snake", "lizard", "guinea",
-    ]),
-    ("pets", &[
-        "pet", "dog", "cat", "puppy", "kitten", "bird", "fish", "hamster", "rabbit", "bunny",
-        "parrot", "turtle", "horse", "snake", "lizard", "guinea",
-    ]),
-    ("dog", &["dog", "puppy", "pup", "doggy"]),
-    ("cat", &["cat", "kitten", "kitty"]),
-    ("partner", &[
-        "partner", "wife", "husband", "spouse", "girlfriend", "boyfriend", "fiance", "fiancee",
-    ]),
-    ("wife", &["wife", "partner", "spouse", "fiancee"]),
-    ("husband", &["husband", "partner", "spouse", "fiance"]),
-    ("spouse", &["spouse", "wife", "husband", "partner"]),
-    ("girlfriend", &["girlfriend", "partner"]),
-    ("boyfriend", &["boyfriend", "partner"]),
-    ("kids", &["kid", "child", "children", "son", "daughter", "baby", "toddler"]),
-    ("kid", &["kid", "child", "children", "son", "daughter", "baby", "toddler"]),
-    ("children", &["kid", "child", "children", "son", "daughter", "baby", "toddler"]),
-    ("child", &["kid", "child", "children", "son", "daughter", "baby", "toddler"]),
-    ("son", &["son", "kid", "child", "children", "boy"]),
-    ("daughter", &["daughter", "kid", "child", "children", "girl"]),
-    ("parents", &["parent", "mom", "mum", "mother", "dad", "father", "mama", "papa"]),
-    ("mom", &["mom", "mum", "mother", "mama", "parent"]),
-    ("mum", &["mom", "mum", "mother", "mama", "parent"]),
-    ("mother", &["mom", "mum", "mother", "mama", "parent"]),
-    ("dad", &["dad", "father", "papa", "parent"]),
-    ("father", &["dad", "father", "papa", "parent"]),
-    ("siblings", &["sibling", "brother", "sister", "twin"]),
-    ("brother", &["brother", "sibling", "twin", "bro"]),
-    ("sister", &["sister", "sibling", "twin", "sis"]),
-    ("car", &["car", "vehicle", "truck", "suv", "van", "auto", "automobile"]),
-    ("vehicle", &["car", "vehicle", "truck", "suv", "van", "motorbike", "motorcycle"]),
-    ("bike", &["bike", "bicycle", "motorbike", "motorcycle"]),
-    ("bicycle", &["bike", "bicycle"]),
-    ("doctor", &["doctor", "physician", "gp", "dr"]),
-    ("vet", &["vet", "veterinarian", "veterinary"]),
-    ("dentist", &["dentist"]),
-    ("therapist", &["therapist", "psychologist", "counselor", "counsellor"]),
-    ("gym", &["gym"]),
-    ("lawyer", &["lawyer", "attorney", "solicitor"]),
-    ("laptop", &["laptop", "computer", "notebook", "macbook"]),
-    ("computer", &["laptop", "computer", "pc", "macbook", "desktop"]),
-    ("manager", &["manager", "boss", "supervisor"]),
-];
-
 /// What the newest user message presupposes the user has ("my <thing>" in a question), at most
 /// [`MOST`].
 pub fn presupposed(message: &str) -> Vec<Presupposed> {
@@ -131,15 +44,21 @@ pub fn presupposed(message: &str) -> Vec<Presupposed> {
             let mut next = words[at + 1..].iter().map(|w| strip_possessive(w));
             let thing = loop {
                 match next.next() {
-                    Some(w) if MODIFIERS.contains(&w) => continue,
+                    Some(w) if crate::language::words().unmentioned_modifiers.contains(&w) => {
+                        continue
+                    }
                     other => break other,
                 }
             };
             let Some(thing) = thing else { continue };
             let checked = thing.chars().count() >= 3
                 && thing.chars().all(|c| c.is_ascii_lowercase())
-                && !ATTRIBUTES.contains(&thing)
-                && !NOT_THINGS.contains(&thing);
+                && !crate::language::words()
+                    .unmentioned_attributes
+                    .contains(&thing)
+                && !crate::language::words()
+                    .unmentioned_not_things
+                    .contains(&thing);
             if checked {
                 add(&mut found, thing);
             }
@@ -153,7 +72,12 @@ pub fn presupposed(message: &str) -> Vec<Presupposed> {
             let asks = matches!(*which, "which" | "what")
                 && (matches!(*verb, "do" | "did") && *subject == "i"
                     || matches!(*verb, "does" | "did" | "is" | "was") && *subject == "my");
-            if asks && KINDS.iter().any(|(kind, _)| kind == thing) {
+            if asks
+                && crate::language::words()
+                    .unmentioned_kinds
+                    .iter()
+                    .any(|(kind, _)| kind == thing)
+            {
                 add(&mut found, thing);
             }
         }
@@ -172,7 +96,11 @@ fn add(found: &mut Vec<Presupposed>, thing: &str) {
 
 /// The words that mention `thing`: its kind's, or itself.
 fn words_for(thing: &str) -> Vec<String> {
-    match KINDS.iter().find(|(asked, _)| *asked == thing) {
+    match crate::language::words()
+        .unmentioned_kinds
+        .iter()
+        .find(|(asked, _)| *asked == thing)
+    {
         Some((_, words)) => words.iter().map(|w| (*w).to_owned()).collect(),
         None => vec![thing.to_owned()],
     }

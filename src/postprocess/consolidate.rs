@@ -114,13 +114,12 @@ pub async fn consolidate(
     })
 }
 
-/// Words whose presence flips a statement: a fact is contained in another only with the same ones.
-const NEGATIONS: [&str; 5] = ["not", "no", "never", "don't", "doesn't"];
-
 fn negations(text: &str) -> HashSet<String> {
     text.to_lowercase()
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| NEGATIONS.contains(w) || w.ends_with("n't"))
+        .filter(|w| {
+            crate::language::words().consolidate_negations.contains(w) || w.ends_with("n't")
+        })
         .map(str::to_owned)
         .collect()
 }

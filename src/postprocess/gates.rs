@@ -459,28 +459,13 @@ pub fn only_adds_to(new: &str, old: &str) -> bool {
     !old.is_empty() && old.is_subset(&new)
 }
 
-/// Words that only date a fact ("in October 2026", "on March 2", "last week").
-/// (Weekdays and months are [`crate::dates`]' lists.)
-const DATE_WORDS: [&str; 11] = [
-    "today",
-    "yesterday",
-    "tomorrow",
-    "week",
-    "month",
-    "year",
-    "ago",
-    "last",
-    "next",
-    "since",
-    "recently",
-];
-
 /// A fact's words without the ones that only date it: the NOOP and UPDATE checks ask whether
 /// what a fact says is kept, and a memory that keeps it without its date still says it (a
 /// small model's rewrite of "moved to Porto in October 2026" into "lives in Porto" must not be
 /// refused, leaving "lives in Lisbon" live).
 pub(super) fn without_dates(words: HashSet<String>) -> HashSet<String> {
-    let dates: HashSet<String> = DATE_WORDS
+    let dates: HashSet<String> = crate::language::words()
+        .gates_date_words
         .iter()
         .chain(crate::dates::MONTHS.iter())
         .chain(crate::dates::WEEKDAYS.iter())

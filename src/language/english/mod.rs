@@ -1,6 +1,7 @@
 //! English: Snowball's English (Porter 2) stemmer, and the word lists the gates read.
 
 mod gate_words;
+mod rule_words;
 mod words;
 
 use rust_stemmers::{Algorithm, Stemmer};
@@ -57,6 +58,20 @@ static WORDS: WordLists = WordLists {
     subject_personal: &gate_words::SUBJECT_PERSONAL,
     subject_people: &gate_words::SUBJECT_PEOPLE,
     vaguer_changes: &gate_words::VAGUER_CHANGES,
+    cues: &rule_words::CUES,
+    history_past_cues: &rule_words::HISTORY_PAST_CUES,
+    perspective_auxiliaries: &rule_words::PERSPECTIVE_AUXILIARIES,
+    perspective_not_verbs: &rule_words::PERSPECTIVE_NOT_VERBS,
+    unmentioned_attributes: rule_words::UNMENTIONED_ATTRIBUTES,
+    unmentioned_modifiers: rule_words::UNMENTIONED_MODIFIERS,
+    unmentioned_not_things: rule_words::UNMENTIONED_NOT_THINGS,
+    unmentioned_kinds: rule_words::UNMENTIONED_KINDS,
+    unusable_asking: &rule_words::UNUSABLE_ASKING,
+    unusable_framing: &rule_words::UNUSABLE_FRAMING,
+    unusable_negations: &rule_words::UNUSABLE_NEGATIONS,
+    gates_date_words: &rule_words::GATES_DATE_WORDS,
+    consolidate_negations: &rule_words::CONSOLIDATE_NEGATIONS,
+    keywords_stopwords: rule_words::KEYWORDS_STOPWORDS,
 };
 
 /// The English rules.

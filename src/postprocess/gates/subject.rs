@@ -236,7 +236,9 @@ pub fn no_referent(fact: &str) -> bool {
             && w != "I"
             && !crate::dates::MONTHS.contains(&bare.as_str())
             && !crate::dates::WEEKDAYS.contains(&bare.as_str())
-            && !super::DATE_WORDS.contains(&bare.as_str())
+            && !crate::language::words()
+                .gates_date_words
+                .contains(&bare.as_str())
     });
     let someone = all.iter().any(|w| {
         let one = w.strip_suffix('s').unwrap_or(w);
