@@ -4,14 +4,10 @@
 //! real local embedding model (the check reads the memories alike to the fact) and a scripted
 //! memory LLM.
 
-use std::time::Duration;
-
 use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
-use crate::common::{
-    eventually, get_json, harness_with, implicit_chat, memories, model_data_dir, retired, Harness,
-};
+use crate::common::{harness_local_facts, memories, retired, tell_facts, Harness};
 
 const COOK: &str = "The user works as a line cook at a hotel in Porto.";
 const ANA: &str = "Ana is a line cook at a hotel in Porto.";
@@ -23,45 +19,26 @@ fn fact(text: &str, quote: &str, about: &str) -> Value {
 }
 
 async fn proxy() -> Harness {
-    harness_with(|c| {
-        c.memory.extraction_debounce = Duration::ZERO;
-        c.memory.consolidation_delay = None;
-        c.embedding.provider = memproxy::embed::EmbeddingProvider::Local;
-        c.embedding.model_dir = Some(model_data_dir().join("models/all-MiniLM-L6-v2"));
-        c.embedding.onnxruntime = Some(model_data_dir().join("lib/libonnxruntime.so.1.24.4"));
-    })
-    .await
+    harness_local_facts(|_| {}).await
 }
 
 /// Tells `said` in a new conversation, the memory LLM answering `facts`; returns the report of
 /// the `done`-th extraction.
 async fn tell(h: &Harness, said: &str, facts: Vec<Value>, done: usize) -> String {
+    let mut reports = tell_facts(h, "rui", said, facts, done).await;
+    reports.pop().unwrap_or_default()
+}
+
+/// The change check's answers: the older note rewritten as `now`, and whether both hold.
+fn script(h: &Harness, now: &str, both_true: bool) {
     h.mock.push_marked(
-        "MEMPROXY-EXTRACT",
-        Reply::Text(json!({ "facts": facts }).to_string()),
+        "MEMPROXY-CHANGED",
+        Reply::Text(json!({ "now": now }).to_string()),
     );
-    let response = implicit_chat(h, "rui", json!([{"role": "user", "content": said}])).await;
-    assert_eq!(response.status(), 200);
-    let reports = || async {
-        let jobs = get_json(h, "/memproxy/v1/jobs?state=done").await;
-        let mut reports: Vec<(i64, String)> = jobs["data"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|j| j["kind"] == "extract")
-            .map(|j| {
-                let report = j["report"].as_str().unwrap_or_default().to_owned();
-                (j["id"].as_i64().unwrap_or_default(), report)
-            })
-            .collect();
-        reports.sort();
-        reports
-    };
-    eventually("the extraction is done", || async {
-        reports().await.len() >= done
-    })
-    .await;
-    reports().await.pop().map(|(_, r)| r).unwrap_or_default()
+    h.mock.push_marked(
+        "MEMPROXY-BOTH-TRUE",
+        Reply::Text(json!({ "both_true": both_true }).to_string()),
+    );
 }
 
 /// Ana's job, the user's own (the same words, another subject: never checked against Ana's),
@@ -100,14 +77,7 @@ fn asked(h: &Harness, marker: &str) -> Vec<String> {
 #[tokio::test]
 async fn both_questions_agreeing_retire_the_older_memory_of_that_subject_only() {
     let h = proxy().await;
-    h.mock.push_marked(
-        "MEMPROXY-CHANGED",
-        Reply::Text(json!({ "now": REWRITTEN }).to_string()),
-    );
-    h.mock.push_marked(
-        "MEMPROXY-BOTH-TRUE",
-        Reply::Text(json!({"both_true": false}).to_string()),
-    );
+    script(&h, REWRITTEN, false);
     let report = cook_then_sous_chef(&h).await;
     assert!(report.contains("1 changed"), "{report}");
     let mut stored = memories(&h, "rui").await;
@@ -135,14 +105,7 @@ async fn both_questions_agreeing_retire_the_older_memory_of_that_subject_only() 
 async fn one_question_saying_it_still_holds_keeps_the_older_memory() {
     // The rewrite drops the old job, but the two notes may both be true: kept.
     let h = proxy().await;
-    h.mock.push_marked(
-        "MEMPROXY-CHANGED",
-        Reply::Text(json!({ "now": REWRITTEN }).to_string()),
-    );
-    h.mock.push_marked(
-        "MEMPROXY-BOTH-TRUE",
-        Reply::Text(json!({"both_true": true}).to_string()),
-    );
+    script(&h, REWRITTEN, true);
     let report = cook_then_sous_chef(&h).await;
     assert!(!report.contains("changed"), "{report}");
     let mut stored = memories(&h, "rui").await;

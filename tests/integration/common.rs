@@ -482,3 +482,54 @@ pub async fn run_checks(mut command: std::process::Command, what: &str, checks: 
     }
     stdout
 }
+
+/// A proxy that embeds with the real local model and extracts at once (no debounce, no
+/// consolidation), adjusted by `adjust`: for the rules that read real vectors.
+pub async fn harness_local_facts(adjust: impl FnOnce(&mut Config)) -> Harness {
+    harness_with(|c| {
+        c.memory.extraction_debounce = std::time::Duration::ZERO;
+        c.memory.consolidation_delay = None;
+        c.embedding.provider = memproxy::embed::EmbeddingProvider::Local;
+        c.embedding.model_dir = Some(model_data_dir().join("models/all-MiniLM-L6-v2"));
+        c.embedding.onnxruntime = Some(model_data_dir().join("lib/libonnxruntime.so.1.24.4"));
+        adjust(c);
+    })
+    .await
+}
+
+/// `user` says `said` in implicit mode, the scripted memory LLM extracting `facts`; waits for
+/// the `done`-th extraction and returns every extraction's report, oldest first.
+pub async fn tell_facts(
+    h: &Harness,
+    user: &str,
+    said: &str,
+    facts: Vec<Value>,
+    done: usize,
+) -> Vec<String> {
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        memproxy::mock::Reply::Text(json!({ "facts": facts }).to_string()),
+    );
+    let response = implicit_chat(h, user, json!([{"role": "user", "content": said}])).await;
+    assert_eq!(response.status(), 200);
+    let reports = || async {
+        let jobs = get_json(h, "/memproxy/v1/jobs?state=done").await;
+        let mut reports: Vec<(i64, String)> = jobs["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|j| j["kind"] == "extract")
+            .map(|j| {
+                let report = j["report"].as_str().unwrap_or_default().to_owned();
+                (j["id"].as_i64().unwrap_or_default(), report)
+            })
+            .collect();
+        reports.sort();
+        reports.into_iter().map(|(_, r)| r).collect::<Vec<String>>()
+    };
+    eventually("the extraction is done", || async {
+        reports().await.len() >= done
+    })
+    .await;
+    reports().await
+}

@@ -2,14 +2,10 @@
 //! says is not stored twice. Over real HTTP with the real local embedding model (the rule reads
 //! its vectors) and a scripted memory LLM that writes one plan three ways, as small models do.
 
-use std::time::Duration;
-
 use memproxy::mock::Reply;
 use serde_json::{json, Value};
 
-use crate::common::{
-    eventually, get_json, harness_with, implicit_chat, memories, model_data_dir, Harness,
-};
+use crate::common::{harness_local_facts, memories, tell_facts, Harness};
 
 const YORK: &str = "The user and Yusuf want to visit the York Railway Museum.";
 const YORK_AGAIN: &str = "The user and Yusuf want to visit the railway museum in York.";
@@ -23,40 +19,11 @@ fn fact(text: &str, quote: &str) -> Value {
 
 /// A proxy embedding with the local model, its restatement bar at `bar`.
 async fn proxy(bar: f32) -> Harness {
-    harness_with(|c| {
-        c.memory.extraction_debounce = Duration::ZERO;
-        c.memory.consolidation_delay = None;
-        c.memory.restatement_similarity = bar;
-        c.embedding.provider = memproxy::embed::EmbeddingProvider::Local;
-        c.embedding.model_dir = Some(model_data_dir().join("models/all-MiniLM-L6-v2"));
-        c.embedding.onnxruntime = Some(model_data_dir().join("lib/libonnxruntime.so.1.24.4"));
-    })
-    .await
+    harness_local_facts(|c| c.memory.restatement_similarity = bar).await
 }
 
 async fn tell(h: &Harness, said: &str, facts: Vec<Value>, done: usize) -> String {
-    h.mock.push_marked(
-        "MEMPROXY-EXTRACT",
-        Reply::Text(json!({ "facts": facts }).to_string()),
-    );
-    let response = implicit_chat(h, "ines", json!([{"role": "user", "content": said}])).await;
-    assert_eq!(response.status(), 200);
-    let extractions = || async {
-        let jobs = get_json(h, "/memproxy/v1/jobs?state=done").await;
-        let reports: Vec<String> = jobs["data"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|j| j["kind"] == "extract")
-            .map(|j| j["report"].as_str().unwrap_or_default().to_owned())
-            .collect();
-        reports
-    };
-    eventually("the extraction is done", || async {
-        extractions().await.len() >= done
-    })
-    .await;
-    extractions().await.join("; ")
+    tell_facts(h, "ines", said, facts, done).await.join("; ")
 }
 
 const FIRST: &str = "Yusuf and I want to visit the railway museum in York. I'm 34 years old.";
