@@ -28,12 +28,12 @@ fn no_import_circle_crosses_two_modules_or_exceeds_six_files() {
         "import circles that span two top-level modules of src/ or have more than {MOST_FILES} files:\n{}",
         bad.join("\n")
     );
-    // The reader sees the imports at all: reconciliation reads the gates, the jobs, retrieval (a
+    // The reader sees the imports at all: reconciliation reads the gates, the facts, retrieval (a
     // re-export of memory/retrieval.rs, followed) and the store.
     let read = house.imports("postprocess/reconcile.rs");
     for wanted in [
         "postprocess/gates.rs",
-        "postprocess/jobs.rs",
+        "postprocess/fact.rs",
         "memory/retrieval.rs",
         "store/mod.rs",
     ] {

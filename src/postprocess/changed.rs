@@ -124,7 +124,7 @@ async fn ask(
 
 fn now_schema() -> Value {
     json!({"type": "object", "additionalProperties": false, "required": ["now"],
-        "properties": {"now": {"type": "string", "maxLength": super::jobs::MAX_FACT_CHARS + 100}}})
+        "properties": {"now": {"type": "string", "maxLength": super::fact::MAX_FACT_CHARS + 100}}})
 }
 
 fn both_schema() -> Value {

@@ -4,9 +4,8 @@
 
 use serde_json::{json, Value};
 
-use super::jobs::{Fact, MAX_FACT_CHARS};
+use super::fact::{Fact, MAX_FACT_CHARS};
 use super::llm::{json_object, Answer};
-use super::reconcile::Origin;
 use super::PostProcessor;
 use crate::strategy::inject::quoted;
 
@@ -21,7 +20,7 @@ pub(super) enum Decision {
 /// models copy them reliably, unlike database ids), each text quoted: a memory is data.
 pub(super) async fn decide(
     pp: &PostProcessor,
-    origin: &Origin<'_>,
+    model: &str,
     facts: &[&Fact],
     candidates: &[(i64, String, i64)],
 ) -> Result<Vec<Decision>, String> {
@@ -43,7 +42,7 @@ pub(super) async fn decide(
     let answer = pp
         .llm
         .complete(
-            origin.model,
+            model,
             &pp.prompts.reconcile,
             &material,
             Answer::Json("decisions", &decisions_schema(facts.len())),

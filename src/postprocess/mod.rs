@@ -9,6 +9,7 @@
 mod changed;
 mod consolidate;
 mod decisions;
+mod fact;
 pub mod gates;
 pub mod grounding;
 mod jobs;
@@ -37,7 +38,7 @@ use crate::store::{now_ms, Job, NewJob, NewMessage, UserScope};
 use crate::strategy::compact;
 use crate::strategy::MemoryConfig;
 
-pub use jobs::{parse_facts, Fact};
+pub use fact::{parse_facts, Fact};
 use llm::MemoryLlm;
 use prompts::Prompts;
 pub use reconcile::FactOutcome;
@@ -311,10 +312,10 @@ impl PostProcessor {
         text: &str,
         cause: &str,
     ) -> Result<Remembered, crate::memory::MemoryError> {
-        let fact = || jobs::Fact {
+        let fact = || fact::Fact {
             text: text.trim().to_owned(),
             kind: "fact".to_owned(),
-            ..jobs::Fact::default()
+            ..fact::Fact::default()
         };
         self.memory.check_text(&fact().text)?;
         refuse_instruction(&fact().text)?;

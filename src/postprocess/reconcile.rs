@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use super::changed::{self, Change, Older};
 use super::decisions::{decide, Decision};
+use super::fact::Fact;
 use super::gates::{self, Evidence, Rejection};
-use super::jobs::Fact;
 use super::{restated, PostProcessor};
 use crate::embed::cosine;
 use crate::memory::{MemoryError, NewFact, RetrievalRequest};
@@ -153,7 +153,7 @@ pub(super) async fn reconcile(
         // A fact whose source is not the user's own statement is not the user's (checked last,
         // so that the gates above name what they recognise).
         let grounded = match &fact.grounding {
-            Some(Ok((_, found))) => found.unsaid_check(&known).map_err(super::jobs::rejection),
+            Some(Ok((_, found))) => found.unsaid_check(&known).map_err(super::fact::rejection),
             Some(Err(reason)) => Err(*reason),
             None => Ok(()),
         };
@@ -257,7 +257,7 @@ pub(super) async fn reconcile(
         fresh.iter().map(|_| Decision::Add).collect()
     } else {
         let facts: Vec<&Fact> = fresh.iter().map(|(_, fact)| fact).collect();
-        decide(pp, origin, &facts, &candidates).await?
+        decide(pp, origin.model, &facts, &candidates).await?
     };
     // Memories this job already changed: a second decision about one of them saw text that is
     // no longer there, so its fact is added instead.

@@ -3,9 +3,10 @@
 //! (nothing the user did not say, no questions, no placeholders, no vaguer paraphrase of another
 //! fact).
 
+use super::fact::{facts_schema, grounded, parse_facts};
 use super::gates::Evidence;
 use super::grounding::Said;
-use super::jobs::{extraction_material, facts_schema, grounded, parse_facts, transcript};
+use super::jobs::{extraction_material, transcript};
 use super::llm::{Answer, MemoryLlm};
 
 /// The facts of `turns` (`(role, text)`: the user's messages, and the agent's reply) said at
@@ -41,7 +42,7 @@ pub async fn extract(
     for mut fact in parse_facts(&answer)? {
         // Only what the user stated (see `grounding`).
         let checked = grounded(&fact, &said)
-            .and_then(|found| found.unsaid_check(&[]).map_err(super::jobs::rejection));
+            .and_then(|found| found.unsaid_check(&[]).map_err(super::fact::rejection));
         if let Err(reason) = checked {
             tracing::info!(reason = reason.as_str(), text = %fact.text, "background save: fact refused");
             refused += 1;
