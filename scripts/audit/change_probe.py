@@ -58,7 +58,8 @@ for told, fact, old, truth in PAIRS:
     now = ask(CHANGED, f'Older note: {json.dumps(old)}\n\nThe user\'s newest message: {json.dumps(told)}\n',
               {"type": "object", "additionalProperties": False, "required": ["now"],
                "properties": {"now": {"type": "string", "maxLength": 400}}})["now"]
-    loses = bool(now.strip()) and not words(old) <= words(now)
+    echo = bool(words(now)) and words(now) <= words(told) and len(words(now)) >= 0.8 * len(words(told))
+    loses = bool(now.strip()) and not echo and not words(old) <= words(now)
     both = None
     if loses:
         both = ask(BOTH, f'Older note: {json.dumps(old)}\nNewer note: {json.dumps(fact)}\n',

@@ -9,7 +9,8 @@
 //! most changed ones, but sometimes rewrote a true note with the message's number. So a note is
 //! retired only when (1) rewritten after the user's message, it loses some of its own words, and
 //! (2) asked of the two notes, the model says they cannot both be true. Each answer is structured
-//! output; what the rewrite keeps is compared by words, in any language the stemmer reads.
+//! output; what the rewrite keeps is compared by words, in any language the stemmer reads. A
+//! "rewrite" that is the user's message given back (the 0.5B model's habit) is no rewrite.
 
 use serde_json::{json, Value};
 
@@ -73,7 +74,7 @@ async fn untrue(pp: &PostProcessor, change: &Change<'_>, old: &Older) -> Result<
     )
     .await?;
     let now = answer["now"].as_str().unwrap_or_default();
-    if !loses_words(&old.text, now) {
+    if echoes(now, change.told) || !loses_words(&old.text, now) {
         return Ok(false);
     }
     let material = format!(
@@ -106,6 +107,17 @@ pub(super) fn loses_words(old: &str, now: &str) -> bool {
     content_words(old).iter().any(|word| !kept.contains(word))
 }
 
+/// Whether the "rewrite" `now` is the user's message `told` given back instead of the note
+/// (seen from the 0.5B model, which answered so for true and changed notes alike): every content
+/// word of it is the message's, and it has most of them. Such an answer says nothing of the note.
+pub(super) fn echoes(now: &str, told: &str) -> bool {
+    let (now, told) = (content_words(now), content_words(told));
+    !now.is_empty() && now.is_subset(&told) && now.len() as f64 >= ECHO_SHARE * told.len() as f64
+}
+
+/// The share of the message's content words an echo has at least.
+const ECHO_SHARE: f64 = 0.8;
+
 async fn ask(
     pp: &PostProcessor,
     model: &str,
@@ -135,6 +147,25 @@ fn both_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_message_given_back_is_no_rewrite() {
+        let told = "I took the job! I'm now sous-chef at the bistro. First week was chaos.";
+        assert!(echoes(told, told));
+        assert!(echoes(
+            "I took the job, now sous-chef at the bistro. First week was chaos",
+            told
+        ));
+        assert!(!echoes(
+            "The user works as a sous-chef at the bistro.",
+            told
+        ));
+        assert!(!echoes(
+            "The user lives in Grenoble.",
+            "I moved to Grenoble."
+        ));
+        assert!(!echoes("", told));
+    }
 
     #[test]
     fn a_copy_or_an_addition_loses_no_words_a_new_value_does() {
