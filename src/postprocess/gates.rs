@@ -236,8 +236,9 @@ impl Evidence {
     }
 
     /// [`Self::check`], with the user's stored memories that the fact relates to (their words
-    /// count as the user's).
-    pub fn check_knowing(&self, fact: &str, kind: &str, known: &[&str]) -> Result<(), Rejection> {
+    /// count as the user's). The model's `kind` is not trusted: a commitment is known by its own
+    /// words (it names the assistant and promises something), whatever kind it was given.
+    pub fn check_knowing(&self, fact: &str, _kind: &str, known: &[&str]) -> Result<(), Rejection> {
         let known_texts = known;
         let known: HashSet<String> = known.iter().flat_map(|k| content_words(k)).collect();
         check_form(fact)?;
@@ -253,7 +254,10 @@ impl Evidence {
         // "The assistant will help" promises nothing in particular ("The user will help their
         // sister move" is a plan, and a fact).
         let vague = about_assistant && lower.contains("will help");
-        let commitment = (kind == "commitment" || about_assistant)
+        // A commitment is the assistant's: a "commitment" that does not name the assistant ("The
+        // user suggests sending emails to their dad", the 1.5B's reading of the assistant's
+        // advice) is checked as any fact is, against whose words it is.
+        let commitment = about_assistant
             && !musing
             && !vague
             && lists().promises.iter().any(|p| lower.contains(p));

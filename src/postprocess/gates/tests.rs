@@ -372,6 +372,22 @@ fn an_invented_date_or_promise_is_refused_and_a_real_one_kept() {
         ),
         Err(Rejection::NotPromised)
     );
+    // Marked a commitment, but the assistant's advice stored as the user's doing.
+    let advised = Evidence::new([
+        (
+            "user",
+            "My dad is home. How can I support him from a distance?",
+        ),
+        (
+            "assistant",
+            "You could send regular text messages and emails to check in on his health.",
+        ),
+    ]);
+    let refused = advised.check(
+        "The user suggests sending emails to check in on his health.",
+        "commitment",
+    );
+    assert!(refused.is_err(), "{refused:?}");
     // A date already known about the user may be repeated.
     let known = ["The user's brother Tomas was born on 4 December 1996."];
     assert_eq!(
