@@ -370,10 +370,11 @@ pub(super) async fn reconcile(
                 .remove(&index)
                 .unwrap_or_default()
                 .into_iter()
+                // (A memory this job retired or rewrote is in `touched`; the fact's own memory
+                // may be an older one that already said it.)
                 .filter(|o| {
                     !touched.contains(&o.id)
                         && applied.memory != Some(o.id)
-                        && applied.replaced != Some(o.id)
                         && !superseded.iter().any(|(id, _, _)| *id == o.id)
                 })
                 .collect();
