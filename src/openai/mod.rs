@@ -165,6 +165,18 @@ impl ChatRequest {
             .map_err(|error| ProxyError::invalid(format!("Invalid request: {error}"), None))
     }
 
+    /// What [`ChatRequest::parse`] checks that a request built by a translation from another
+    /// API can still fail (its typed fields hold the rest): at least one message.
+    pub fn check_built(&self) -> Result<(), ProxyError> {
+        if self.messages.is_empty() {
+            return Err(ProxyError::invalid(
+                "'messages' must contain at least one message.",
+                Some("messages"),
+            ));
+        }
+        Ok(())
+    }
+
     pub fn is_stream(&self) -> bool {
         self.stream == Some(true)
     }

@@ -56,8 +56,7 @@ pub fn route_mode(prefix: &str, rest: &str) -> Result<Mode, ProxyError> {
     })
 }
 
-/// One Chat Completions exchange, whichever API surface it came in on (`route` names the surface
-/// for metrics); the answer is in the Chat Completions shape, for the surface to convert.
+/// A Chat Completions request as the client sent it: read, then [`handle_request`].
 pub async fn handle(
     state: SharedState,
     context: RequestContext,
@@ -66,9 +65,48 @@ pub async fn handle(
     body: Bytes,
     route: &'static str,
 ) -> Result<Response, ProxyError> {
+    let request = ChatRequest::parse(&body)?;
+    let exchange = Exchange {
+        route_mode,
+        request,
+        client_body: Some(body),
+        route,
+    };
+    handle_request(state, context, headers, exchange).await
+}
+
+/// A Chat Completions request on its way through memproxy: read from a client, or translated
+/// from another API by its surface (which hands over the request itself, not bytes to read again).
+pub struct Exchange {
+    /// The mode its route names, if any.
+    pub route_mode: Option<Mode>,
+    pub request: ChatRequest,
+    /// The client's own bytes, which go upstream untouched when nothing changes them; `None` for
+    /// a translated request.
+    pub client_body: Option<Bytes>,
+    /// The API surface it came in on, for metrics (`/v1/messages`).
+    pub route: &'static str,
+}
+
+/// One Chat Completions exchange, whichever API surface it came in on; the answer is in the Chat
+/// Completions shape, for the surface to convert.
+pub async fn handle_request(
+    state: SharedState,
+    context: RequestContext,
+    headers: HeaderMap,
+    exchange: Exchange,
+) -> Result<Response, ProxyError> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
-    let request = ChatRequest::parse(&body)?;
+    let Exchange {
+        route_mode,
+        request,
+        client_body,
+        route,
+    } = exchange;
+    if client_body.is_none() {
+        request.check_built()?;
+    }
     state
         .config
         .limits
@@ -95,9 +133,9 @@ pub async fn handle(
     let strip_usage = request.is_stream()
         && state.upstream.config.observe_stream_usage
         && !request.client_wants_usage();
-    let upstream_body = match (rewrite.request.as_ref(), strip_usage) {
-        (None, false) => body,
-        (rewritten, _) => {
+    let upstream_body = match (rewrite.request.as_ref(), strip_usage, client_body) {
+        (None, false, Some(body)) => body,
+        (rewritten, _, _) => {
             let mut upstream_request = rewritten.unwrap_or(&request).clone();
             if strip_usage {
                 upstream_request

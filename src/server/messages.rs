@@ -135,7 +135,7 @@ async fn translated(
     body: Bytes,
 ) -> Response {
     let anthropic::Translated {
-        mut chat,
+        chat,
         dropped_tools,
         ..
     } = match anthropic::to_chat(&body) {
@@ -143,23 +143,23 @@ async fn translated(
         Err(error) => return anthropic::error_response(&error),
     };
     let model = chat.model.clone().unwrap_or_default();
-    let body = match serde_json::to_vec(&chat) {
-        Ok(body) => Bytes::from(body),
-        Err(error) => {
-            return anthropic::error_response(&ProxyError::Internal(error.to_string()));
-        }
-    };
-    // Kept (not copied) for a stream's `message_start`, counted there only if the strategy
-    // reported no count (passthrough).
+    // Kept for a stream's `message_start`, counted there only if the strategy reported no count
+    // (passthrough).
     let sent = if chat.stream == Some(true) {
-        std::mem::take(&mut chat.messages)
+        chat.messages.clone()
     } else {
         Vec::new()
     };
     for name in ANTHROPIC_HEADERS {
         headers.remove(name);
     }
-    let mut response = match super::chat::handle(state, context, mode, headers, body, ROUTE).await {
+    let exchange = super::chat::Exchange {
+        route_mode: mode,
+        request: chat,
+        client_body: None,
+        route: ROUTE,
+    };
+    let mut response = match super::chat::handle_request(state, context, headers, exchange).await {
         Ok(response) => translate(response, &model, &sent).await,
         Err(error) => anthropic::error_response(&error),
     };

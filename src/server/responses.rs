@@ -116,8 +116,6 @@ async fn handle(
         }
     };
     let translated = wire::to_chat(&request, history)?;
-    let chat_body = serde_json::to_vec(&translated.chat)
-        .map_err(|error| ProxyError::Internal(error.to_string()))?;
     let skeleton = reply::skeleton(&request, &reply::new_id(), reply::now_seconds());
     let log = Logger {
         state: Arc::clone(&state),
@@ -130,8 +128,13 @@ async fn handle(
         new_messages: translated.new_messages,
         keep_body: true,
     };
-    let response =
-        super::chat::handle(state, context, mode, headers, chat_body.into(), ROUTE).await?;
+    let exchange = super::chat::Exchange {
+        route_mode: mode,
+        request: translated.chat,
+        client_body: None,
+        route: ROUTE,
+    };
+    let response = super::chat::handle_request(state, context, headers, exchange).await?;
     let mut response = translate(response, skeleton, log).await?;
     surface::name_dropped_tools(response.headers_mut(), &translated.dropped_tools);
     Ok(response)

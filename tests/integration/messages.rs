@@ -346,3 +346,43 @@ async fn an_anthropic_client_lists_models_in_its_shape_under_a_mode_prefix_too()
         "not_found_error"
     );
 }
+
+/// A translated request is checked like a client's own Chat Completions request: with no messages
+/// at all (and none from a system prompt) it is refused in the API's own shape, before any
+/// upstream call.
+#[tokio::test]
+async fn a_request_with_no_messages_is_refused_in_each_apis_shape() {
+    let h = crate::common::harness_with(|_| {}).await;
+    let refused = messages(
+        &h,
+        "/v1/messages",
+        "empty",
+        json!({"model": "m", "max_tokens": 10, "messages": []}),
+    )
+    .await;
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.expect("json");
+    assert_eq!(body["type"], "error", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("messages"),
+        "{body}"
+    );
+    let refused = h
+        .client
+        .post(h.url("/v1/responses"))
+        .header("x-memproxy-user", "empty")
+        .json(&json!({"model": "m", "input": []}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.expect("json");
+    assert!(body["error"]["message"].is_string(), "{body}");
+    assert!(
+        h.mock.chat_requests(None).is_empty(),
+        "nothing went upstream"
+    );
+}
