@@ -1,10 +1,11 @@
 //! What a finished turn sets off, off the request path and in this order: the background save,
 //! eviction ahead of the next turn, then the re-warming of a local upstream's prompt cache (after
-//! both: each changes what the server last processed). On a local upstream each gives way to
-//! turns ([`super::foreground`]).
+//! both: each changes what the server last processed). A save asked inside the agent's prompt
+//! ([`super::save_prompt`]) comes after eviction instead and is the re-warm. On a local upstream
+//! each gives way to turns ([`super::foreground`]).
 
 use super::foreground::Ran;
-use super::model::UpstreamModel;
+use super::model::{ChatModel, UpstreamModel};
 use super::warm::is_local;
 use super::{Agents, Rewarm, TurnInput, TurnOutcome};
 
@@ -25,14 +26,18 @@ impl Agents {
         // Turns started up to now, this one included: a re-warm is for the state it left.
         let since = self.foreground.turns_started();
         let save = self.needs_save(&input, &done);
-        if save {
+        let in_prompt = save && self.saves_in_prompt(&input, &url);
+        if save && !in_prompt {
             // The memory LLM on a server of its own takes no turn's time.
             if yields && self.memory_llm_on(&url) {
                 self.foreground
-                    .background_until_done(|| self.save_after_turn(input.clone(), done.clone()))
+                    .background_until_done(|| {
+                        self.save_after_turn(input.clone(), done.clone(), None)
+                    })
                     .await;
             } else {
-                self.save_after_turn(input.clone(), done.clone()).await;
+                self.save_after_turn(input.clone(), done.clone(), None)
+                    .await;
             }
         }
         // Eviction a turn overtook is left to that turn's own steps (they evict if need be).
@@ -45,6 +50,24 @@ impl Agents {
         } else {
             self.compact_after_turn(&input, &done).await
         };
+        if in_prompt {
+            // After eviction: the question then follows the prompt the next turn opens with, and
+            // answered, it leaves that prompt cached (no re-warm).
+            let chat: &dyn ChatModel = model;
+            let warmed = if yields {
+                self.foreground
+                    .background_until_done(|| {
+                        self.save_after_turn(input.clone(), done.clone(), Some(chat))
+                    })
+                    .await
+            } else {
+                self.save_after_turn(input.clone(), done.clone(), Some(chat))
+                    .await
+            };
+            if warmed {
+                return;
+            }
+        }
         let changed = (save && self.memory_llm_on(&url)) || evicted;
         if !self.needs_rewarm(&input, &done, &url, changed) {
             return;

@@ -25,6 +25,7 @@ mod pause;
 pub mod recall;
 mod retired;
 mod save;
+mod save_prompt;
 mod state;
 mod step;
 pub mod tools;

@@ -7,6 +7,7 @@
 //! facts alone when the block is full (`archival_memory_search` finds them). The writes wait for the agent's turn lock, so they never interleave with a turn, and the step
 //! appears in the trace as `(background_save)`.
 
+use super::model::ChatModel;
 use super::{hygiene, one_memory, tools, Agents, TurnInput, TurnOutcome};
 use crate::memory::human_lines::HUMAN;
 use crate::store::{now_ms, StepRecord};
@@ -35,7 +36,16 @@ impl Agents {
     }
 
     /// Runs the background save of a turn; every problem is logged and traced, never raised.
-    pub async fn save_after_turn(&self, input: TurnInput, outcome: TurnOutcome) {
+    /// With `in_prompt`, the question is asked inside the agent's prompt ([`super::save_prompt`]),
+    /// and of the memory LLM in its own prompt when that answer holds no facts. Returns whether
+    /// it was answered inside the prompt: the server's cache then holds the agent's prompt as the
+    /// next turn opens it.
+    pub async fn save_after_turn(
+        &self,
+        input: TurnInput,
+        outcome: TurnOutcome,
+        in_prompt: Option<&dyn ChatModel>,
+    ) -> bool {
         let started = std::time::Instant::now();
         let at = input.clock.unwrap_or_else(now_ms);
         // What the user answered (their "I'll do exactly that" is about it), then what they said.
@@ -46,14 +56,36 @@ impl Agents {
             .chain(outcome.said.iter().map(|m| ("user", m.as_str())))
             .collect();
         said.push(("assistant", outcome.reply().unwrap_or_default()));
-        let extracted = crate::postprocess::turn_facts::extract(
-            &self.summarizer,
-            &self.extract_prompt,
-            &input.model,
-            &said,
-            at,
-        )
-        .await;
+        let mut warmed = false;
+        let (mut prompt_tokens, mut cached_tokens) = (0, None);
+        let asked = match in_prompt {
+            Some(model) => match self.extract_in_prompt(model, &input, &said, at).await {
+                Ok(found) => {
+                    warmed = true;
+                    prompt_tokens = found.prompt_tokens as i64;
+                    cached_tokens = found.cached_tokens.map(|n| n as i64);
+                    Some(Ok((found.facts, found.refused)))
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "background save: no facts in the answer inside the agent's prompt; asking the memory LLM");
+                    None
+                }
+            },
+            None => None,
+        };
+        let extracted = match asked {
+            Some(found) => found,
+            None => {
+                crate::postprocess::turn_facts::extract(
+                    &self.summarizer,
+                    &self.extract_prompt,
+                    &input.model,
+                    &said,
+                    at,
+                )
+                .await
+            }
+        };
         let _turn_guard = self.turn_lock(&input.scope, &input.agent).await;
         let (status, result) = match extracted {
             Ok((facts, refused)) => {
@@ -85,9 +117,9 @@ impl Agents {
             status: status.to_owned(),
             result,
             heartbeat: false,
-            prompt_tokens: 0,
+            prompt_tokens,
             completion_tokens: 0,
-            cached_tokens: None,
+            cached_tokens,
             latency_ms: started.elapsed().as_secs_f64() * 1e3,
             created_at_ms: now_ms(),
         };
@@ -103,6 +135,7 @@ impl Agents {
         {
             tracing::warn!(%error, "background save: the step could not be traced");
         }
+        warmed
     }
 
     /// One fact into `human` (through hygiene), or archival memory when the block is full.

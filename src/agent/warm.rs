@@ -60,14 +60,20 @@ impl Agents {
         upstream_url: &str,
         cache_lost: bool,
     ) -> bool {
-        let wanted = match self.config.rewarm_cache {
-            Rewarm::Always => true,
-            Rewarm::Never => false,
-            Rewarm::Auto => is_local(upstream_url),
-        };
+        let wanted = self.rewarms_on(upstream_url);
         // A paused turn (the client's tools) comes back with their results, not a new turn.
         let replied = matches!(outcome.ending, Ending::Reply { .. });
         wanted && input.record && (replied || cache_lost)
+    }
+
+    /// Whether the agent's prompt is kept in the prompt cache of the upstream at `upstream_url`
+    /// (`explicit.rewarm_cache`).
+    pub fn rewarms_on(&self, upstream_url: &str) -> bool {
+        match self.config.rewarm_cache {
+            Rewarm::Always => true,
+            Rewarm::Never => false,
+            Rewarm::Auto => is_local(upstream_url),
+        }
     }
 
     /// Whether the memory LLM (the background save's) is the chat upstream at `upstream_url`.
@@ -77,26 +83,37 @@ impl Agents {
             .starts_with(upstream_url.trim_end_matches('/'))
     }
 
-    /// Sends the agent's context as the next turn will open it, for one token; every problem
-    /// is logged, never raised.
-    pub async fn rewarm(&self, model: &dyn ChatModel, mut input: TurnInput) {
-        let started = Instant::now();
+    /// The request of the agent's context as the next turn will open it (no new messages, not
+    /// streamed, no length of its own): what a re-warm sends, and what the save inside the prompt
+    /// adds its question to ([`super::save_prompt`]).
+    pub(super) async fn warm_body(&self, input: &TurnInput) -> Result<serde_json::Value, String> {
         // A read-only view: reads the agent as it is now, writes nothing.
+        let mut input = input.clone();
         input.record = false;
         input.user_messages.clear();
         input.tool_results.clear();
         input.app_reply = None;
-        let turn = match self.load_turn(&input).await {
-            Ok(turn) => turn,
+        let turn = self.load_turn(&input).await.map_err(|e| e.to_string())?;
+        let mut body = self.request_body(&input, &turn, &Progress::default(), Offer::All);
+        if let Some(body) = body.as_object_mut() {
+            body.remove("max_completion_tokens");
+            body.remove("stream");
+        }
+        Ok(body)
+    }
+
+    /// Sends the agent's context as the next turn will open it, for one token; every problem
+    /// is logged, never raised.
+    pub async fn rewarm(&self, model: &dyn ChatModel, input: TurnInput) {
+        let started = Instant::now();
+        let mut body = match self.warm_body(&input).await {
+            Ok(body) => body,
             Err(error) => {
                 tracing::warn!(%error, agent = %input.agent, "prompt cache re-warm: agent not loaded");
                 return;
             }
         };
-        let mut body = self.request_body(&input, &turn, &Progress::default(), Offer::All);
         if let Some(body) = body.as_object_mut() {
-            body.remove("max_completion_tokens");
-            body.remove("stream");
             body.insert("max_tokens".to_owned(), json!(1));
         }
         match model.complete(body).await {

@@ -76,6 +76,13 @@ pub struct ExplicitConfig {
     /// it for the next turn: `auto` (for an upstream on loopback or a private network), `always`,
     /// `never`.
     pub rewarm_cache: Rewarm,
+    /// Where the background save asks its question: inside the agent's own prompt, as the next
+    /// turn opens it (`agent::save_prompt`), so that the server's prompt cache keeps that prompt
+    /// and no re-warm has to process it again; or in a prompt of its own to the memory LLM.
+    /// `auto`: inside the agent's prompt where a prompt of its own would evict the cache that the
+    /// re-warm keeps, i.e. the memory LLM is the chat model on the same upstream and
+    /// `rewarm_cache` applies to it; `always`; `never`.
+    pub save_in_prompt: Rewarm,
     /// Whether background model calls (the background save, eviction after the turn, the
     /// re-warm) give way to turns: they wait while a turn runs, and a turn that starts cancels
     /// the one in flight (a save is redone, a re-warm dropped). The same answers as
@@ -157,6 +164,7 @@ impl Default for ExplicitConfig {
             never_mentioned: true,
             compact_below_tokens: 4096,
             rewarm_cache: Rewarm::Auto,
+            save_in_prompt: Rewarm::Auto,
             // Measured slower on a one-slot local server without a cache-aware save: the
             // cancelled save is redone and a cancelled re-warm's prefix is lost
             // (docs/eval-history.md, "Background work that gives way to turns").

@@ -61,6 +61,8 @@ pub struct Summary {
     pub model: Option<String>,
     pub judge_model: Option<String>,
     pub upstream: String,
+    /// `--pause`: seconds between a replayed turn's reply and the next turn (0: back to back).
+    pub pause_s: f64,
     pub strategies: Vec<StrategySummary>,
 }
 
@@ -192,6 +194,7 @@ pub fn summarize(dataset: &str, args: &RunArgs, runs: &[PairResult]) -> Summary 
         model: args.model.clone(),
         judge_model: args.judge_model.clone(),
         upstream: args.upstream.clone(),
+        pause_s: args.pause,
         strategies,
     }
 }

@@ -108,6 +108,11 @@ pub struct RunArgs {
     /// on its own.
     #[arg(long)]
     pub settle: bool,
+    /// Seconds to wait after each replayed turn's reply before sending the next turn, as a
+    /// person reading and typing: background work runs meanwhile, and a turn still waits for it
+    /// only when it takes longer than the pause. 0: back to back.
+    #[arg(long, default_value_t = 0.0)]
+    pub pause: f64,
     /// Replay all conversations of one strategy, then the next, instead of each conversation's
     /// strategies in turn: on an upstream with one prompt cache (a one-slot local server), one
     /// strategy's requests then do not evict the prefix another's next request shares.
@@ -117,6 +122,11 @@ pub struct RunArgs {
     /// `auto` (for a local upstream), `always`, `never`; unset: the configuration's default.
     #[arg(long, value_parser = ["auto", "always", "never"])]
     pub yield_to_turns: Option<String>,
+    /// Where an agent's background save asks its question (`explicit.save_in_prompt`): `auto`
+    /// (inside the agent's prompt when the memory LLM is the chat model on a local upstream),
+    /// `always`, `never` (a prompt of its own); unset: the configuration's default.
+    #[arg(long, value_parser = ["auto", "always", "never"])]
+    pub save_in_prompt: Option<String>,
     /// Audit the fact store: label every memory a replay left (correct, misattributed, wrong
     /// subject, stale, duplicate, not a fact) with the judge model (`--judge-model`, else the
     /// chat model) reading the whole conversation.
@@ -163,6 +173,15 @@ pub struct PairResult {
     pub memories: Vec<super::audit::AuditedMemory>,
 }
 
+/// A local-upstream measure's setting as the command line names it.
+fn when_of(name: &str) -> crate::agent::Rewarm {
+    match name {
+        "always" => crate::agent::Rewarm::Always,
+        "never" => crate::agent::Rewarm::Never,
+        _ => crate::agent::Rewarm::Auto,
+    }
+}
+
 fn config_for(args: &RunArgs, mode: Mode, data: &Path, taps: &Taps) -> Config {
     let tap = &taps.chat;
     let mut config = Config {
@@ -200,11 +219,11 @@ fn config_for(args: &RunArgs, mode: Mode, data: &Path, taps: &Taps) -> Config {
     if args.core_memory_at.as_deref() == Some("system") {
         config.explicit.core_memory_at = crate::agent::CoreMemoryAt::System;
     }
-    match args.yield_to_turns.as_deref() {
-        Some("always") => config.explicit.yield_to_turns = crate::agent::Rewarm::Always,
-        Some("never") => config.explicit.yield_to_turns = crate::agent::Rewarm::Never,
-        Some(_) => config.explicit.yield_to_turns = crate::agent::Rewarm::Auto,
-        None => {}
+    if let Some(when) = args.yield_to_turns.as_deref() {
+        config.explicit.yield_to_turns = when_of(when);
+    }
+    if let Some(when) = args.save_in_prompt.as_deref() {
+        config.explicit.save_in_prompt = when_of(when);
     }
     if let Some(window) = args.context_window {
         config.explicit.context_window_tokens = window;
@@ -325,6 +344,10 @@ async fn run_pair(
                         let started = std::time::Instant::now();
                         drain(&server).await?;
                         pair.settle_ms.push(started.elapsed().as_secs_f64() * 1e3);
+                    }
+                    if args.pause > 0.0 {
+                        let pause = Duration::try_from_secs_f64(args.pause).unwrap_or_default();
+                        tokio::time::sleep(pause).await;
                     }
                 }
                 Err(error) => {

@@ -125,16 +125,21 @@ const MARKERS: [(&str, &str); 6] = [
     ("MEMPROXY-BOTH-TRUE", "changed"),
 ];
 
-/// What kind of work a chat call is: memory calls carry a marker in their system prompt; an
-/// agent's prompt sent again for one token (`agent::warm`) is a re-warm.
+/// What kind of work a chat call is: memory calls carry a marker in their system prompt, or in
+/// their last message when asked inside an agent's prompt (`agent::save_prompt`); an agent's
+/// prompt sent again for one token (`agent::warm`) is a re-warm.
 fn kind_of(request: &Value) -> &'static str {
-    let system = request["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default();
-    let kind = MARKERS
-        .iter()
-        .find(|(marker, _)| system.contains(marker))
-        .map_or("chat", |(_, kind)| kind);
+    let text = |message: &Value| message["content"].as_str().unwrap_or_default().to_owned();
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let system = messages.first().map(text).unwrap_or_default();
+    let last = messages.last().map(text).unwrap_or_default();
+    let marked = |text: &str| {
+        MARKERS
+            .iter()
+            .find(|(marker, _)| text.contains(marker))
+            .map(|(_, kind)| *kind)
+    };
+    let kind = marked(&system).or_else(|| marked(&last)).unwrap_or("chat");
     if kind == "chat" && request["max_tokens"] == 1 {
         "rewarm"
     } else {

@@ -19,8 +19,7 @@ pub(super) const MARKERS: [&str; 7] = [
 
 /// A naive but working memory LLM: every new user message becomes a fact, every fact is added,
 /// a summary is the start of what the evicted messages said, in one line.
-pub(super) fn memory_default(marker: &str, body: &Value) -> Reply {
-    let material = body["messages"][1]["content"].as_str().unwrap_or_default();
+pub(super) fn memory_default(marker: &str, material: &str, body: &Value) -> Reply {
     match marker {
         "MEMPROXY-EXTRACT" => {
             let new = material.split("New messages:").nth(1).unwrap_or_default();

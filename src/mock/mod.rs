@@ -174,8 +174,9 @@ impl MockUpstream {
         locked(&self.state.prompt_cache).get_or_insert((Value::Null, Vec::new()));
     }
 
-    /// Queues a reply for the next request whose system prompt contains `marker`
-    /// (e.g. `MEMPROXY-EXTRACT`), leaving the ordinary chat script alone.
+    /// Queues a reply for the next request that asks the memory question `marker`
+    /// (e.g. `MEMPROXY-EXTRACT`, in its system prompt or its last message), leaving the ordinary
+    /// chat script alone.
     pub fn push_marked(&self, marker: &str, reply: Reply) {
         let mut marked = locked(&self.state.marked);
         match marked.iter_mut().find(|(m, _)| m == marker) {
@@ -184,19 +185,18 @@ impl MockUpstream {
         }
     }
 
-    /// Chat requests that carried `marker` in their system prompt (or, with `None`, that did not
-    /// carry any memory marker: what the chat model itself saw).
+    /// Chat requests that asked the memory question `marker` (in their system prompt, or in the
+    /// last message of an agent's prompt: `agent::save_prompt`), or, with `None`, that asked none:
+    /// what the chat model itself saw.
     pub fn chat_requests(&self, marker: Option<&str>) -> Vec<Value> {
         self.requests()
             .iter()
             .filter(|r| r.path_and_query == "/v1/chat/completions")
             .map(Received::json)
-            .filter(|body| {
-                let system = body["messages"][0]["content"].as_str().unwrap_or_default();
-                match marker {
-                    Some(marker) => system.contains(marker),
-                    None => !system.contains("MEMPROXY-"),
-                }
+            .filter(|body| match (marker, memory_question(body)) {
+                (Some(marker), Some((asked, _))) => asked == marker,
+                (None, asked) => asked.is_none(),
+                (Some(_), None) => false,
             })
             .collect()
     }
@@ -348,18 +348,13 @@ async fn echo(State(state): State<Arc<MockState>>, request: Request) -> Response
 async fn chat(State(state): State<Arc<MockState>>, request: Request) -> Response {
     let received = record(&state, request).await;
     let body = received.json();
-    let system = body["messages"][0]["content"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
-    let marker = MARKERS.iter().find(|m| system.contains(*m));
-    let reply = match marker {
-        Some(marker) => {
+    let reply = match memory_question(&body) {
+        Some((marker, material)) => {
             let queued = locked(&state.marked)
                 .iter_mut()
                 .find(|(m, _)| m == marker)
                 .and_then(|(_, queue)| queue.pop_front());
-            queued.unwrap_or_else(|| memory_default(marker, &body))
+            queued.unwrap_or_else(|| memory_default(marker, &material, &body))
         }
         None => {
             let scripted = locked(&state.script).pop_front();
@@ -368,6 +363,21 @@ async fn chat(State(state): State<Arc<MockState>>, request: Request) -> Response
     };
     let n = state.counter.fetch_add(1, Ordering::SeqCst);
     answer(&state, reply, &body, n).await
+}
+
+/// The memory question a chat request asks, and the material it is about: a marker in the system
+/// prompt (the memory LLM's own prompt; the material is the next message), or in the last message
+/// (asked inside an agent's prompt; the material is that message).
+fn memory_question(body: &Value) -> Option<(&'static str, String)> {
+    let text = |message: &Value| message["content"].as_str().unwrap_or_default().to_owned();
+    let messages = body["messages"].as_array()?;
+    let system = messages.first().map(text).unwrap_or_default();
+    if let Some(marker) = MARKERS.iter().find(|m| system.contains(*m)) {
+        return Some((marker, messages.get(1).map(text).unwrap_or_default()));
+    }
+    let last = messages.last().map(text).unwrap_or_default();
+    let marker = MARKERS.iter().find(|m| last.contains(*m))?;
+    Some((marker, last))
 }
 
 /// A scripted error's extra headers on its response.

@@ -66,6 +66,16 @@ impl MemoryLlm {
         &self.url
     }
 
+    /// The model it asks, when configured (else the chat request's).
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    /// The cap on each answer, when configured.
+    pub fn max_tokens(&self) -> Option<u32> {
+        self.max_tokens
+    }
+
     /// One completion: `system` instructions, `user` material; returns the answer text.
     pub async fn complete(
         &self,

@@ -21,17 +21,31 @@ pub async fn extract(
     if turns.is_empty() {
         return Ok((Vec::new(), 0));
     }
-    let new = transcript(turns.iter().map(|(role, text)| (at_ms, *role, *text)));
-    let material = extraction_material(at_ms, "", &new);
     let answer = llm
         .complete(
             model,
             prompt,
-            &material,
+            &material(turns, at_ms),
             Answer::Json("facts", &facts_schema()),
         )
         .await
         .map_err(|e| e.to_string())?;
+    read(&answer, turns, at_ms)
+}
+
+/// What the extraction prompt reads about `turns`: the date, then the messages.
+pub fn material(turns: &[(&str, &str)], at_ms: i64) -> String {
+    let new = transcript(turns.iter().map(|(role, text)| (at_ms, *role, *text)));
+    extraction_material(at_ms, "", &new)
+}
+
+/// The facts an extraction `answer` about `turns` gives that pass the gates, and how many were
+/// refused; an answer with no list of facts in it is an error.
+pub fn read(
+    answer: &str,
+    turns: &[(&str, &str)],
+    at_ms: i64,
+) -> Result<(Vec<String>, usize), String> {
     let evidence = Evidence::new(turns.iter().copied()).said_at(at_ms);
     let mut kept = Vec::new();
     let mut refused = 0;
@@ -39,7 +53,7 @@ pub async fn extract(
         .iter()
         .map(|(role, text)| Said { role, text })
         .collect();
-    for mut fact in parse_facts(&answer)? {
+    for mut fact in parse_facts(answer)? {
         // Only what the user stated (see `grounding`).
         let checked = grounded(&fact, &said)
             .and_then(|found| found.unsaid_check(&[]).map_err(super::fact::rejection));

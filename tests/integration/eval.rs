@@ -49,6 +49,8 @@ pub(crate) fn args(
         settle: false,
         by_strategy: false,
         yield_to_turns: None,
+        save_in_prompt: None,
+        pause: 0.0,
         audit: false,
     }
 }
@@ -159,8 +161,11 @@ fn billed(body: &Value) -> u64 {
 }
 
 fn kind_of(body: &Value) -> &'static str {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let last = messages.last().cloned().unwrap_or_default();
     let system = body["messages"][0]["content"].as_str().unwrap_or_default();
-    if system.contains("MEMPROXY-EXTRACT") {
+    let asked_last = last["content"].as_str().unwrap_or_default();
+    if system.contains("MEMPROXY-EXTRACT") || asked_last.contains("MEMPROXY-EXTRACT") {
         "extract"
     } else if system.contains("MEMPROXY-RECONCILE") {
         "reconcile"
@@ -193,11 +198,11 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
             ));
             mock.push(call("send_message", json!({"message": "Noted."})));
             // After a memory write the plain reply answers; then, the upstream being local, the
-            // agent's prompt is sent again for one token after each replayed turn (`--settle`
-            // waits for it).
+            // agent's prompt is sent again for one token (`--settle` waits for it). The second
+            // turn, which wrote nothing, gets a background save asked inside the agent's prompt
+            // instead, which leaves it cached: no re-warm.
             mock.push(Reply::Text("ok".to_owned()));
             mock.push(call("send_message", json!({"message": "Hi Pixel!"})));
-            mock.push(Reply::Text("ok".to_owned()));
             mock.push(call(
                 "send_message",
                 json!({"message": "Your dog is Pixel."}),
@@ -206,6 +211,8 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
         let out = tempfile::tempdir().expect("out");
         let mut run_args = args(fixture("tiny-scenario.json"), vec![mode], &mock, out.path());
         run_args.settle = mode == Mode::Explicit;
+        // A person's pause between turns (here short) is reported with the run.
+        run_args.pause = if mode == Mode::Passthrough { 0.05 } else { 0.0 };
         run(run_args).await.expect("eval runs");
 
         let mut expected: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
@@ -220,6 +227,8 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
             entry.1 += billed(&body);
         }
         let summary = results(out.path());
+        let paused = if mode == Mode::Passthrough { 0.05 } else { 0.0 };
+        assert_eq!(summary["pause_s"], paused);
         let strategy = &summary["strategies"][0];
         assert_eq!(strategy["strategy"], mode.as_str());
         let work = &strategy["work"];
@@ -237,9 +246,11 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
                 let steps = reported("agent_step");
                 assert_eq!(steps.0, 1, "one extra agent step");
                 assert_eq!(
-                    expected["rewarm"].0, 2,
-                    "a re-warm after each replayed turn"
+                    expected["rewarm"].0, 1,
+                    "a re-warm after the first replayed turn"
                 );
+                assert_eq!(expected["extract"].0, 1, "the second turn's save");
+                assert_eq!(reported("extract"), expected["extract"], "booked as a save");
                 assert_eq!(
                     reported("rewarm"),
                     expected["rewarm"],

@@ -10,7 +10,7 @@ use crate::common::harness_with;
 use crate::explicit::{call, model_requests, say, send, steps, system_of};
 
 /// How many leading messages `later` shares with `earlier`, and whether their tools are equal.
-fn shared(earlier: &Value, later: &Value) -> (usize, bool) {
+pub fn shared(earlier: &Value, later: &Value) -> (usize, bool) {
     let (a, b) = (
         earlier["messages"].as_array().cloned().unwrap_or_default(),
         later["messages"].as_array().cloned().unwrap_or_default(),
@@ -19,7 +19,7 @@ fn shared(earlier: &Value, later: &Value) -> (usize, bool) {
     (count, earlier["tools"] == later["tools"])
 }
 
-fn message_count(request: &Value) -> usize {
+pub fn message_count(request: &Value) -> usize {
     request["messages"].as_array().map_or(0, Vec::len)
 }
 

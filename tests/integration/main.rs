@@ -34,6 +34,7 @@ mod explicit_evict;
 mod explicit_hygiene;
 mod explicit_memory;
 mod explicit_recall;
+mod explicit_save_prompt;
 mod explicit_summary;
 mod explicit_tools;
 mod explicit_wire;
