@@ -81,7 +81,7 @@ pub struct ExplicitConfig {
     /// and no re-warm has to process it again; or in a prompt of its own to the memory LLM.
     /// `auto`: inside the agent's prompt where a prompt of its own would evict the cache that the
     /// re-warm keeps, i.e. the memory LLM is the chat model on the same upstream and
-    /// `rewarm_cache` applies to it; `always`; `never`.
+    /// `rewarm_cache` applies to it; `always`; `never` (the default).
     pub save_in_prompt: Rewarm,
     /// Whether background model calls (the background save, eviction after the turn, the
     /// re-warm) give way to turns: they wait while a turn runs, and a turn that starts cancels
@@ -164,7 +164,11 @@ impl Default for ExplicitConfig {
             never_mentioned: true,
             compact_below_tokens: 4096,
             rewarm_cache: Rewarm::Auto,
-            save_in_prompt: Rewarm::Auto,
+            // Off until it keeps what the memory LLM's own prompt keeps: asked with the whole
+            // conversation in view, a small model quotes older facts instead of the new message,
+            // and a change fact was lost in 3 of 6 runs (docs/eval-history.md, "The background
+            // save inside the agent's prompt").
+            save_in_prompt: Rewarm::Never,
             // Measured slower on a one-slot local server without a cache-aware save: the
             // cancelled save is redone and a cancelled re-warm's prefix is lost
             // (docs/eval-history.md, "Background work that gives way to turns").

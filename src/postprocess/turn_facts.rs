@@ -58,7 +58,7 @@ pub fn read(
         let checked = grounded(&fact, &said)
             .and_then(|found| found.unsaid_check(&[]).map_err(super::fact::rejection));
         if let Err(reason) = checked {
-            tracing::info!(reason = reason.as_str(), text = %fact.text, "background save: fact refused");
+            tracing::info!(reason = reason.as_str(), text = %fact.text, quote = ?fact.quote, about = ?fact.about, "background save: fact refused");
             refused += 1;
             continue;
         }

@@ -18,8 +18,9 @@ use crate::mode::Mode;
 use crate::openai::ChatMessage;
 
 use super::auth::RequestContext;
-use super::chat::{route_mode, Reading};
+use super::chat::route_mode;
 use super::extract::{ApiPath, LimitedBody};
+use super::forward::Reading;
 use super::native::{Call, Native};
 use super::surface::{self, CoreAnswer};
 use super::SharedState;

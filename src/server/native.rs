@@ -17,15 +17,13 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use crate::error::ProxyError;
-use crate::identity::Scope;
 use crate::mode::Mode;
 use crate::openai::{ChatMessage, ChatRequest};
 use crate::strategy::Plan;
 use crate::upstream::{request_headers, response_headers, Upstream};
 
 use super::auth::RequestContext;
-use super::chat::{forward, Answer, Outgoing, Reading};
-use super::exchange::ExchangeRecorder;
+use super::forward::Reading;
 use super::SharedState;
 
 /// Applies a strategy's plan to an API's request (see `anthropic::native::apply`).
@@ -66,46 +64,31 @@ pub async fn handle(
     native: Native,
 ) -> Result<Response, ProxyError> {
     let started = Instant::now();
-    let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
-    state
-        .config
-        .limits
-        .messages(native.neutral.messages.len())
-        .map_err(ProxyError::LimitExceeded)?;
-    let scope = Scope::identify(&context.grant, &headers, &native.neutral)?;
-    let wants_stream = native.wire.get("stream") == Some(&Value::Bool(true));
-    let rewrite = crate::strategy::prepare(
-        &state.memory,
-        &state.config.memory,
-        mode,
-        &scope,
-        &native.neutral,
-    )
-    .await;
-    let body = match &rewrite.plan {
-        None => native.body,
+    let scope = super::prepare::admit(&state, &context, &headers, &native.neutral)?;
+    let Native {
+        route,
+        path,
+        upstream,
+        body,
+        wire,
+        neutral,
+        origin,
+        apply,
+        reading,
+    } = native;
+    let wants_stream = wire.get("stream") == Some(&Value::Bool(true));
+    let body: super::prepare::BodyOf = Box::new(move |rewrite, neutral| match &rewrite.plan {
+        None => Ok(body),
         Some(plan) => {
-            let mut wire = native.wire;
-            (native.apply)(&mut wire, &native.neutral.messages, &native.origin, plan);
-            Bytes::from(serde_json::to_vec(&wire).map_err(|e| ProxyError::Internal(e.to_string()))?)
+            let mut wire = wire;
+            apply(&mut wire, &neutral.messages, &origin, plan);
+            serde_json::to_vec(&wire)
+                .map(Bytes::from)
+                .map_err(|e| ProxyError::Internal(e.to_string()))
         }
-    };
-    let request_id = headers
-        .get("x-request-id")
-        .and_then(|value| value.to_str().ok())
-        .unwrap_or_default()
-        .to_owned();
-    let recorder = ExchangeRecorder::new(
-        Arc::clone(&state),
-        native.route,
-        request_id,
-        scope,
-        mode,
-        Arc::new(native.neutral),
-        started,
-    );
+    });
     let mut upstream_headers = request_headers(&headers, None, false);
-    native.upstream.put_credentials(
+    upstream.put_credentials(
         &mut upstream_headers,
         context.client_authorization.as_ref(),
         !state.tenant_keys.is_empty(),
@@ -114,20 +97,16 @@ pub async fn handle(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    let outgoing = Outgoing {
-        upstream: &native.upstream,
-        path: native.path,
+    let surface = super::prepare::Surface {
+        route,
+        upstream,
+        path,
         headers: upstream_headers,
         body,
-    };
-    let answer = Answer {
-        mode,
-        rewrite: &rewrite,
+        reading,
         wants_stream,
-        reading: native.reading,
-        deadline,
     };
-    forward(&state, outgoing, recorder, answer).await
+    super::prepare::with_memory(state, &headers, (mode, scope), neutral, surface, started).await
 }
 
 /// A request relayed as it is, without memory: one memproxy cannot read in its neutral form (a
@@ -170,7 +149,7 @@ pub async fn relay_raw(
         config.idle_timeout,
         started + config.total_timeout,
     );
-    Ok(super::chat::build_response(
+    Ok(super::forward::build_response(
         status,
         headers,
         axum::body::Body::from_stream(body),

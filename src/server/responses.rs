@@ -25,8 +25,9 @@ use crate::responses::{self as wire, reply};
 use crate::store::UserScope;
 
 use super::auth::RequestContext;
-use super::chat::{route_mode, Reading};
+use super::chat::route_mode;
 use super::extract::{ApiPath, LimitedBody};
+use super::forward::Reading;
 use super::native::{Call, Native};
 use super::response_log::{self, Logger};
 use super::surface::{self, CoreAnswer};

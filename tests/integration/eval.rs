@@ -211,6 +211,7 @@ async fn a_run_accounts_for_every_upstream_call_exactly() {
         let out = tempfile::tempdir().expect("out");
         let mut run_args = args(fixture("tiny-scenario.json"), vec![mode], &mock, out.path());
         run_args.settle = mode == Mode::Explicit;
+        run_args.save_in_prompt = Some("auto".to_owned());
         // A person's pause between turns (here short) is reported with the run.
         run_args.pause = if mode == Mode::Passthrough { 0.05 } else { 0.0 };
         run(run_args).await.expect("eval runs");
