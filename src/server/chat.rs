@@ -104,14 +104,10 @@ pub async fn handle_request(
     if client_body.is_none() {
         request.check_built()?;
     }
-    let mode = match resolve_mode(&headers, route_mode, state.config.mode)? {
-        // A client's task over the conversation (a title, tags) is not a turn of it.
-        mode if crate::strategy::is_client_task(&request) => {
-            tracing::debug!(%mode, "a client's task over a quoted conversation: served as passthrough");
-            Mode::Passthrough
-        }
-        mode => mode,
-    };
+    let mode = super::prepare::mode_for(
+        resolve_mode(&headers, route_mode, state.config.mode)?,
+        &request,
+    );
     let scope = super::prepare::admit(&state, &context, &headers, &request)?;
     if mode == Mode::Explicit {
         return super::explicit::handle(state, context, headers, request, scope, started, route)

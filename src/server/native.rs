@@ -64,6 +64,7 @@ pub async fn handle(
     native: Native,
 ) -> Result<Response, ProxyError> {
     let started = Instant::now();
+    let mode = super::prepare::mode_for(mode, &native.neutral);
     let scope = super::prepare::admit(&state, &context, &headers, &native.neutral)?;
     let Native {
         route,

@@ -40,6 +40,17 @@ pub struct Surface {
     pub wants_stream: bool,
 }
 
+/// The mode a request is served in: a client's task over a quoted conversation (a title, tags)
+/// is not a turn of it and is served as passthrough, whichever API it came in on
+/// ([`crate::strategy::is_client_task`]).
+pub fn mode_for(mode: Mode, neutral: &ChatRequest) -> Mode {
+    if mode != Mode::Passthrough && crate::strategy::is_client_task(neutral) {
+        tracing::debug!(%mode, "a client's task over a quoted conversation: served as passthrough");
+        return Mode::Passthrough;
+    }
+    mode
+}
+
 /// The limits and who asks: what every request with memory passes first.
 pub fn admit(
     state: &SharedState,

@@ -408,3 +408,43 @@ async fn a_broken_or_unreachable_native_upstream_gives_an_error_in_the_apis_shap
     assert!(matches!(exchange.outcome, Outcome::UpstreamFailed { .. }));
     assert!(exchange.replies.is_empty());
 }
+
+/// A client's task over a quoted conversation (a title, as Open WebUI asks one) is no turn of the
+/// user's on the same-API relay either: served as passthrough, relayed untouched, nothing stored.
+#[tokio::test]
+async fn a_clients_task_over_a_quoted_chat_is_passthrough_on_the_native_relay_too() {
+    let h = harness_with(native).await;
+    let task = json!({"model": "claude-x", "max_tokens": 50, "messages": [{"role": "user",
+        "content": "### Task:\nGenerate a concise title for the chat.\n### Chat History:\nUSER: My dog Rexford is ill.\nASSISTANT: I am sorry to hear that."}]})
+    .to_string();
+    let response = post(&h, "/implicit/v1/messages", "task-user", &task).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-memproxy-mode"], "passthrough");
+    let sent = upstream_saw(&h, "/v1/messages");
+    assert_eq!(
+        sent.last().map(|r| r.body.clone()).unwrap_or_default(),
+        task.as_bytes(),
+        "relayed byte for byte"
+    );
+    let told = json!({"model": "claude-x", "max_tokens": 50,
+        "messages": [{"role": "user", "content": "I live in Lisbon."}]})
+    .to_string();
+    assert_eq!(
+        post(&h, "/implicit/v1/messages", "task-user", &told)
+            .await
+            .status(),
+        200
+    );
+    eventually("the user's own fact is stored", || async {
+        memories(&h, "task-user")
+            .await
+            .iter()
+            .any(|m| m.contains("Lisbon"))
+    })
+    .await;
+    let stored = memories(&h, "task-user").await;
+    assert!(
+        stored.iter().all(|m| !m.contains("Rexford")),
+        "the task's quoted chat was stored: {stored:?}"
+    );
+}
