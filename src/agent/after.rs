@@ -29,16 +29,8 @@ impl Agents {
         let in_prompt = save && self.saves_in_prompt(&input, &url);
         if save && !in_prompt {
             // The memory LLM on a server of its own takes no turn's time.
-            if yields && self.memory_llm_on(&url) {
-                self.foreground
-                    .background_until_done(|| {
-                        self.save_after_turn(input.clone(), done.clone(), None)
-                    })
-                    .await;
-            } else {
-                self.save_after_turn(input.clone(), done.clone(), None)
-                    .await;
-            }
+            let gives_way = yields && self.memory_llm_on(&url);
+            self.save_giving_way(gives_way, &input, &done, None).await;
         }
         // Eviction a turn overtook is left to that turn's own steps (they evict if need be).
         let evicted = if yields {
@@ -54,16 +46,9 @@ impl Agents {
             // After eviction: the question then follows the prompt the next turn opens with, and
             // answered, it leaves that prompt cached (no re-warm).
             let chat: &dyn ChatModel = model;
-            let warmed = if yields {
-                self.foreground
-                    .background_until_done(|| {
-                        self.save_after_turn(input.clone(), done.clone(), Some(chat))
-                    })
-                    .await
-            } else {
-                self.save_after_turn(input.clone(), done.clone(), Some(chat))
-                    .await
-            };
+            let warmed = self
+                .save_giving_way(yields, &input, &done, Some(chat))
+                .await;
             if warmed {
                 return;
             }
@@ -83,6 +68,23 @@ impl Agents {
             .await;
         if ran == Ran::Overtaken {
             tracing::info!(%agent, "prompt cache re-warm dropped: a turn overtook it");
+        }
+    }
+
+    /// The background save, giving way to turns when `gives_way` (redone after a turn that
+    /// overtook it); returns whether it was answered inside the agent's prompt.
+    async fn save_giving_way(
+        &self,
+        gives_way: bool,
+        input: &TurnInput,
+        done: &TurnOutcome,
+        in_prompt: Option<&dyn ChatModel>,
+    ) -> bool {
+        let attempt = || self.save_after_turn(input.clone(), done.clone(), in_prompt);
+        if gives_way {
+            self.foreground.background_until_done(attempt).await
+        } else {
+            attempt().await
         }
     }
 }

@@ -56,16 +56,9 @@ impl Agents {
             .chain(outcome.said.iter().map(|m| ("user", m.as_str())))
             .collect();
         said.push(("assistant", outcome.reply().unwrap_or_default()));
-        let mut warmed = false;
-        let (mut prompt_tokens, mut cached_tokens) = (0, None);
-        let asked = match in_prompt {
+        let found = match in_prompt {
             Some(model) => match self.extract_in_prompt(model, &input, &said, at).await {
-                Ok(found) => {
-                    warmed = true;
-                    prompt_tokens = found.prompt_tokens as i64;
-                    cached_tokens = found.cached_tokens.map(|n| n as i64);
-                    Some(Ok((found.facts, found.refused)))
-                }
+                Ok(found) => Some(found),
                 Err(error) => {
                     tracing::warn!(%error, "background save: no facts in the answer inside the agent's prompt; asking the memory LLM");
                     None
@@ -73,8 +66,13 @@ impl Agents {
             },
             None => None,
         };
-        let extracted = match asked {
-            Some(found) => found,
+        let warmed = found.is_some();
+        let (prompt_tokens, cached_tokens) = found.as_ref().map_or((0, None), |found| {
+            let cached = found.cached_tokens.map(|n| n as i64);
+            (found.prompt_tokens as i64, cached)
+        });
+        let extracted = match found {
+            Some(found) => Ok((found.facts, found.refused)),
             None => {
                 crate::postprocess::turn_facts::extract(
                     &self.summarizer,

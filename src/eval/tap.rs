@@ -129,17 +129,21 @@ const MARKERS: [(&str, &str); 6] = [
 /// their last message when asked inside an agent's prompt (`agent::save_prompt`); an agent's
 /// prompt sent again for one token (`agent::warm`) is a re-warm.
 fn kind_of(request: &Value) -> &'static str {
-    let text = |message: &Value| message["content"].as_str().unwrap_or_default().to_owned();
-    let messages = request["messages"].as_array().cloned().unwrap_or_default();
-    let system = messages.first().map(text).unwrap_or_default();
-    let last = messages.last().map(text).unwrap_or_default();
-    let marked = |text: &str| {
+    let messages = request["messages"]
+        .as_array()
+        .map_or(&[][..], Vec::as_slice);
+    let marked = |message: Option<&Value>| {
+        let text = message
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or_default();
         MARKERS
             .iter()
             .find(|(marker, _)| text.contains(marker))
             .map(|(_, kind)| *kind)
     };
-    let kind = marked(&system).or_else(|| marked(&last)).unwrap_or("chat");
+    let kind = marked(messages.first())
+        .or_else(|| marked(messages.last()))
+        .unwrap_or("chat");
     if kind == "chat" && request["max_tokens"] == 1 {
         "rewarm"
     } else {
