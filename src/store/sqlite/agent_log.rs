@@ -1,6 +1,6 @@
 //! Explicit-mode agents in SQLite: the agent row, its log (a conversation `agent:{name}` in the
 //! recall log, so eviction never loses a message), its context (messages after the summary's
-//! `through_position`) and the step trace.
+//! `through_position`), the step trace and the turn paused on the client's tool calls.
 
 use crate::store::AGENT_CONVERSATION_PREFIX;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
@@ -76,7 +76,7 @@ pub fn ensure(
     if created > 0 {
         conversation_id(tx, uid, &agent_conversation(agent), agent)?;
         for block in blocks {
-            super::agent::put_starting_block(tx, scope, agent, block)?;
+            super::agents::put_starting_block(tx, scope, agent, block)?;
         }
     }
     Ok(tx.query_row(
@@ -216,7 +216,7 @@ pub fn reset(tx: &Transaction, scope: &UserScope, agent: &str) -> StoreResult<bo
         "DELETE FROM agent_steps WHERE uid = ?1 AND agent = ?2",
         params![uid, agent],
     )?;
-    changed += super::agent_pause::clear(tx, uid, agent)?;
+    changed += clear_pause(tx, uid, agent)?;
     Ok(changed + passages + log > 0)
 }
 
@@ -231,7 +231,7 @@ pub fn append(
     let uid = ensure_uid(tx, scope)?;
     // A finished turn's messages end any pause of the agent, in the same transaction.
     if end_pause {
-        super::agent_pause::clear(tx, uid, agent)?;
+        clear_pause(tx, uid, agent)?;
     }
     let conversation = agent_conversation(agent);
     let conversation_id = conversation_id(tx, uid, &conversation, agent)?;
@@ -284,7 +284,7 @@ pub fn context(
         return Ok((None, Vec::new()));
     };
     let conversation = agent_conversation(agent);
-    let summary = super::agent::summary(connection, scope, &conversation)?;
+    let summary = super::agents::summary(connection, scope, &conversation)?;
     let after = summary.as_ref().map_or(-1, |s| s.through_position);
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN conversations c ON c.id = m.conversation_id
@@ -301,8 +301,8 @@ pub fn counts(connection: &Connection, scope: &UserScope, agent: &str) -> StoreR
         return Ok(AgentCounts::default());
     };
     let conversation = agent_conversation(agent);
-    let after =
-        super::agent::summary(connection, scope, &conversation)?.map_or(-1, |s| s.through_position);
+    let after = super::agents::summary(connection, scope, &conversation)?
+        .map_or(-1, |s| s.through_position);
     let (messages, in_context): (i64, i64) = connection.query_row(
         "SELECT COUNT(*), COALESCE(SUM(m.position > ?3), 0) FROM messages m
          JOIN conversations c ON c.id = m.conversation_id
@@ -444,4 +444,57 @@ pub fn steps(
         })?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
+}
+
+/// The state of the agent's turn paused on the client's tool calls (opaque JSON here), until
+/// the client's results resume it.
+pub fn pause(
+    connection: &Connection,
+    scope: &UserScope,
+    agent: &str,
+) -> StoreResult<Option<String>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(None);
+    };
+    Ok(connection
+        .query_row(
+            "SELECT state FROM agent_pauses WHERE uid = ?1 AND agent = ?2",
+            params![uid, agent],
+            |row| row.get(0),
+        )
+        .optional()?)
+}
+
+/// Pauses the agent's turn (`Some((turn, state))`) or ends its pause.
+pub fn set_pause(
+    tx: &Transaction,
+    scope: &UserScope,
+    agent: &str,
+    paused: Option<(&str, &str)>,
+) -> StoreResult<()> {
+    match paused {
+        Some((turn, state)) => {
+            let uid = ensure_uid(tx, scope)?;
+            tx.execute(
+                "INSERT INTO agent_pauses (uid, agent, turn, state, created_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)
+                 ON CONFLICT (uid, agent) DO UPDATE SET turn = ?3, state = ?4, created_at = ?5",
+                params![uid, agent, turn, state, now_ms()],
+            )?;
+        }
+        None => {
+            if let Some(uid) = find_uid(tx, scope)? {
+                clear_pause(tx, uid, agent)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Ends the pause; appending the agent's messages (a finished turn) and resetting the agent do.
+pub fn clear_pause(tx: &Transaction, uid: i64, agent: &str) -> StoreResult<usize> {
+    Ok(tx.execute(
+        "DELETE FROM agent_pauses WHERE uid = ?1 AND agent = ?2",
+        params![uid, agent],
+    )?)
 }

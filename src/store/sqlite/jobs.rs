@@ -7,6 +7,8 @@
 //! number of workers. At most one job per dedupe key is queued: a job that goes back to the queue
 //! while a newer one with its key waits merges into that one (which covers the newer turns).
 
+use super::SqliteStore;
+use crate::store::Jobs;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 use super::ensure_uid;
@@ -200,4 +202,49 @@ pub fn list(connection: &Connection, state: Option<&str>, page: Page) -> StoreRe
         )?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
+}
+
+impl Jobs for SqliteStore {
+    fn enqueue_job(&self, job: &crate::store::NewJob) -> StoreResult<i64> {
+        self.write(|tx| enqueue(tx, job))
+    }
+
+    fn claim_job(&self, now_ms: i64, lease_ms: i64) -> StoreResult<Option<crate::store::Job>> {
+        self.write(|tx| claim(tx, now_ms, lease_ms))
+    }
+
+    fn complete_job(&self, id: i64, report: &str) -> StoreResult<()> {
+        self.write(|tx| complete(tx, id, report))
+    }
+
+    fn fail_job(&self, id: i64, error: &str, retry_at_ms: Option<i64>) -> StoreResult<()> {
+        self.write(|tx| fail(tx, id, error, retry_at_ms))
+    }
+
+    fn requeue_interrupted_jobs(&self) -> StoreResult<usize> {
+        self.write(requeue_interrupted)
+    }
+
+    fn list_jobs(
+        &self,
+        state: Option<&str>,
+        page: crate::store::Page,
+    ) -> StoreResult<Vec<crate::store::Job>> {
+        self.read(|c| list(c, state, page))
+    }
+
+    fn count_done_jobs(&self, scope: &UserScope, kind: &str, since_ms: i64) -> StoreResult<u64> {
+        self.read(|c| {
+            let Some(uid) = super::find_uid(c, scope)? else {
+                return Ok(0);
+            };
+            let count: i64 = c.query_row(
+                "SELECT COUNT(*) FROM jobs
+                 WHERE uid = ?1 AND kind = ?2 AND state = 'done' AND updated_at >= ?3",
+                params![uid, kind, since_ms],
+                |row| row.get(0),
+            )?;
+            Ok(count as u64)
+        })
+    }
 }

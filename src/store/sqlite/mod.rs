@@ -4,19 +4,18 @@
 //! retrieval reads are not queued behind writes. Every write runs in one transaction: a failure
 //! leaves nothing half-written. Schema changes are migrations recorded in `schema_migrations`.
 
-mod agent;
 mod agent_log;
-mod agent_pause;
-mod areas;
+mod agents;
+mod facts;
 mod integrity;
 mod jobs;
-mod memories;
 mod recall;
 mod responses;
 mod schema;
 mod search;
 mod shared;
 mod transfer;
+mod users;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

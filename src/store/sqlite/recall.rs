@@ -1,5 +1,7 @@
 //! The recall log: conversations and their turns.
 
+use super::SqliteStore;
+use crate::store::RecallLog;
 use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 
 use super::{ensure_uid, find_uid, require_uid};
@@ -299,4 +301,79 @@ pub fn set_extraction_progress(
         params![position, uid, conversation],
     )?;
     Ok(())
+}
+
+impl RecallLog for SqliteStore {
+    fn sync_messages_embedded(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        agent: &str,
+        turns: &[crate::store::NewMessage],
+        known: &[(String, crate::store::Embedding)],
+    ) -> StoreResult<crate::store::Synced> {
+        self.write(|tx| {
+            let (conversation, stored) = sync(tx, scope, conversation, agent, turns)?;
+            let mut embedded = Vec::new();
+            for message in &stored {
+                if let Some((_, embedding)) =
+                    known.iter().find(|(text, _)| *text == message.content)
+                {
+                    let (uid, generation) = super::search::set_embedding(
+                        tx,
+                        crate::store::Corpus::Message,
+                        message.id,
+                        embedding,
+                    )?;
+                    embedded.push((message.id, uid, generation));
+                }
+            }
+            Ok(crate::store::Synced {
+                conversation,
+                stored,
+                embedded,
+            })
+        })
+    }
+
+    fn extraction_progress(&self, scope: &UserScope, conversation: &str) -> StoreResult<i64> {
+        self.read(|c| extraction_progress(c, scope, conversation))
+    }
+
+    fn set_extraction_progress(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        position: i64,
+    ) -> StoreResult<()> {
+        self.write(|tx| set_extraction_progress(tx, scope, conversation, position))
+    }
+
+    fn list_conversations(
+        &self,
+        scope: &UserScope,
+    ) -> StoreResult<Vec<crate::store::Conversation>> {
+        self.read(|c| conversations(c, scope))
+    }
+
+    fn list_messages(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        page: crate::store::Page,
+    ) -> StoreResult<Vec<crate::store::StoredMessage>> {
+        self.read(|c| messages(c, scope, conversation, page))
+    }
+
+    fn summary(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+    ) -> StoreResult<Option<crate::store::Summary>> {
+        self.read(|c| super::agents::summary(c, scope, conversation))
+    }
+
+    fn put_summary(&self, scope: &UserScope, summary: &crate::store::Summary) -> StoreResult<()> {
+        self.write(|tx| super::agents::put_summary(tx, scope, summary))
+    }
 }

@@ -1,6 +1,8 @@
 //! The search-side queries shared by all corpora (facts, turns, passages): keyword search with a
 //! bounded cost, documents by id, embeddings for index rebuilds and the background embedder.
 
+use super::SqliteStore;
+use crate::store::Search;
 use rusqlite::{params, params_from_iter, Connection, OptionalExtension, Transaction};
 
 use super::{
@@ -294,4 +296,102 @@ pub fn set_embedding(
         params![embedding.model, to_blob(&embedding.vector), id],
     )?;
     Ok((uid, bump_generation(tx, uid, corpus)?))
+}
+
+impl Search for SqliteStore {
+    fn keyword_search(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        query: &str,
+        limit: usize,
+        within: Option<&Within>,
+    ) -> StoreResult<Vec<(i64, f64)>> {
+        self.read(|c| keyword_search(c, &self.common_terms, scope, corpus, query, limit, within))
+    }
+
+    fn texts_with(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        words: &[String],
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        self.read(|c| texts_with(c, scope, corpus, words, limit))
+    }
+
+    fn ids_within(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        within: &Within,
+    ) -> StoreResult<Vec<i64>> {
+        self.read(|c| ids_within(c, scope, corpus, within))
+    }
+
+    fn documents(
+        &self,
+        scope: &UserScope,
+        corpus: Corpus,
+        ids: &[i64],
+    ) -> StoreResult<Vec<crate::store::Document>> {
+        self.read(|c| documents(c, scope, corpus, ids))
+    }
+
+    fn embeddings(
+        &self,
+        uid: i64,
+        corpus: Corpus,
+        model: &str,
+    ) -> StoreResult<Vec<(i64, Vec<f32>)>> {
+        self.read(|c| embeddings(c, uid, corpus, model))
+    }
+
+    fn vector_generation(&self, uid: i64, corpus: Corpus) -> StoreResult<u64> {
+        self.read(|c| {
+            let generation: Option<i64> = c
+                .query_row(
+                    "SELECT generation FROM vector_generations WHERE uid = ?1 AND corpus = ?2",
+                    params![uid, corpus.as_str()],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            Ok(generation.unwrap_or(0) as u64)
+        })
+    }
+
+    fn indexed_users(&self) -> StoreResult<Vec<i64>> {
+        self.read(|c| {
+            let mut statement =
+                c.prepare("SELECT DISTINCT uid FROM vector_generations ORDER BY uid")?;
+            let uids = statement
+                .query_map([], |row| row.get(0))?
+                .collect::<Result<Vec<i64>, _>>()?;
+            Ok(uids)
+        })
+    }
+
+    fn rows_to_embed(
+        &self,
+        corpus: Corpus,
+        model: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<(i64, i64, String)>> {
+        self.read(|c| rows_to_embed(c, corpus, model, limit))
+    }
+
+    fn set_embeddings(
+        &self,
+        corpus: Corpus,
+        rows: &[(i64, crate::store::Embedding)],
+    ) -> StoreResult<Vec<(i64, i64, u64)>> {
+        self.write(|tx| {
+            rows.iter()
+                .map(|(id, embedding)| {
+                    let (uid, generation) = set_embedding(tx, corpus, *id, embedding)?;
+                    Ok((*id, uid, generation))
+                })
+                .collect()
+        })
+    }
 }

@@ -1,11 +1,13 @@
 //! Export and import of one user's whole memory (portable: conversations by id, turns by
 //! position, no database ids), each in a single transaction.
 
+use super::SqliteStore;
+use crate::store::Transfer;
 use rusqlite::{params, Connection, Transaction};
 
 use std::collections::HashMap;
 
-use super::{agent, bump_generation, ensure_uid, find_uid, from_blob, recall, to_blob};
+use super::{agents, bump_generation, ensure_uid, find_uid, from_blob, recall, to_blob};
 use crate::store::history;
 use crate::store::{
     content_hash, CoreBlock, Corpus, Embedding, ImportCounts, Page, PortableConversation,
@@ -82,7 +84,7 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
                 .messages
                 .push(PortableMessage::exported(stored, embedding));
         }
-        if let Some(summary) = agent::summary(connection, scope, conversation)? {
+        if let Some(summary) = agents::summary(connection, scope, conversation)? {
             bundle.summaries.push(summary);
         }
     }
@@ -217,7 +219,7 @@ pub fn import(
         bump_generation(tx, uid, Corpus::Memory)?;
     }
     for (agent_name, block) in &bundle.blocks {
-        agent::put_block(tx, scope, agent_name, block)?;
+        agents::put_block(tx, scope, agent_name, block)?;
         tx.execute(
             "UPDATE core_blocks SET updated_at = ?1 WHERE uid = ?2 AND agent = ?3 AND label = ?4",
             params![block.updated_at_ms, uid, agent_name, block.label],
@@ -229,7 +231,7 @@ pub fn import(
         counts.blocks += 1;
     }
     for (agent_name, text, created_at_ms, embedding) in &bundle.passages {
-        agent::insert_passage(
+        agents::insert_passage(
             tx,
             scope,
             agent_name,
@@ -240,8 +242,25 @@ pub fn import(
         counts.passages += 1;
     }
     for summary in &bundle.summaries {
-        agent::put_summary(tx, scope, summary)?;
+        agents::put_summary(tx, scope, summary)?;
         counts.summaries += 1;
     }
     Ok(counts)
+}
+
+impl Transfer for SqliteStore {
+    fn export_user(&self, scope: &UserScope) -> StoreResult<Option<crate::store::UserBundle>> {
+        // One read transaction: a snapshot even while the proxy keeps writing.
+        let mut connection = super::lock(&self.readers[0]);
+        let snapshot = connection.transaction()?;
+        export(&snapshot, scope)
+    }
+
+    fn import_user(
+        &self,
+        scope: &UserScope,
+        bundle: &crate::store::UserBundle,
+    ) -> StoreResult<crate::store::ImportCounts> {
+        self.write(|tx| import(tx, scope, bundle))
+    }
 }

@@ -1,5 +1,7 @@
 //! Facts (`memories`) with their audit log, and the turns their changes make outdated.
 
+use super::SqliteStore;
+use crate::store::Facts;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::{bump_generation, ensure_uid, find_uid, require_uid, to_blob};
@@ -326,4 +328,64 @@ pub fn former(
         })?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
+}
+
+impl Facts for SqliteStore {
+    fn insert_memory(
+        &self,
+        scope: &UserScope,
+        memory: &crate::store::NewMemory,
+        cause: &str,
+    ) -> StoreResult<crate::store::Inserted> {
+        self.write(|tx| insert(tx, scope, memory, cause))
+    }
+
+    fn update_memory(
+        &self,
+        scope: &UserScope,
+        id: i64,
+        text: &str,
+        embedding: Option<&crate::store::Embedding>,
+        new_sources: &[crate::store::Source],
+        cause: &str,
+    ) -> StoreResult<u64> {
+        self.write(|tx| update(tx, scope, id, text, embedding, new_sources, cause))
+    }
+
+    fn invalidate_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
+        self.write(|tx| invalidate(tx, scope, id, cause))
+    }
+
+    fn delete_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
+        self.erase(|tx| delete(tx, scope, id, cause))
+    }
+
+    fn restore_memory(&self, scope: &UserScope, id: i64, cause: &str) -> StoreResult<u64> {
+        self.write(|tx| restore(tx, scope, id, cause))
+    }
+
+    fn list_memories(
+        &self,
+        scope: &UserScope,
+        include_invalid: bool,
+        page: crate::store::Page,
+    ) -> StoreResult<Vec<crate::store::Memory>> {
+        self.read(|c| list(c, scope, include_invalid, page))
+    }
+
+    fn memory_events(&self, scope: &UserScope) -> StoreResult<Vec<crate::store::MemoryEvent>> {
+        self.read(|c| events(c, scope))
+    }
+
+    fn live_memory_id(&self, scope: &UserScope, text: &str) -> StoreResult<Option<i64>> {
+        self.read(|c| live_id(c, scope, text))
+    }
+
+    fn former_facts(
+        &self,
+        scope: &UserScope,
+        limit: usize,
+    ) -> StoreResult<Vec<crate::store::FormerFact>> {
+        self.read(|c| former(c, scope, limit))
+    }
 }

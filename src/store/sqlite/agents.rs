@@ -1,5 +1,7 @@
 //! Explicit-mode state: core memory blocks, archival passages, and conversation summaries.
 
+use super::SqliteStore;
+use crate::store::Agents;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
 use super::{bump_generation, ensure_uid, find_uid, to_blob};
@@ -255,4 +257,194 @@ pub fn put_summary(tx: &Transaction, scope: &UserScope, summary: &Summary) -> St
         ],
     )?;
     Ok(())
+}
+
+impl Agents for SqliteStore {
+    fn core_blocks(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+    ) -> StoreResult<Vec<crate::store::CoreBlock>> {
+        self.read(|c| blocks(c, scope, agent))
+    }
+
+    fn put_core_block(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        block: &crate::store::CoreBlock,
+    ) -> StoreResult<()> {
+        self.write(|tx| put_block(tx, scope, agent, block))
+    }
+
+    fn edit_core_block(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        label: &str,
+        edit: &mut dyn FnMut(&crate::store::CoreBlock) -> Result<String, String>,
+    ) -> StoreResult<Result<Result<crate::store::CoreBlock, String>, Vec<String>>> {
+        self.write(|tx| {
+            let blocks = blocks(tx, scope, agent)?;
+            let labels: Vec<String> = blocks.iter().map(|b| b.label.clone()).collect();
+            let Some(mut block) = blocks.into_iter().find(|b| b.label == label) else {
+                return Ok(Err(labels));
+            };
+            match edit(&block) {
+                Ok(value) => {
+                    block.value = value;
+                    put_block(tx, scope, agent, &block)?;
+                    Ok(Ok(Ok(block)))
+                }
+                Err(refused) => Ok(Ok(Err(refused))),
+            }
+        })
+    }
+
+    fn insert_passage(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        text: &str,
+        created_at_ms: i64,
+        embedding: Option<&crate::store::Embedding>,
+    ) -> StoreResult<(i64, u64)> {
+        self.write(|tx| insert_passage(tx, scope, agent, text, created_at_ms, embedding))
+    }
+
+    fn list_passages(
+        &self,
+        scope: &UserScope,
+        agent: Option<&str>,
+        page: crate::store::Page,
+    ) -> StoreResult<Vec<crate::store::Passage>> {
+        self.read(|c| passages(c, scope, agent, page))
+    }
+
+    fn delete_passage(&self, scope: &UserScope, agent: &str, id: i64) -> StoreResult<u64> {
+        self.erase(|tx| delete_passage(tx, scope, agent, id))
+    }
+
+    fn delete_core_block(&self, scope: &UserScope, agent: &str, label: &str) -> StoreResult<bool> {
+        self.erase(|tx| delete_block(tx, scope, agent, label))
+    }
+
+    fn ensure_agent(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        blocks: &[crate::store::CoreBlock],
+    ) -> StoreResult<crate::store::AgentRecord> {
+        if let Some(found) = self.read(|c| super::agent_log::find(c, scope, agent))? {
+            return Ok(found);
+        }
+        self.write(|tx| super::agent_log::ensure(tx, scope, agent, blocks))
+    }
+
+    fn list_agents(&self, scope: &UserScope) -> StoreResult<Vec<crate::store::AgentRecord>> {
+        self.read(|c| super::agent_log::list(c, scope))
+    }
+
+    fn agent_memory_epoch(&self, scope: &UserScope, agent: &str) -> StoreResult<i64> {
+        self.read(|c| Ok(super::agent_log::find(c, scope, agent)?.map_or(0, |a| a.memory_epoch)))
+    }
+
+    fn set_agent_state(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        system: Option<(&str, i64)>,
+        pressure_alerted: bool,
+    ) -> StoreResult<()> {
+        self.write(|tx| super::agent_log::set_state(tx, scope, agent, system, pressure_alerted))
+    }
+
+    fn reset_agent(&self, scope: &UserScope, agent: &str) -> StoreResult<bool> {
+        self.erase(|tx| super::agent_log::reset(tx, scope, agent))
+    }
+
+    fn paused_turn(&self, scope: &UserScope, agent: &str) -> StoreResult<Option<String>> {
+        self.read(|c| super::agent_log::pause(c, scope, agent))
+    }
+
+    fn set_paused_turn(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        paused: Option<(&str, &str)>,
+    ) -> StoreResult<()> {
+        self.write(|tx| super::agent_log::set_pause(tx, scope, agent, paused))
+    }
+
+    fn delete_agent_message(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        position: i64,
+    ) -> StoreResult<(Vec<(i64, i64)>, u64)> {
+        self.erase(|tx| super::agent_log::delete_message(tx, scope, agent, position))
+    }
+
+    fn append_agent_messages(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        messages: &[(crate::store::AgentMessage, Option<crate::store::Embedding>)],
+        end_pause: bool,
+    ) -> StoreResult<(Vec<crate::store::StoredMessage>, Option<(i64, u64)>)> {
+        self.write(|tx| super::agent_log::append(tx, scope, agent, messages, end_pause))
+    }
+
+    fn set_agent_tags(&self, scope: &UserScope, agent: &str, tags: &[String]) -> StoreResult<bool> {
+        self.write(|tx| super::agent_log::set_tags(tx, scope, agent, tags))
+    }
+
+    fn agent_context(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+    ) -> StoreResult<(
+        Option<crate::store::Summary>,
+        Vec<crate::store::StoredMessage>,
+    )> {
+        self.read(|c| super::agent_log::context(c, scope, agent))
+    }
+
+    fn agent_counts(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+    ) -> StoreResult<crate::store::AgentCounts> {
+        self.read(|c| super::agent_log::counts(c, scope, agent))
+    }
+
+    fn messages_between(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        from_ms: i64,
+        to_ms: i64,
+        page: crate::store::Page,
+    ) -> StoreResult<(usize, Vec<crate::store::StoredMessage>)> {
+        self.read(|c| super::agent_log::between(c, scope, conversation, from_ms, to_ms, page))
+    }
+
+    fn record_steps(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        steps: &[crate::store::StepRecord],
+        keep_turns: usize,
+    ) -> StoreResult<()> {
+        self.write(|tx| super::agent_log::record_steps(tx, scope, agent, steps, keep_turns))
+    }
+
+    fn agent_steps(
+        &self,
+        scope: &UserScope,
+        agent: &str,
+        turns: usize,
+    ) -> StoreResult<Vec<crate::store::StepRecord>> {
+        self.read(|c| super::agent_log::steps(c, scope, agent, turns))
+    }
 }
