@@ -76,15 +76,7 @@ pub fn test_config(mock: &MockUpstream, data: &std::path::Path) -> Config {
     config.explicit.rewarm_cache = memproxy::agent::Rewarm::Never;
     config.explicit.evict_after_turn = false;
     // MEMPROXY_TEST_STORE=postgres runs every test on a fresh PostgreSQL database instead.
-    if on_postgres() {
-        if let Some(url) = std::thread::spawn(crate::conformance::postgres_url)
-            .join()
-            .expect("a test database")
-        {
-            config.store.backend = memproxy::store::Backend::Postgres;
-            config.store.url = Some(memproxy::secret::Secret::new(url));
-        }
-    }
+    (crate::backends::selected().configure)(&mut config);
     config
 }
 

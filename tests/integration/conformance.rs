@@ -1,55 +1,19 @@
-//! The store conformance suite: one set of checks per area, run against every backend — SQLite
-//! (a temporary file) and PostgreSQL (a fresh database on the server `scripts/test` starts with
-//! `scripts/setup-postgres`, named by `MEMPROXY_TEST_DATABASE_URL`). This file has the `Users`
-//! and `Jobs` areas; `conformance_memory` the recall log, facts and search. Without that
-//! variable the PostgreSQL half is skipped locally, and fails under CI.
+//! The store conformance suite: one set of checks per area, run on a fresh store of every
+//! backend ([`crate::backends`]: SQLite in a temporary file, PostgreSQL in a fresh database on the
+//! server `scripts/test` starts). This file has the `Users`, `Jobs`, response log and integrity
+//! areas; `conformance_memory` the recall log, facts and search; `conformance_agents` the agents
+//! and shared blocks; `conformance_transfer` export and import.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use memproxy::store::postgres::PostgresStore;
-use memproxy::store::prelude::*;
-use memproxy::store::sqlite::SqliteStore;
+use memproxy::store::Store;
+
+use crate::backends::on_every_backend;
 use memproxy::store::{NewJob, Page, UserScope};
 use serde_json::json;
 
 const LEASE: i64 = 60_000;
-
-pub(crate) fn sqlite() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = SqliteStore::open(&dir.path().join("memproxy.db")).expect("open SQLite");
-    (dir, store)
-}
-
-/// A URL of a fresh, empty database on the test server (`None`: no server, outside CI).
-pub(crate) fn postgres_url() -> Option<String> {
-    let Ok(admin) = std::env::var("MEMPROXY_TEST_DATABASE_URL") else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "MEMPROXY_TEST_DATABASE_URL is not set: scripts/test starts PostgreSQL (scripts/setup-postgres)"
-        );
-        eprintln!("PostgreSQL half skipped: run through scripts/test or scripts/setup-postgres run -- cargo test");
-        return None;
-    };
-    let name = format!("conformance_{}", uuid::Uuid::new_v4().simple());
-    let runtime = tokio::runtime::Runtime::new().expect("runtime");
-    runtime.block_on(async {
-        let (client, connection) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
-            .await
-            .expect("connect to the test server");
-        tokio::spawn(connection);
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .await
-            .expect("create a database");
-    });
-    let (base, _) = admin.rsplit_once('/').expect("a database in the URL");
-    Some(format!("{base}/{name}"))
-}
-
-pub(crate) fn postgres(url: &str) -> PostgresStore {
-    PostgresStore::connect(url, 8).expect("connect PostgreSQL")
-}
 
 fn job(user: &str, key: &str) -> NewJob {
     NewJob {
@@ -61,7 +25,7 @@ fn job(user: &str, key: &str) -> NewJob {
     }
 }
 
-fn users_area(store: &impl Users) {
+fn users_area(store: &dyn Store) {
     let (ana, ana_globex) = (
         UserScope::new("acme", "ana"),
         UserScope::new("globex", "ana"),
@@ -87,7 +51,7 @@ fn users_area(store: &impl Users) {
     assert_eq!(store.find_user(&ana_globex).expect("find"), Some(other));
 }
 
-fn jobs_area(store: &(impl Jobs + Users)) {
+fn jobs_area(store: &dyn Store) {
     // One queued job per key (debounce), one per user running at a time.
     let first = store.enqueue_job(&job("ana", "k1")).expect("enqueue");
     assert_eq!(store.enqueue_job(&job("ana", "k1")).expect("again"), first);
@@ -171,7 +135,7 @@ fn jobs_area(store: &(impl Jobs + Users)) {
 
 /// Several workers (of one process or of several replicas: `stores` share one database) take
 /// every job exactly once, never two of one user at a time.
-fn jobs_run_once<S: Jobs + Users + Send + Sync + 'static>(stores: Vec<Arc<S>>) {
+fn jobs_run_once(stores: Vec<Arc<dyn Store>>) {
     let users = 12;
     for user in 0..users {
         for key in 0..3 {
@@ -221,34 +185,20 @@ fn jobs_run_once<S: Jobs + Users + Send + Sync + 'static>(stores: Vec<Arc<S>>) {
 
 #[test]
 fn users_on_every_backend() {
-    let (_dir, store) = sqlite();
-    users_area(&store);
-    if let Some(url) = postgres_url() {
-        users_area(&postgres(&url));
-    }
+    on_every_backend(|b| users_area(&*b.store));
 }
 
 #[test]
 fn jobs_on_every_backend() {
-    let (_dir, store) = sqlite();
-    jobs_area(&store);
-    if let Some(url) = postgres_url() {
-        jobs_area(&postgres(&url));
-    }
+    on_every_backend(|b| jobs_area(&*b.store));
 }
 
 #[test]
 fn jobs_run_once_across_workers_and_replicas() {
-    let (dir, store) = sqlite();
-    let second = SqliteStore::open(&dir.path().join("memproxy.db")).expect("open again");
-    jobs_run_once(vec![Arc::new(store), Arc::new(second)]);
-    if let Some(url) = postgres_url() {
-        // Two stores, two pools: two replicas on one database.
-        jobs_run_once(vec![Arc::new(postgres(&url)), Arc::new(postgres(&url))]);
-    }
+    on_every_backend(|b| jobs_run_once(vec![Arc::clone(&b.store), (b.replica)()]));
 }
 
-fn responses_area(store: &(impl ResponseLog + Users)) {
+fn responses_area(store: &dyn Store) {
     use memproxy::store::responses::{chain_messages, StoredResponse};
     let (ada, bob) = (UserScope::new("acme", "ada"), UserScope::new("acme", "bob"));
     let response = |id: &str, previous: Option<&str>, text: &str| StoredResponse {
@@ -296,7 +246,7 @@ fn responses_area(store: &(impl ResponseLog + Users)) {
 
 /// Retention: past the cut-off time, and beyond each user's newest N, responses go; each user's
 /// count is their own.
-fn response_retention_area(store: &(impl ResponseLog + Users)) {
+fn response_retention_area(store: &dyn Store) {
     use memproxy::store::responses::StoredResponse;
     let (cy, dee) = (
         UserScope::new("acme", "cy"),
@@ -332,20 +282,16 @@ fn response_retention_area(store: &(impl ResponseLog + Users)) {
 
 #[test]
 fn response_log_on_every_backend() {
-    let (_dir, store) = sqlite();
-    responses_area(&store);
-    response_retention_area(&store);
-    if let Some(url) = postgres_url() {
-        let store = postgres(&url);
-        responses_area(&store);
-        response_retention_area(&store);
-    }
+    on_every_backend(|b| {
+        responses_area(&*b.store);
+        response_retention_area(&*b.store);
+    });
 }
 
 /// The consistency check reads the store as it is when it runs. A reader that searched the
 /// keyword index before the writer rewrote it (FTS5 merges segments as rows come and go) must not
 /// report the segments it saw then as missing: a false "corruption" that failed the crash test.
-fn integrity_area(store: &(impl Facts + Search + Integrity + Users)) {
+fn integrity_area(store: &dyn Store) {
     use memproxy::store::{Corpus, NewMemory};
     let ana = UserScope::new("acme", "ana");
     store.ensure_user(&ana).expect("user");
@@ -379,17 +325,13 @@ fn integrity_area(store: &(impl Facts + Search + Integrity + Users)) {
 
 #[test]
 fn the_check_reads_the_store_as_it_is_on_every_backend() {
-    let (_dir, store) = sqlite();
-    integrity_area(&store);
-    if let Some(url) = postgres_url() {
-        integrity_area(&postgres(&url));
-    }
+    on_every_backend(|b| integrity_area(&*b.store));
 }
 
 /// Facts that no longer hold: the old text of an update and a retired memory, newest first;
 /// not what consolidation retired (junk, duplicates), not a memory restored since, not another
 /// user's.
-fn former_facts_area(store: &(impl Facts + Users)) {
+fn former_facts_area(store: &dyn Store) {
     let (ana, bob) = (UserScope::new("acme", "ana"), UserScope::new("acme", "bob"));
     let add = |scope: &UserScope, text: &str| add_fact(store, scope, text);
     let job = add(&ana, "The user works at Fabrikam.");
@@ -442,17 +384,13 @@ fn former_facts_area(store: &(impl Facts + Users)) {
 
 #[test]
 fn former_facts_on_every_backend() {
-    let (_dir, store) = sqlite();
-    former_facts_area(&store);
-    if let Some(url) = postgres_url() {
-        former_facts_area(&postgres(&url));
-    }
+    on_every_backend(|b| former_facts_area(&*b.store));
 }
 
 /// Whether the user ever said a word ([`memproxy::memory::unmentioned`]): their live facts and
 /// their own turns holding it, any word form, however common the word is among all users; not
 /// the assistant's turns, not a retired fact, not another user's.
-fn texts_with_area(store: &(impl Facts + RecallLog + Search)) {
+fn texts_with_area(store: &dyn Store) {
     use memproxy::store::Corpus;
     let (ana, bob) = (UserScope::new("acme", "ana"), UserScope::new("acme", "bob"));
     let add = |scope: &UserScope, text: &str| add_fact(store, scope, text);
@@ -499,15 +437,11 @@ fn texts_with_area(store: &(impl Facts + RecallLog + Search)) {
 
 #[test]
 fn texts_with_words_on_every_backend() {
-    let (_dir, store) = sqlite();
-    texts_with_area(&store);
-    if let Some(url) = postgres_url() {
-        texts_with_area(&postgres(&url));
-    }
+    on_every_backend(|b| texts_with_area(&*b.store));
 }
 
 /// A new fact of `scope`'s; its id.
-fn add_fact(store: &impl Facts, scope: &UserScope, text: &str) -> i64 {
+fn add_fact(store: &dyn Store, scope: &UserScope, text: &str) -> i64 {
     use memproxy::store::{Inserted, NewMemory};
     let memory = NewMemory {
         text: text.to_owned(),

@@ -8,7 +8,7 @@ use memproxy::store::{
 };
 use serde_json::json;
 
-use super::conformance::{postgres, postgres_url, sqlite};
+use crate::backends::on_every_backend;
 
 fn block(label: &str, value: &str) -> CoreBlock {
     CoreBlock {
@@ -359,18 +359,10 @@ fn shared_area(store: &dyn Store) {
 
 #[test]
 fn agents_on_every_backend() {
-    let (_dir, store) = sqlite();
-    agents_area(&store);
-    if let Some(url) = postgres_url() {
-        agents_area(&postgres(&url));
-    }
+    on_every_backend(|b| agents_area(&*b.store));
 }
 
 #[test]
 fn shared_blocks_on_every_backend() {
-    let (_dir, store) = sqlite();
-    shared_area(&store);
-    if let Some(url) = postgres_url() {
-        shared_area(&postgres(&url));
-    }
+    on_every_backend(|b| shared_area(&*b.store));
 }

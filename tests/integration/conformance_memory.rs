@@ -14,7 +14,7 @@ use memproxy::store::{
 };
 use memproxy::vector::{Change, VectorIndexes};
 
-use super::conformance::{postgres, postgres_url, sqlite};
+use crate::backends::{on_every_backend, postgres, postgres_url};
 
 const MODEL: &str = "test-model";
 
@@ -516,36 +516,22 @@ fn search_area(store: Arc<dyn Store>, vectors: &VectorIndexes) {
 
 #[test]
 fn recall_log_on_every_backend() {
-    let (_dir, store) = sqlite();
-    recall_area(&store);
-    if let Some(url) = postgres_url() {
-        recall_area(&postgres(&url));
-    }
+    on_every_backend(|b| recall_area(&*b.store));
 }
 
 #[test]
 fn facts_on_every_backend() {
-    let (_dir, store) = sqlite();
-    facts_area(&store);
-    if let Some(url) = postgres_url() {
-        facts_area(&postgres(&url));
-    }
+    on_every_backend(|b| facts_area(&*b.store));
 }
 
 #[test]
 fn search_on_every_backend() {
-    let (dir, store) = sqlite();
-    let store: Arc<dyn Store> = Arc::new(store);
-    assert!(!store.keeps_vectors());
-    let files = VectorIndexes::new(&dir.path().join("vectors"), MODEL, 4, Arc::clone(&store))
-        .expect("index files");
-    search_area(Arc::clone(&store), &files);
-    if let Some(url) = postgres_url() {
-        let store: Arc<dyn Store> = Arc::new(postgres(&url));
-        assert!(store.keeps_vectors());
-        let vectors = VectorIndexes::in_store(MODEL, 4, Arc::clone(&store));
-        search_area(store, &vectors);
-    }
+    on_every_backend(|b| {
+        let vectors = b.vectors(MODEL, 4);
+        // Where the vectors live is the backend's: pgvector in PostgreSQL, files beside SQLite.
+        assert_eq!(b.store.keeps_vectors(), b.name == "postgres");
+        search_area(Arc::clone(&b.store), &vectors);
+    });
 }
 
 /// Many users on one pgvector index: each search returns only the searching user's rows, and a

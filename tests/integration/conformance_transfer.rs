@@ -9,8 +9,8 @@ use memproxy::store::{
     UserScope,
 };
 
-use super::conformance::{postgres, postgres_url, sqlite};
 use super::conformance_memory::turn;
+use crate::backends::on_every_backend;
 
 fn vector(seed: f32) -> Embedding {
     Embedding {
@@ -184,9 +184,5 @@ fn transfer_area(store: &dyn Store) {
 
 #[test]
 fn transfer_on_every_backend() {
-    let (_dir, store) = sqlite();
-    transfer_area(&store);
-    if let Some(url) = postgres_url() {
-        transfer_area(&postgres(&url));
-    }
+    on_every_backend(|b| transfer_area(&*b.store));
 }

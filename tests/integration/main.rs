@@ -6,6 +6,7 @@ mod common;
 mod admin;
 mod agent_messaging;
 mod auth;
+mod backends;
 mod backlog;
 mod block_contents;
 mod branches;

@@ -9,8 +9,8 @@ use memproxy::secret::Secret;
 use memproxy::store::Backend;
 use serde_json::json;
 
+use crate::backends::postgres_url;
 use crate::common::{eventually, harness_with, implicit_chat, memories, Harness};
-use crate::conformance::postgres_url;
 
 /// The test server's admin URL and a fresh database on it.
 async fn fresh() -> Option<(String, String)> {

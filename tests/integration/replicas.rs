@@ -11,8 +11,8 @@ use memproxy::config::Config;
 use memproxy::mock::{MockUpstream, Reply};
 use serde_json::{json, Value};
 
+use crate::backends::postgres_url;
 use crate::common::{eventually, facts, test_config};
-use crate::conformance::postgres_url;
 use crate::process::free_port;
 
 pub(crate) struct Replica {
