@@ -167,3 +167,67 @@ pub fn words() -> &'static WordLists {
 pub fn current() -> &'static dyn Language {
     &English
 }
+
+/// The language whose rules read `text`, or `None` for text in a language this module has no
+/// rules for: the text rules then leave it alone, and only the mechanisms that read no words
+/// judge it (where it is found in the user's turns, question marks, numbers, whom it names, the
+/// memory LLM's own answers). The language is told by a trigram model (the `whatlang` crate):
+/// text it places reliably in another language is that language's, unless a fifth of its words
+/// are the implementation's own function words (a trigram model can take a short English line
+/// with a foreign name or food for French or Italian; no sentence of another language is made of
+/// English function words). Text it cannot place reliably, a short line mostly, is read as
+/// English, as before there was a choice: so a short line in another language still meets the
+/// English rules; give the reader more of it (a conversation's user turns together) to tell.
+pub fn of(text: &str) -> Option<&'static dyn Language> {
+    let english: &'static dyn Language = &English;
+    match whatlang::detect(text) {
+        Some(info) if info.is_reliable() && info.lang() != whatlang::Lang::Eng => {
+            (function_word_share(english, text) >= OWN_FUNCTION_WORDS).then_some(english)
+        }
+        _ => Some(english),
+    }
+}
+
+/// The share of a text's function words at which it is the language's own, whatever else it
+/// looks like.
+const OWN_FUNCTION_WORDS: f64 = 0.2;
+
+/// The share of `text`'s words that are `language`'s function words.
+fn function_word_share(language: &dyn Language, text: &str) -> f64 {
+    let stop = language.words().stop_words;
+    let words: Vec<String> = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect();
+    let own = words.iter().filter(|w| stop.contains(&w.as_str())).count();
+    own as f64 / words.len().max(1) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::of;
+
+    #[test]
+    fn english_is_read_by_the_english_rules_other_languages_by_none() {
+        for text in [
+            "I'm lactose intolerant myself, so no pizza place.",
+            "Chiara loves climbing.",
+            "Helga turns 60 next month.",
+            // Lines a trigram model alone places in French, Afrikaans and Italian.
+            "Absolutely, let's do that! Can't wait for our coffee date next week. See you then. Stay safe!",
+            "Wow, John! Way to go helping veterans! I'm doing my part too, volunteering at a homeless shelter. It's so rewarding.",
+            "I like also cheese pizza and prosciutto.",
+        ] {
+            assert!(of(text).is_some(), "{text}");
+        }
+        for text in [
+            "Ich wohne seit März in Leipzig und arbeite als Krankenpflegerin im Klinikum. Meine Schwester Lena ist 34.",
+            "Mi hermana Lucía vive en Sevilla y tiene dos gatos. Yo soy vegetariana desde hace un año.",
+        ] {
+            assert!(of(text).is_none(), "{text}");
+        }
+        // Too short to tell: the English rules, as before.
+        assert!(of("Vivo en Madrid.").is_some());
+    }
+}

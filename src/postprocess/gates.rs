@@ -161,6 +161,9 @@ pub struct Evidence {
     dates: dates::SaidDates,
     /// The content words of each sentence in which the assistant promised something.
     assistant_promises: Vec<HashSet<String>>,
+    /// The user's words are in a language the text rules have no rules for
+    /// ([`crate::language::of`]).
+    unread: bool,
 }
 
 impl Evidence {
@@ -195,7 +198,16 @@ impl Evidence {
             }
         }
         evidence.addressed = addressed::addressed(&evidence.user_texts);
+        // Told from all the user's words together: one line is often too short to tell.
+        evidence.unread = crate::language::of(&evidence.user_texts.join("\n")).is_none();
         evidence
+    }
+
+    /// Whether the text rules read the user's language: when not, the gates that compare words
+    /// (dates, tense, the user's own words for a claim, vaguer variants) leave the facts alone,
+    /// and a capital is no sign of a name (German gives every noun one).
+    pub fn has_rules(&self) -> bool {
+        !self.unread
     }
 
     /// When the newest of the turns was said: a date resolved from "last week" must be near it.
@@ -209,7 +221,7 @@ impl Evidence {
     /// cutting it out leaves a fact that passes the date check; `None` when there is nothing to
     /// cut. Small models add such dates to facts that are right without them.
     pub fn undated(&self, fact: &str) -> Option<String> {
-        if !self.dates.invented(fact, &[]) {
+        if self.unread || !self.dates.invented(fact, &[]) {
             return None;
         }
         let cut = dates::strip(fact)?;
@@ -219,6 +231,9 @@ impl Evidence {
     /// `fact` in the tense the user told it ("The user is painting the kitchen blue." from "I
     /// painted the kitchen blue." becomes "The user painted …"; [`tense`]); `None`: as it is.
     pub fn as_told(&self, fact: &str) -> Option<String> {
+        if self.unread {
+            return None;
+        }
         tense::as_told(fact, &self.user_texts)
     }
 
@@ -226,6 +241,9 @@ impl Evidence {
     /// made dates, counted from when it was said, or dated from the user's sentence it comes
     /// from ([`relative`]); `None`: nothing to resolve, or the time is unknown.
     pub fn resolved(&self, fact: &str) -> Option<String> {
+        if self.unread {
+            return None;
+        }
         let day = self.dates.day()?;
         relative::resolve(fact, day).or_else(|| relative::from_source(fact, &self.user_texts, day))
     }
@@ -242,6 +260,10 @@ impl Evidence {
         let known_texts = known;
         let known: HashSet<String> = known.iter().flat_map(|k| content_words(k)).collect();
         check_form(fact)?;
+        // The rest reads words of the user's language: not judged by another's.
+        if self.unread {
+            return Ok(());
+        }
         // "Hey Mel!": Mel is the assistant, and neither the user nor a person in their life.
         if addressed::about_addressed(fact, &self.addressed) {
             return Err(Rejection::AboutAssistant);

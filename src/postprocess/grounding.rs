@@ -197,8 +197,9 @@ pub(super) fn sentences(text: &str) -> impl Iterator<Item = &str> {
         .filter(|s| !s.is_empty())
 }
 
-/// Names and numbers in a fact: words with a capital that do not open a sentence, and words with
-/// a digit. A sentence's opening words are its subject as the system writes it ("The user",
+/// Names and numbers in a fact: words with a capital that do not open a sentence (with
+/// `capitals`: where the language keeps capitals for names; German gives every noun one), and
+/// words with a digit. A sentence's opening words are its subject as the system writes it ("The user",
 /// "Der Nutzer", where a language capitalises nouns): the first word, and the second when the
 /// first has a capital too. Words of a date the system wrote itself (a relative day resolved to "March 27, 2026")
 /// are left out: `date_word` names its month and weekday words, and numbers beside one of them,
@@ -206,6 +207,7 @@ pub(super) fn sentences(text: &str) -> impl Iterator<Item = &str> {
 pub(super) fn names_and_numbers<'a>(
     text: &'a str,
     date_word: &dyn Fn(&str) -> bool,
+    capitals: bool,
 ) -> Vec<&'a str> {
     let mut out = Vec::new();
     for sentence in sentences(text) {
@@ -218,7 +220,7 @@ pub(super) fn names_and_numbers<'a>(
             let digit = word.chars().any(|c| c.is_ascii_digit());
             let opening = index == 0
                 || (index == 1 && pieces[0].chars().next().is_some_and(char::is_uppercase));
-            if !((capital && !opening) || digit) || date_word(word) {
+            if !((capitals && capital && !opening) || digit) || date_word(word) {
                 continue;
             }
             let beside_date = |offset: isize| {
@@ -245,6 +247,17 @@ pub fn ground(
     claim: &Claim<'_>,
     turns: &[Said<'_>],
     date_word: &dyn Fn(&str) -> bool,
+) -> Result<Grounded, Ungrounded> {
+    ground_in(claim, turns, date_word, true)
+}
+
+/// [`ground`], reading capitals as names only with `capitals` (the text rules read the user's
+/// language: [`super::gates::Evidence::has_rules`]).
+pub fn ground_in(
+    claim: &Claim<'_>,
+    turns: &[Said<'_>],
+    date_word: &dyn Fn(&str) -> bool,
+    capitals: bool,
 ) -> Result<Grounded, Ungrounded> {
     let source_role = if claim.commitment {
         "assistant"
@@ -284,7 +297,7 @@ pub fn ground(
         .filter(|t| t.role == source_role)
         .map(|t| padded(t.text))
         .collect();
-    let unsaid: Vec<String> = names_and_numbers(claim.text, date_word)
+    let unsaid: Vec<String> = names_and_numbers(claim.text, date_word, capitals)
         .into_iter()
         .filter(|name| !spoken.contains(&format!(" {} ", name.to_lowercase())))
         .map(str::to_owned)
@@ -321,7 +334,7 @@ pub fn ground(
     let names: Vec<&str> = turns
         .iter()
         .filter(|t| t.role == "user")
-        .flat_map(|t| names_and_numbers(t.text, date_word))
+        .flat_map(|t| names_and_numbers(t.text, date_word, capitals))
         .filter(|w| !w.chars().any(|c| c.is_ascii_digit()))
         .collect();
     Ok(Grounded {

@@ -177,7 +177,7 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         })
         .collect();
     for fact in &mut facts {
-        let found = grounded(fact, &turns_said);
+        let found = grounded(fact, &turns_said, evidence.has_rules());
         fact.told = found
             .as_ref()
             .ok()

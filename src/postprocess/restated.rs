@@ -29,7 +29,9 @@ pub fn restates(new: &str, known: &str, similarity: f32, bar: f32) -> bool {
             .collect()
     };
     let named_in = |text: &str, other: &HashSet<String>| {
-        names_and_numbers(text, &crate::dates::is_date_word)
+        // (Capitals read as names in any language: a German noun then has to be in both, which
+        // keeps two memories rather than merging two different ones.)
+        names_and_numbers(text, &crate::dates::is_date_word, true)
             .into_iter()
             .all(|name| other.contains(&name.to_lowercase()))
     };

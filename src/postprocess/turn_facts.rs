@@ -55,7 +55,7 @@ pub fn read(
         .collect();
     for mut fact in parse_facts(answer)? {
         // Only what the user stated (see `grounding`).
-        let checked = grounded(&fact, &said)
+        let checked = grounded(&fact, &said, evidence.has_rules())
             .and_then(|found| found.unsaid_check(&[]).map_err(super::fact::rejection));
         if let Err(reason) = checked {
             tracing::info!(reason = reason.as_str(), text = %fact.text, quote = ?fact.quote, about = ?fact.about, "background save: fact refused");

@@ -392,7 +392,11 @@ fn unvoiced_readings_on_generated_texts() {
             ]
             .iter()
             .any(|w| lower.contains(w));
-            if !voiced {
+            // Words in a language the rules do not read are not held to English words: only
+            // the fact's form is checked.
+            if memproxy::language::of(&said).is_none() {
+                prop_assert_eq!(result, gates::check_form(&fact), "{} from {:?}", fact, said);
+            } else if !voiced {
                 prop_assert!(result.is_err(), "{fact} from {said:?}");
             }
             Ok(())

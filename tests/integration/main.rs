@@ -47,6 +47,7 @@ mod implicit;
 mod injection;
 mod isolation;
 mod jobs;
+mod languages;
 mod lifecycle;
 mod limits;
 mod mcp;

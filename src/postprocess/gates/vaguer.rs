@@ -15,6 +15,9 @@ impl Evidence {
     /// content words or more are `other`'s, the rest nobody said, and `other` says something of
     /// the user's that `fact` does not.
     pub fn vaguer_than(&self, fact: &str, other: &str) -> bool {
+        if self.unread {
+            return false;
+        }
         let lower = format!(" {} ", fact.to_lowercase());
         if super::lists()
             .vaguer_changes
