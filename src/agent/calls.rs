@@ -17,9 +17,9 @@ use crate::store::AgentMessage;
 pub const CLIENT_STATUS: &str = "client";
 
 /// Steps of memory writes that succeeded one turn may take before its reply is asked for plainly
-/// (a refused write retried does not count). Seen with the
-/// 1.5B model on job-change: eight `core_memory_replace` calls in a row, each with a heartbeat,
-/// until the steps ran out (two minutes for one turn). Saving a fact or two takes one or two.
+/// (a refused write retried does not count). A small
+/// model can call `core_memory_replace` again and again, each with a heartbeat, until the steps
+/// run out (minutes for one turn); saving a fact or two takes one or two.
 pub const WRITE_STEPS: usize = 3;
 
 impl Agents {
@@ -153,8 +153,8 @@ impl Agents {
             }));
         }
         // The agent saved and yielded without a heartbeat (MemGPT's end of a turn): the reply is
-        // one plain request with the memory just written, not another agent step (a 1.5B model
-        // asked for a reply after a write answered nothing, then said the user's message back).
+        // one plain request with the memory just written, not another agent step (a small model
+        // asked for a reply after a write may answer nothing, then say the user's message back).
         // Not when the app's functions or other agents may still be called.
         let only_memory = turn.client.is_empty()
             && turn.peers.is_empty()
@@ -183,7 +183,7 @@ impl Agents {
         };
         let now = turn.now();
         // Stored before the reply in either case: a log where a function result is followed
-        // directly by the reply taught the 1.5B model to answer later turns with a copy of the
+        // directly by the reply teaches a small model to answer later turns with a copy of the
         // result (`<tool_response>{"status":"OK",…}`).
         turn.buffer.push(system_notice("heartbeat", &reason, now));
         if yielded {

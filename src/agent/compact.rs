@@ -1,6 +1,6 @@
 //! Eviction after the turn, off the request path. The step loop evicts when a step's prompt
 //! passes `evict_ratio` of the window ([`super::step`]): the summary call then sits on the
-//! request path (9-39 s a turn with the 1.5B model on 2 cores, in the scenario suite's run K).
+//! request path (tens of seconds a turn with a small local model: docs/eval-history.md).
 //! After a finished turn, in the tracked after-exchange task and under the agent's turn lock,
 //! the agent's context is measured as the next turn will open it, plus as much again as this
 //! turn's exchange added. When that would pass the threshold, and the agent has had its

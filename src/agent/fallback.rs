@@ -284,8 +284,8 @@ mod tests {
                 json!({"role": "user", "content": "[The app ran get_weather({\"city\":\"Porto\"}); it returned: rain, 14°C]"}),
             ]
         );
-        // Seen with the real 1.5B model: a send_message refused as an echo of the user's
-        // message was shown to the plain reply as the assistant's, which then answered nothing.
+        // A send_message refused as an echo of the user's message, shown to the plain reply as
+        // the assistant's, leads a small model to answer nothing.
         let refused = vec![
             json!({"role": "system", "content": "agent instructions"}),
             json!({"role": "user", "content": "{\"type\":\"user_message\",\"message\":\"I can't stand mushrooms.\",\"time\":\"t\"}"}),

@@ -4,7 +4,7 @@
 //! > Until 2026-09-20, the deadline for the thesis was October 15; since then: the user's
 //! > supervisor extended their deadline to November 30.
 //!
-//! Why this shape: the 1.5B model, asked "When is my thesis due?", answered "October 15" from a
+//! Why this shape: a small model, asked "When is my thesis due?", answered "October 15" from a
 //! history line that kept the old fact as written ("No longer true: The deadline for the thesis
 //! is October 15."), and from every variant tried that kept the old value apart from the new one
 //! (in the past tense, dated, in a section of its own, first in the block). It answered "November
@@ -60,7 +60,7 @@ pub fn former(line: &str) -> Option<&str> {
 /// `text` (a block, or compiled core memory) without its history lines: what a turn that does
 /// not ask about the past reads ([`crate::memory::history::asks_about_the_past`], the rule
 /// implicit memory's block follows too). Even named beside what holds now, an old value in view
-/// was what the 1.5B model answered "When is my thesis due?" with in run S.
+/// is what a small model answers "When is my thesis due?" with.
 pub fn without(text: &str) -> Cow<'_, str> {
     if !text.lines().any(is_history) {
         return Cow::Borrowed(text);

@@ -376,8 +376,8 @@ mod tests {
             append("human", value, "The user moved to Porto in October.", &[]),
             Ok("The user is Ada.\nThe user moved to Porto in October.\nThe user works as a data analyst at Fabrikam.\nFormerly, the user lived in Lisbon; since then: the user moved to Porto in October.".to_owned())
         );
-        // Seen with the real 1.5B model: the background save's lines for "I left Fabrikam. I'm
-        // now a machine learning engineer at Contoso."
+        // A background save's lines for "I left Fabrikam. I'm now a machine learning engineer
+        // at Contoso.", as a small model writes them.
         let contoso = append(
             "human",
             value,
@@ -413,8 +413,7 @@ mod tests {
             ),
             Ok("The user moved to Porto.\nThe user lives with a dog named Pixel.\nThe user likes tea.\nFormerly, the user lived in Lisbon with a dog named Pixel; since then: the user moved to Porto.".to_owned())
         );
-        // Seen with the real 1.5B model on project-deadline: both dates current, the older one
-        // answered.
+        // Both dates current, as a small model's saves leave them: the older one was answered.
         let thesis = "The user is writing a thesis on coral reef bleaching.\nThe deadline for the thesis is October 15.";
         assert_eq!(
             append_at(

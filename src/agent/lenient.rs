@@ -191,7 +191,7 @@ pub fn plain_answer(content: &str, user_said: &[String]) -> PlainAnswer {
     if let Some(map) = &object {
         let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
         // A call in the API's own shape, as text (`{"id": "call_…", "type": "function",
-        // "function": {"name", "arguments"}}`, seen from the 1.5B model answering the plain
+        // "function": {"name", "arguments"}}`, as a small model may answer the plain
         // reply): a send_message's message is the reply, unless it says back what the user
         // said (whole, or cut by the token limit); any other call is no answer.
         if let Some(Value::Object(function)) = map.get("function") {
@@ -281,8 +281,8 @@ pub fn normal(text: &str) -> String {
 }
 
 /// Whether `text` is one of the user's messages of this turn said back (case, spacing and
-/// quotes aside): seen with a 1.5B model, which answered "Miso ate some grass this morning." with
-/// those very words, and a question with the question.
+/// quotes aside): a small model may answer "Miso ate some grass this morning." with those very
+/// words, and a question with the question.
 pub fn echoes(text: &str, user_said: &[String]) -> bool {
     let text = normal(text);
     !text.is_empty() && user_said.iter().any(|said| normal(said) == text)

@@ -2,9 +2,9 @@
 //! summary material as the conversation the user had: what the user said, the replies the agent
 //! gave, the app's function results; not memproxy's own tool traffic (a refused `send_message`
 //! was never said, a memory write's acknowledgement says nothing, and raw call JSON is what a
-//! small model then copies). A summary answer that copies the material's lines back (the 1.5B
-//! model did, on LoCoMo and the scenario suite, until the copy filled the window with the
-//! conversation's first exchange) is no summary.
+//! small model then copies). A summary answer that copies the material's lines back (a small
+//! model may, until the copy fills the window with the conversation's first exchange) is no
+//! summary.
 
 use serde_json::Value;
 

@@ -1,6 +1,6 @@
-//! The recursive summary as dated notes. Asked for a free summary, the 1.5B model copied the
-//! messages back (refused by [`super::material::copies`]: 3 of 4 summaries of the scenario suite,
-//! every one on LoCoMo) or wrote them run together in the first person, without dates. Asked for
+//! The recursive summary as dated notes. Asked for a free summary, a small model copies the
+//! messages back (refused by [`super::material::copies`]) or writes them run together in the
+//! first person, without dates. Asked for
 //! a bounded list of dated third-person notes (a JSON Schema, enforced by a grammar on local
 //! servers), it writes the facts. Each evicted chunk adds its notes to the summary's; past the
 //! summary's budget the memory LLM merges the notes into fewer (the recursion), and what still
@@ -231,7 +231,7 @@ mod tests {
             ]
         );
         assert!(parse("Black coffee, no sugar.", MATERIAL).is_err());
-        // Cut by the token limit (LoCoMo run R): the notes before the cut are kept.
+        // Cut by the token limit: the notes before the cut are kept.
         let cut = r#"```json
 {"notes": [{"day": "2026-10-05", "note": "The user bought a grinder."}, {"day": "2026-10-06", "note": "The user asked ab"#;
         assert_eq!(

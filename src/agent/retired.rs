@@ -1,9 +1,9 @@
 //! What core memory keeps as no longer true (the history lines of the `human` block,
 //! [`super::history`]) left out of what else the agent reads beside it: the summary's
-//! notes and the messages recalled before the turn. Both keep the old fact as it was said, and the
-//! 1.5B model answered from them: in run P from a summary note, in run Q from the user's old
-//! message that recall before the turn found for "When is my thesis due?", while the `human`
-//! block had the new deadline and the old one as no longer true. A sentence is left out when it
+//! notes and the messages recalled before the turn. Both keep the old fact as it was said, and a small
+//! model answers from them (from a summary note, or from the user's old message that recall
+//! before the turn found for "When is my thesis due?") even while the `human` block has the new
+//! deadline and the old one as no longer true. A sentence is left out when it
 //! restates a retired line more closely than any line still true; what is stored stays whole.
 
 use std::collections::HashSet;

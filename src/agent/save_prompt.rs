@@ -1,7 +1,7 @@
 //! The background save asked inside the agent's own prompt. A one-slot local server keeps the
 //! prompt cache of the last request only: a save in a prompt of its own (the memory LLM's, about
 //! 500 tokens) evicts the agent's prompt, and the re-warm after it processes all of it again
-//! (15-21 s of a 1.5B model on 2 cores, issue 51). Asked instead at the end of the agent's prompt
+//! (the longest call of a turn on a local server: docs/eval-history.md). Asked instead at the end of the agent's prompt
 //! as the next turn opens it (the re-warm's request plus one message), the save reuses what the
 //! server holds up to this turn's messages and leaves the whole prompt cached for the next turn:
 //! no re-warm follows. The question is the extraction prompt itself and its answer passes the

@@ -2,8 +2,8 @@
 //! user's own message said back (this turn's, or one still in view), its own persona text, or a
 //! lesson on its memory functions ("To update your memory, call `core_memory_replace` with …"),
 //! a question said back in other words ("I understand that you want to know how you take your
-//! coffee."), or a refusal ("I'm sorry, but I can't assist with that.", which the 1.5B model
-//! answered "Is that normal for an old cat?" with, offered functions).
+//! coffee."), or a refusal ("I'm sorry, but I can't assist with that.", which a small model
+//! may answer "Is that normal for an old cat?" with, offered functions).
 //! Each is asked again with a notice saying what went wrong (as plain text) or refused as a
 //! failed `send_message` (the same failure-as-feedback MemGPT uses).
 

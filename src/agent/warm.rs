@@ -2,10 +2,10 @@
 //! local server (llama.cpp with one slot, `../shared/tools/real-llm`) keeps the KV cache of the
 //! last prompt it processed only. When a turn ends with the plain reply (a short prompt of its
 //! own, no tools), or a background save asked the same server, the agent's ~1,400-token prompt is
-//! gone, and the next turn processes it from scratch: 20-30 s on 2 cores against 8 s for a turn
-//! whose prompt is cached (seen in the scenario suite, run J). After any other turn the turn's
+//! gone, and the next turn processes it from scratch: several times as long as a turn whose prompt
+//! is cached on a local server (figures: docs/eval-history.md). After any other turn the turn's
 //! messages join the queue, before core memory: the next turn would process them and core memory
-//! again at their new place (5-9 s on 2 cores, run N). Re-warming sends the agent's
+//! again at their new place. Re-warming sends the agent's
 //! context as the next turn will start it (system message, tools, summary, the queue with this
 //! turn in it, core memory) with `max_tokens: 1`, off the request path, after any background
 //! save. The next turn then reuses all of it but its recall and its own new messages. One prompt-only request;

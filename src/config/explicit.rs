@@ -14,9 +14,9 @@ pub struct ExplicitConfig {
     pub max_steps: usize,
     /// Unusable replies (empty, the user's message said back, a repeat, a lesson on the agent's
     /// functions) asked again with the reason before the plain reply answers instead, in turns
-    /// without the app's functions or other agents. Traces of the 1.5B model: a reply asked again
-    /// was usable about one time in five, at up to 20 s a step; the plain reply about three times
-    /// in four, at 3 s.
+    /// without the app's functions or other agents: a small model's reply asked again is seldom
+    /// usable and costs a whole agent step, the plain reply usually is and costs little
+    /// (figures: docs/eval-history.md).
     pub reply_retries: usize,
     /// Send `tool_choice: "required"` (and a named choice when only `send_message` is offered).
     /// Turn off for upstreams that reject `tool_choice`.

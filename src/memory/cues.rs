@@ -2,8 +2,8 @@
 //!
 //! Implicit mode shows earlier messages that match the user's new one. The assistant's own past
 //! replies are shown only for such a question: for any other, they crowd out the user's facts.
-//! Seen with a 1.5B chat model: asked "How do I take my coffee?" with "The user takes their coffee
-//! black, no sugar." in the block, it answered with its own earlier reply on grind sizes, shown
+//! A small chat model, asked "How do I take my coffee?" with "The user takes their coffee
+//! black, no sugar." in the block, answered with its own earlier reply on grind sizes, shown
 //! beside it as a related message; asked its job before, it read its own earlier echo of the
 //! memory block and a list of Python libraries. What the assistant promised is a fact of its own
 //! (extraction keeps commitments), so only questions about its words need its lines.

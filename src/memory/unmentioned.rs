@@ -2,8 +2,8 @@
 //! from a user who only ever spoke of a cat).
 //!
 //! Handed a memory block, a small chat model answers from whatever is in it: asked for the dog's
-//! name with only the cat in memory, the 1.5B model gave the cat's name, or said "The user has a
-//! dog named Miso." A general line ("if memory does not say, say you don't know") made it refuse
+//! name with only the cat in memory, it gives the cat's name, or says "The user has a dog named
+//! Miso." A general line ("if memory does not say, say you don't know") made it refuse
 //! questions the block did answer. So the proxy tells it only what it can check: that nothing the
 //! user said mentions the thing asked about.
 //!

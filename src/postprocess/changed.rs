@@ -2,15 +2,15 @@
 //! own message, and one is retired (kept as history) only when two independent questions to the
 //! memory LLM agree that it no longer holds.
 //!
-//! Why two: measured with the 1.5B model on pairs from the tuning conversations, a single yes/no
-//! question ("can both be true?") answered "no" for 7 of 9 pairs that were both true, and asking it
-//! to say which words changed the note quoted the whole message whatever the note. Asked to
-//! rewrite the note as it reads after the message, the same model copied true notes and rewrote
-//! most changed ones, but sometimes rewrote a true note with the message's number. So a note is
+//! Why two: a small model asked a single yes/no question ("can both be true?") says "no" for most
+//! pairs that are both true, and asked which words changed the note it quotes the whole message
+//! whatever the note. Asked to rewrite the note as it reads after the message, it copies true
+//! notes and rewrites most changed ones, but sometimes rewrites a true note with the message's
+//! number (measured: docs/eval-history.md, the change check). So a note is
 //! retired only when (1) rewritten after the user's message, it loses some of its own words, and
 //! (2) asked of the two notes, the model says they cannot both be true. Each answer is structured
 //! output; what the rewrite keeps is compared by words, in any language the stemmer reads. A
-//! "rewrite" that is the user's message given back (the 0.5B model's habit) is no rewrite.
+//! "rewrite" that is the user's message given back (a habit of the smallest models) is no rewrite.
 
 use std::cmp::Ordering;
 use std::collections::HashSet;
@@ -193,7 +193,7 @@ pub(super) fn loses_words(old: &str, now: &str) -> bool {
 }
 
 /// Whether the "rewrite" `now` is the user's message `told` given back instead of the note
-/// (seen from the 0.5B model, which answered so for true and changed notes alike): every content
+/// (the smallest models answer so for true and changed notes alike): every content
 /// word of it is the message's, and it has most of them. Such an answer says nothing of the note.
 pub(super) fn echoes(now: &str, told: &str) -> bool {
     let (now, told) = (content_words(now), content_words(told));

@@ -47,8 +47,8 @@ pub(super) fn facts_schema() -> Value {
     "properties": {"facts": {"type": "array", "maxItems": MAX_FACTS, "items": {
         "type": "object", "additionalProperties": false,
         "required": ["text", "kind", "quote", "said_as", "about"],
-        // The fact first, then its source: asked for the source first, a 1.5B model wrote
-        // fewer facts, and recall fell (docs/eval-history.md, 2026-12-05).
+        // The fact first, then its source: asked for the source first, a small model writes
+        // fewer facts, and recall falls (docs/eval-history.md, 2026-12-05).
         "properties": {
             "text": {"type": "string", "minLength": 10, "maxLength": MAX_FACT_CHARS},
             "kind": {"type": "string", "enum": ["fact", "preference", "event", "commitment"]},

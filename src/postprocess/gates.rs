@@ -277,7 +277,7 @@ impl Evidence {
         // sister move" is a plan, and a fact).
         let vague = about_assistant && lower.contains("will help");
         // A commitment is the assistant's: a "commitment" that does not name the assistant ("The
-        // user suggests sending emails to their dad", the 1.5B's reading of the assistant's
+        // user suggests sending emails to their dad", a small model's reading of the assistant's
         // advice) is checked as any fact is, against whose words it is.
         let commitment = about_assistant
             && !musing

@@ -80,7 +80,7 @@ pub(super) const MUSINGS: [&str; 9] = [
     "will ponder",
     "will keep in mind",
     "will reflect",
-    // "The assistant promised to think about the menu later." (seen with the 1.5B model)
+    // "The assistant promised to think about the menu later." (as a small model writes it)
     "to think about",
     "to consider",
     "to ponder",

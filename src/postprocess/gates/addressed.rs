@@ -1,7 +1,7 @@
 //! The names the user calls the assistant by. A user who writes "Hey Mel! …" or "Thanks,
 //! Melanie." speaks to someone called Mel: a fact about Mel is about the assistant, and "The
-//! user is Mel." is the greeting misread. Seen on LoCoMo (two people talking, one replayed as
-//! the assistant): the 1.5B model stored "The user is Mel.", "Melanie works in a school." and
+//! user is Mel." is the greeting misread. On a conversation between two people, one replayed as
+//! the assistant, a small model stored "The user is Mel.", "Melanie works in a school." and
 //! "Melanie is transgender." from the other speaker's greetings and news.
 
 /// Names the user addresses at the start of a sentence: `opener[,] Name` followed by `!`, `,`,

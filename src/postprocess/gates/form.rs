@@ -60,7 +60,7 @@ pub fn check_form(text: &str) -> Result<(), Rejection> {
 }
 
 /// "The user's supervisor is the user's supervisor.": the same words on both sides of its verb
-/// (seen from the 1.5B memory LLM) say nothing.
+/// (a small memory LLM writes such) say nothing.
 fn tautology(lower: &str) -> bool {
     [" is ", " are ", " was ", " were "].iter().any(|verb| {
         lower.split_once(verb).is_some_and(|(subject, rest)| {

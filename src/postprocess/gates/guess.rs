@@ -1,5 +1,5 @@
-//! A short fact has no room for a guess. "I booked it. Should I bring flowers?" was stored by
-//! the 1.5B model as "The user booked a hotel." (it was a restaurant, named turns before): the
+//! A short fact has no room for a guess. "I booked it. Should I bring flowers?" can be stored by
+//! a small model as "The user booked a hotel." (it was a restaurant, named turns before): the
 //! model filled in what "it" was. In a fact of few content words the last one is what the fact is
 //! about, and it must be a word the user said (or one of what is known about them). Longer facts
 //! are left to the grounding share. Pure: the implicit gates (and the background save) call it.

@@ -280,8 +280,8 @@ mod tests {
     #[test]
     fn what_is_not_plainly_a_change_supersedes_nothing() {
         let analyst = "The user works as a data analyst at Fabrikam.";
-        // Less than the old text, the same, or more of it: the old one is still true (seen with
-        // the real 1.5B model: "moved to Porto for a new job" marked "moved to Porto" untrue).
+        // Less than the old text, the same, or more of it: the old one is still true (a small
+        // model marked "moved to Porto" untrue beside "moved to Porto for a new job").
         assert!(!supersedes("The user works at Fabrikam.", analyst));
         assert!(!supersedes(analyst, "The user works at Fabrikam."));
         assert!(!supersedes(

@@ -3,8 +3,8 @@
 //!
 //! A fact is read long after it was said, and a small chat model does not count days back from
 //! the date the memory block shows beside it: asked "On which day did I buy my grinder?" with
-//! "[2026-10-12] … yesterday", the 1.5B model answered October 12. The extraction prompt asks the
-//! memory LLM to resolve such times; the 1.5B memory LLM keeps them as they were said. Only what
+//! "[2026-10-12] … yesterday", a small model answers October 12. The extraction prompt asks the
+//! memory LLM to resolve such times; a small memory LLM keeps them as they were said. Only what
 //! has one meaning is resolved: "yesterday", "today", "tonight", "this morning", "this evening",
 //! "tomorrow", "last <weekday>", and "on <weekday>" in a fact told in the past tense ("hiked …
 //! on Saturday": the Saturday before). "Last weekend", "next week" or "on Saturday" in a plan
@@ -60,7 +60,7 @@ pub fn resolve(fact: &str, day: i64) -> Option<String> {
 
 /// A fact told in the past with no time of its own, dated from the one user sentence it comes
 /// from when that sentence has one one-meaning relative day: "Yesterday I bought a new grinder, a
-/// Baratza Encore." → "The user bought a new grinder, a Baratza Encore." (as the 1.5B memory LLM
+/// Baratza Encore." → "The user bought a new grinder, a Baratza Encore." (as a small memory LLM
 /// writes it) → "… Encore on 2026-10-11.". A fact in the present ("Yesterday I realized I love
 /// tea." → "The user loves tea.") is not dated: the day is the realizing's.
 pub fn from_source(fact: &str, said: &[String], day: i64) -> Option<String> {

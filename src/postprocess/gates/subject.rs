@@ -197,7 +197,7 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
 /// interested in visiting him."), or an impersonal statement about no one ("It's normal for an
 /// old cat to sleep a lot.", the answer to the user's "Is that normal for an old cat?"; "There
 /// are many ways to brew coffee."), or a "the …" that says not whose ("The paint smell is awful.",
-/// seen from the 1.5B memory LLM: out of its conversation, no one knows which paint): it says
+/// as a small memory LLM writes: out of its conversation, no one knows which paint): it says
 /// nothing of the user on its own.
 pub fn no_referent(fact: &str) -> bool {
     let all = words(fact);

@@ -320,7 +320,7 @@ fn a_noop_needs_a_memory_that_says_it_and_an_invalidation_the_same_topic() {
         "The user moved from Leeds to York in March."
     ));
     assert!(!carries("Ana lives in Lisbon.", "Ana moved to Porto."));
-    // Seen with a real 1.5B memory LLM: an update that drops only the date carries the fact, and
+    // As a small memory LLM writes them: an update that drops only the date carries the fact, and
     // a NOOP on a dated repeat of a stored fact holds.
     assert!(carries(
         "The user lives in Porto with a dog named Pixel.",
@@ -514,7 +514,7 @@ fn a_liking_must_be_the_users_own_word() {
 
 #[test]
 fn an_interest_or_a_worry_must_be_the_users_own_word() {
-    // Seen with the 1.5B model in explicit mode's background save (run I).
+    // Readings a small model wrote in explicit mode's background save.
     for (said, reading) in [
         (
             "This weekend I stayed home and painted the kitchen blue.",
