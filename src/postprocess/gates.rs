@@ -20,6 +20,7 @@ mod deadline;
 mod form;
 mod guess;
 mod instruction;
+mod knowing;
 mod person;
 mod promise;
 mod reading;
@@ -249,180 +250,25 @@ impl Evidence {
     }
 
     /// Whether `fact` may be stored (knowing nothing stored about the user).
-    pub fn check(&self, fact: &str, kind: &str) -> Result<(), Rejection> {
-        self.check_knowing(fact, kind, &[])
+    pub fn check(&self, fact: &str) -> Result<(), Rejection> {
+        self.check_knowing(fact, &[])
     }
 
     /// [`Self::check`], with the user's stored memories that the fact relates to (their words
-    /// count as the user's). The model's `kind` is not trusted: a commitment is known by its own
-    /// words (it names the assistant and promises something), whatever kind it was given.
-    pub fn check_knowing(&self, fact: &str, _kind: &str, known: &[&str]) -> Result<(), Rejection> {
-        let known_texts = known;
-        let known: HashSet<String> = known.iter().flat_map(|k| content_words(k)).collect();
+    /// count as the user's): the form, then each of the named gates in turn
+    /// ([`knowing::GATES`]).
+    pub fn check_knowing(&self, fact: &str, known: &[&str]) -> Result<(), Rejection> {
         check_form(fact)?;
         // The rest reads words of the user's language: not judged by another's.
         if self.unread {
             return Ok(());
         }
-        // "Hey Mel!": Mel is the assistant, and neither the user nor a person in their life.
-        if addressed::about_addressed(fact, &self.addressed) {
-            return Err(Rejection::AboutAssistant);
-        }
-        let words = fact_words(fact);
-        let about_assistant = mentions_assistant(fact);
-        let lower = fact.to_lowercase();
-        // "The assistant will think about it" promises the user nothing.
-        let musing = lists().musings.iter().any(|m| lower.contains(m));
-        // "The assistant will help" promises nothing in particular ("The user will help their
-        // sister move" is a plan, and a fact).
-        let vague = about_assistant && lower.contains("will help");
-        // A commitment is the assistant's: a "commitment" that does not name the assistant ("The
-        // user suggests sending emails to their dad", a small model's reading of the assistant's
-        // advice) is checked as any fact is, against whose words it is.
-        let commitment = about_assistant
-            && !musing
-            && !vague
-            && lists().promises.iter().any(|p| lower.contains(p));
-        if about_assistant && (musing || vague) {
-            return Err(Rejection::AboutAssistant);
-        }
-        if musing {
-            return Err(Rejection::Transient);
-        }
-        if !about_assistant && lists().reported_questions.iter().any(|q| lower.contains(q)) {
-            return Err(Rejection::Question);
-        }
-        if self.asked.restates_request(fact) {
-            return Err(Rejection::FromQuestion);
-        }
-        if !about_assistant && lists().interests.iter().any(|q| lower.contains(q)) {
-            let asked: HashSet<String> = words
-                .iter()
-                .filter(|w| !lists().interest_words.contains(&w.as_str()))
-                .cloned()
-                .collect();
-            if self
-                .user_questions
-                .iter()
-                .any(|q| share(&asked, |w| q.contains(w)) >= 0.6)
-            {
-                return Err(Rejection::Question);
+        let read = knowing::Read::new(fact, known);
+        for (name, gate) in knowing::GATES {
+            if let Err(reason) = gate(self, &read) {
+                tracing::debug!(gate = name, reason = reason.as_str(), fact, "gate refused");
+                return Err(reason);
             }
-        }
-        if no_referent(fact) {
-            return Err(Rejection::NoReferent);
-        }
-        if !commitment && lists().passing.iter().any(|p| lower.contains(p)) {
-            return Err(Rejection::Transient);
-        }
-        let texts: Vec<&str> = self.user_texts.iter().map(String::as_str).collect();
-        if !commitment && someone_else(fact, &texts, known_texts).is_some() {
-            return Err(Rejection::NotTheUser);
-        }
-        // A claim about health or diet must be the user's own word, not the model's reading of
-        // it ("cannot stand mushrooms" is no allergy).
-        let own_word = |stem: &str| {
-            self.user_words
-                .iter()
-                .chain(&known)
-                .any(|w| w.starts_with(stem))
-        };
-        if lists()
-            .sensitive
-            .iter()
-            .any(|stem| lower.contains(stem) && !own_word(stem))
-        {
-            return Err(Rejection::Ungrounded);
-        }
-        if self.dates.invented(fact, known_texts) {
-            return Err(Rejection::InventedDate);
-        }
-        if about_assistant && !commitment && starts_with_assistant(&lower) {
-            return Err(Rejection::AboutAssistant);
-        }
-        // Advice is the assistant's ("The user should learn NumPy and Pandas."), unless the user
-        // said it of themselves ("I should call my mother more"); asking it ("Should I bring
-        // flowers?") is not saying it.
-        let advised = [
-            " should ",
-            " ought to ",
-            " is advised to ",
-            " is encouraged to ",
-        ]
-        .iter()
-        .any(|a| lower.contains(a));
-        let own_advice = self.user_texts.iter().any(|t| {
-            sentences(t).any(|s| {
-                let s = format!(" {} ", s.to_lowercase());
-                !s.trim_end().ends_with('?') && (s.contains(" should ") || s.contains(" ought to "))
-            })
-        });
-        if !commitment && advised && !own_advice {
-            return Err(Rejection::FromAssistant);
-        }
-        // The assistant often repeats the user's news ("Congratulations on your new role at
-        // Contoso!"): a fact the user said nearly word for word is theirs.
-        let users_own = share(&words, |w| self.user_words.contains(w)) >= COPY_SHARE;
-        if !commitment {
-            if !users_own
-                && self
-                    .assistant_lines
-                    .iter()
-                    .any(|line| near_copy(&words, line))
-            {
-                return Err(Rejection::CopyOfAssistant);
-            }
-            if self.user_questions.iter().any(|q| near_copy(&words, q)) {
-                return Err(Rejection::CopyOfQuestion);
-            }
-        }
-        check_person(fact)?;
-        // A commitment is the assistant's, so its words may come from either side.
-        let said = |w: &String| self.user_words.contains(w) || known.contains(w);
-        let grounded = if commitment {
-            share(&words, |w| said(w) || self.assistant_words.contains(w))
-        } else {
-            share(&words, said)
-        };
-        if grounded < GROUNDED_SHARE {
-            return Err(Rejection::Ungrounded);
-        }
-        // What a fact says of its subject must be said too: "The user's cat Miso is a pet
-        // lover." is grounded by its subject alone (seen: seven such from one answer).
-        if !commitment && predicate(fact).is_some_and(|p| !p.is_empty() && !p.iter().any(said)) {
-            return Err(Rejection::Ungrounded);
-        }
-        if !commitment && guess::guessed_object(fact, &words, said) {
-            return Err(Rejection::Ungrounded);
-        }
-        if !commitment
-            && (self.asked.only_asked(&words, &known, GROUNDED_SHARE)
-                || self.asked.answer_told_as_the_users(
-                    &words,
-                    &known,
-                    |w| self.assistant_words.contains(w),
-                    GROUNDED_SHARE,
-                ))
-        {
-            return Err(Rejection::FromQuestion);
-        }
-        // A liking, an interest or a worry must be the user's own word: small models turn what
-        // the user did or said into what they like, seek or fear.
-        let texts = self.user_texts.iter().map(String::as_str);
-        if reading::unvoiced(&lower, &words, texts.chain(known_texts.iter().copied())) {
-            return Err(Rejection::Ungrounded);
-        }
-        if commitment
-            && about_assistant
-            && !promise::promised(&words, &self.assistant_promises, &self.user_words)
-        {
-            return Err(Rejection::NotPromised);
-        }
-        if !commitment
-            && share(&words, |w| !said(w) && self.assistant_words.contains(w))
-                >= ASSISTANT_ONLY_SHARE
-        {
-            return Err(Rejection::FromAssistant);
         }
         Ok(())
     }

@@ -147,7 +147,7 @@ pub(super) async fn reconcile(
         let known: Vec<&str> = hits.iter().map(|h| h.text.as_str()).collect();
         if !origin.stated {
             let checked = as_written.as_deref().unwrap_or(&fact.text);
-            if let Err(reason) = evidence.check_knowing(checked, &fact.kind, &known) {
+            if let Err(reason) = evidence.check_knowing(checked, &known) {
                 let label = reject(&mut counts, &fact.text, reason);
                 outcomes[index] = Some(outcome(&label, None, None));
                 continue;

@@ -70,7 +70,7 @@ pub fn read(
         }
         // Checked as written, stored with its relative day made a date (see `reconcile`).
         let resolved = evidence.resolved(&fact.text);
-        match evidence.check(&fact.text, &fact.kind) {
+        match evidence.check(&fact.text) {
             Ok(()) => kept.push(resolved.unwrap_or(fact.text)),
             Err(reason) => {
                 tracing::info!(reason = reason.as_str(), text = %fact.text, "background save: fact refused");

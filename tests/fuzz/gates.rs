@@ -331,7 +331,7 @@ fn unvoiced_readings_on_generated_texts() {
         |(said, claim, object)| {
             let fact = format!("The user {claim} the {object}.");
             let evidence = gates::Evidence::new([("user", said.as_str())]);
-            let result = evidence.check(&fact, "fact");
+            let result = evidence.check(&fact);
             let lower = said.to_lowercase();
             let voiced = [
                 "worr",

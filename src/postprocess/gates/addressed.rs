@@ -114,16 +114,13 @@ mod tests {
             "The user is Melanie.",
         ] {
             assert_eq!(
-                evidence.check(fact, "fact"),
+                evidence.check(fact),
                 Err(super::super::Rejection::AboutAssistant),
                 "{fact}"
             );
         }
         assert_eq!(
-            evidence.check(
-                "The user talked about their transgender journey at a school event.",
-                "fact"
-            ),
+            evidence.check("The user talked about their transgender journey at a school event."),
             Ok(())
         );
     }

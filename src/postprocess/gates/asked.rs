@@ -180,9 +180,9 @@ mod tests {
             "Tell the user about the user's dog.",
             "Remind the user to water the plants.",
         ] {
-            assert_eq!(e.check(restated, "fact"), Err(Rejection::FromQuestion));
+            assert_eq!(e.check(restated), Err(Rejection::FromQuestion));
         }
-        assert_eq!(e.check("The user's dog is called Rexford.", "fact"), Ok(()));
+        assert_eq!(e.check("The user's dog is called Rexford."), Ok(()));
         // A statement's first word is its subject, never followed by "me".
         let mut asked = Asked::default();
         asked.add("Rexford loves me. Anna told me about Lisbon.");

@@ -13,16 +13,10 @@ fn evidence() -> Evidence {
 #[test]
 fn facts_about_the_user_pass() {
     let e = evidence();
-    assert_eq!(e.check("The user's dog is called Rexford.", "fact"), Ok(()));
+    assert_eq!(e.check("The user's dog is called Rexford."), Ok(()));
+    assert_eq!(e.check("The user has a corgi named Rexford."), Ok(()));
     assert_eq!(
-        e.check("The user has a corgi named Rexford.", "fact"),
-        Ok(())
-    );
-    assert_eq!(
-        e.check(
-            "The assistant promised to remind the user about the vet on Friday.",
-            "commitment"
-        ),
+        e.check("The assistant promised to remind the user about the vet on Friday."),
         Ok(())
     );
 }
@@ -69,7 +63,7 @@ fn junk_is_refused_with_its_reason() {
         ),
         ("My dog is called Rexford, a corgi.", Rejection::FirstPerson),
     ] {
-        assert_eq!(e.check(text, "fact"), Err(reason), "{text}");
+        assert_eq!(e.check(text), Err(reason), "{text}");
     }
 }
 
@@ -112,25 +106,24 @@ fn junk_seen_from_the_background_save_is_refused() {
             Rejection::Question,
         ),
     ] {
-        assert_eq!(e.check(text, "fact"), Err(reason), "{text}");
+        assert_eq!(e.check(text), Err(reason), "{text}");
     }
-    assert_eq!(e.check("The user is vegetarian.", "fact"), Ok(()));
+    assert_eq!(e.check("The user is vegetarian."), Ok(()));
     let plans = Evidence::new([("user", "I will help my sister move on Saturday.")]);
     assert_eq!(
-        plans.check("The user will help their sister move on Saturday.", "fact"),
+        plans.check("The user will help their sister move on Saturday."),
         Ok(())
     );
-    assert_eq!(e.check("The user cannot stand mushrooms.", "fact"), Ok(()));
+    assert_eq!(e.check("The user cannot stand mushrooms."), Ok(()));
     let only_dislike = Evidence::new([("user", "I cannot stand mushrooms.")]);
     assert_eq!(
-        only_dislike.check("The user is allergic to mushrooms.", "fact"),
+        only_dislike.check("The user is allergic to mushrooms."),
         Err(Rejection::Ungrounded)
     );
     // The word may come from what is already known about the user.
     assert_eq!(
         only_dislike.check_knowing(
             "The user is allergic to mushrooms.",
-            "fact",
             &["The user has a mushroom allergy."]
         ),
         Ok(())
@@ -140,10 +133,10 @@ fn junk_seen_from_the_background_save_is_refused() {
 #[test]
 fn a_fact_may_name_the_user_by_a_name_the_messages_do_not_hold() {
     let e = Evidence::new([("user", "I moved to Porto, with my cat Tom.")]);
-    assert_eq!(e.check("Alice lives in Porto.", "fact"), Ok(()));
-    assert_eq!(e.check("Alice lives with a cat named Tom.", "fact"), Ok(()));
+    assert_eq!(e.check("Alice lives in Porto."), Ok(()));
+    assert_eq!(e.check("Alice lives with a cat named Tom."), Ok(()));
     assert_eq!(
-        e.check("Alice likes jazz music.", "fact"),
+        e.check("Alice likes jazz music."),
         Err(Rejection::Ungrounded)
     );
 }
@@ -161,29 +154,17 @@ fn what_small_models_attribute_wrongly_is_refused() {
         ),
     ]);
     assert_eq!(
-        e.check(
-            "The user plans a stir-fry for the sister's Saturday visit.",
-            "fact"
-        ),
+        e.check("The user plans a stir-fry for the sister's Saturday visit."),
         Err(Rejection::FromAssistant)
     );
     assert!(e
-        .check(
-            "The user suggests a spicy stir-fry with quinoa for the sister's Saturday visit.",
-            "fact"
-        )
+        .check("The user suggests a spicy stir-fry with quinoa for the sister's Saturday visit.")
         .is_err());
     assert_eq!(
-        e.check(
-            "The assistant provides tips on how to make a pivot table faster.",
-            "fact"
-        ),
+        e.check("The assistant provides tips on how to make a pivot table faster."),
         Err(Rejection::AboutAssistant)
     );
-    assert_eq!(
-        e.check("The user's sister visits on Saturday.", "fact"),
-        Ok(())
-    );
+    assert_eq!(e.check("The user's sister visits on Saturday."), Ok(()));
     let moved = Evidence::new([(
         "user",
         "I moved to Porto in October and I love the new flat.",
@@ -204,10 +185,7 @@ fn the_prompts_example_is_no_memory_of_anyone() {
         ("assistant", "What a nice name!"),
     ]);
     assert_eq!(
-        e.check(
-            "The assistant promised to remind the user about the dentist on Friday.",
-            "commitment"
-        ),
+        e.check("The assistant promised to remind the user about the dentist on Friday."),
         Err(Rejection::Ungrounded)
     );
 }
@@ -258,23 +236,17 @@ fn another_subject_a_bare_pronoun_a_restated_question_and_tonight_are_refused() 
         ("assistant", "Cats often eat grass; it helps them."),
     ]);
     assert_eq!(
-        e.check("The user ate grass this morning.", "fact"),
+        e.check("The user ate grass this morning."),
         Err(Rejection::NotTheUser)
     );
-    assert_eq!(e.check("The user's cat Mochi ate grass.", "fact"), Ok(()));
+    assert_eq!(e.check("The user's cat Mochi ate grass."), Ok(()));
+    assert_eq!(e.check("The user booked it."), Err(Rejection::NoReferent));
     assert_eq!(
-        e.check("The user booked it.", "fact"),
-        Err(Rejection::NoReferent)
-    );
-    assert_eq!(
-        e.check(
-            "The user is interested in making a pivot table faster.",
-            "fact"
-        ),
+        e.check("The user is interested in making a pivot table faster."),
         Err(Rejection::Question)
     );
     assert_eq!(
-        e.check("The user is cooking dinner tonight.", "fact"),
+        e.check("The user is cooking dinner tonight."),
         Err(Rejection::Transient)
     );
 }
@@ -343,33 +315,21 @@ fn an_invented_date_or_promise_is_refused_and_a_real_one_kept() {
         ),
     ])
     .said_at(said);
+    assert_eq!(e.check("The user moved to Porto in October 2026."), Ok(()));
     assert_eq!(
-        e.check("The user moved to Porto in October 2026.", "event"),
-        Ok(())
-    );
-    assert_eq!(
-        e.check("The user moved to Porto in October 2025.", "event"),
+        e.check("The user moved to Porto in October 2025."),
         Err(Rejection::InventedDate)
     );
     assert_eq!(
-        e.check(
-            "The user's brother Tomas turns 30 on March 2, 2026.",
-            "fact"
-        ),
+        e.check("The user's brother Tomas turns 30 on March 2, 2026."),
         Err(Rejection::InventedDate)
     );
     assert_eq!(
-        e.check(
-            "The assistant promised to remind the user about Tomas's birthday.",
-            "commitment"
-        ),
+        e.check("The assistant promised to remind the user about Tomas's birthday."),
         Ok(())
     );
     assert_eq!(
-        e.check(
-            "The assistant promised to plan a party for Tomas.",
-            "commitment"
-        ),
+        e.check("The assistant promised to plan a party for Tomas."),
         Err(Rejection::NotPromised)
     );
     // Marked a commitment, but the assistant's advice stored as the user's doing.
@@ -383,17 +343,13 @@ fn an_invented_date_or_promise_is_refused_and_a_real_one_kept() {
             "You could send regular text messages and emails to check in on his health.",
         ),
     ]);
-    let refused = advised.check(
-        "The user suggests sending emails to check in on his health.",
-        "commitment",
-    );
+    let refused = advised.check("The user suggests sending emails to check in on his health.");
     assert!(refused.is_err(), "{refused:?}");
     // A date already known about the user may be repeated.
     let known = ["The user's brother Tomas was born on 4 December 1996."];
     assert_eq!(
         e.check_knowing(
             "The user's brother Tomas was born in December 1996.",
-            "fact",
             &known
         ),
         Ok(())
@@ -418,16 +374,10 @@ fn what_the_user_only_asked_is_no_fact_and_a_detail_in_a_question_is() {
         ),
     ]);
     assert_eq!(
-        e.check(
-            "The user has a preference for a good night's sleep.",
-            "preference"
-        ),
+        e.check("The user has a preference for a good night's sleep."),
         Err(Rejection::FromQuestion)
     );
-    assert_eq!(
-        e.check("The user works night shifts as a nurse.", "fact"),
-        Ok(())
-    );
+    assert_eq!(e.check("The user works night shifts as a nurse."), Ok(()));
     // The assistant's answer to a question, told as the user's (one stated word, "legs", does
     // not ground it).
     let hike = Evidence::new([
@@ -443,18 +393,15 @@ fn what_the_user_only_asked_is_no_fact_and_a_detail_in_a_question_is() {
         ),
     ]);
     assert_eq!(
-        hike.check("The user recommended standing leg stretches.", "fact"),
+        hike.check("The user recommended standing leg stretches."),
         Err(Rejection::FromQuestion)
     );
     assert_eq!(
-        hike.check("The user's legs hurt after hiking Mount Tamalpais.", "fact"),
+        hike.check("The user's legs hurt after hiking Mount Tamalpais."),
         Ok(())
     );
     assert_eq!(
-        e.check(
-            "The user plans dinner for their anniversary on June 12.",
-            "event"
-        ),
+        e.check("The user plans dinner for their anniversary on June 12."),
         Ok(())
     );
 }
@@ -472,10 +419,7 @@ fn the_users_news_repeated_by_the_assistant_is_still_theirs() {
         ),
     ]);
     assert_eq!(
-        e.check(
-            "The user is now a machine learning engineer at Contoso.",
-            "fact"
-        ),
+        e.check("The user is now a machine learning engineer at Contoso."),
         Ok(())
     );
 }
@@ -487,29 +431,20 @@ fn a_liking_must_be_the_users_own_word() {
         "This weekend I stayed home and painted the kitchen blue.",
     )]);
     assert_eq!(
-        painted.check(
-            "The user has a preference for painting the kitchen blue.",
-            "preference"
-        ),
+        painted.check("The user has a preference for painting the kitchen blue."),
         Err(Rejection::Ungrounded)
     );
     assert_eq!(
-        painted.check("The user painted the kitchen blue this weekend.", "event"),
+        painted.check("The user painted the kitchen blue this weekend."),
         Ok(())
     );
     let climbing = Evidence::new([("user", "I'm really into climbing these days.")]);
-    assert_eq!(
-        climbing.check("The user likes climbing.", "preference"),
-        Ok(())
-    );
+    assert_eq!(climbing.check("The user likes climbing."), Ok(()));
     let spicy = Evidence::new([(
         "user",
         "My sister visits on Saturday. She loves spicy food.",
     )]);
-    assert_eq!(
-        spicy.check("The user's sister loves spicy food.", "fact"),
-        Ok(())
-    );
+    assert_eq!(spicy.check("The user's sister loves spicy food."), Ok(()));
 }
 
 #[test]
@@ -545,7 +480,7 @@ fn an_interest_or_a_worry_must_be_the_users_own_word() {
     ] {
         let evidence = Evidence::new([("user", said)]);
         assert_eq!(
-            evidence.check(reading, "fact"),
+            evidence.check(reading),
             Err(Rejection::Ungrounded),
             "{reading}"
         );
@@ -569,7 +504,7 @@ fn an_interest_or_a_worry_must_be_the_users_own_word() {
         ),
     ] {
         let evidence = Evidence::new([("user", said)]);
-        assert_eq!(evidence.check(own, "fact"), Ok(()), "{own}");
+        assert_eq!(evidence.check(own), Ok(()), "{own}");
     }
 }
 
@@ -583,18 +518,14 @@ fn what_a_fact_says_of_its_subject_must_be_said() {
         "The user's cat Miso is a pet lover.",
         "The user's cat Miso is a domestic animal.",
     ] {
-        assert_eq!(
-            miso.check(runaway, "fact"),
-            Err(Rejection::Ungrounded),
-            "{runaway}"
-        );
+        assert_eq!(miso.check(runaway), Err(Rejection::Ungrounded), "{runaway}");
     }
     for fact in [
         "The user's cat Miso is twelve years old.",
         "The user has a cat named Miso.",
         "The user's cat Miso sleeps all day.",
     ] {
-        assert_eq!(miso.check(fact, "fact"), Ok(()), "{fact}");
+        assert_eq!(miso.check(fact), Ok(()), "{fact}");
     }
 }
 
@@ -608,7 +539,7 @@ fn advice_is_the_assistants_unless_the_user_gave_it_to_themselves() {
         ("assistant", "You should learn NumPy and Pandas."),
     ]);
     assert_eq!(
-        e.check("The user should learn NumPy and Pandas for Python.", "fact"),
+        e.check("The user should learn NumPy and Pandas for Python."),
         Err(Rejection::FromAssistant)
     );
     // Asking it is not saying it.
@@ -620,12 +551,12 @@ fn advice_is_the_assistants_unless_the_user_gave_it_to_themselves() {
         ),
     ]);
     assert_eq!(
-        asked.check("The user should bring flowers.", "fact"),
+        asked.check("The user should bring flowers."),
         Err(Rejection::FromAssistant)
     );
     let own = Evidence::new([("user", "I know I should call my mother more often.")]);
     assert_eq!(
-        own.check("The user should call their mother more often.", "fact"),
+        own.check("The user should call their mother more often."),
         Ok(())
     );
 }
