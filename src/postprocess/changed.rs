@@ -12,16 +12,11 @@
 //! output; what the rewrite keeps is compared by words, in any language the stemmer reads. A
 //! "rewrite" that is the user's message given back (a habit of the smallest models) is no rewrite.
 
-use std::cmp::Ordering;
-use std::collections::HashSet;
-
 use serde_json::{json, Value};
 
 use super::gates::content_words;
 use super::llm::{json_object, Answer};
 use super::PostProcessor;
-use crate::memory::{Hit, MemoryError};
-use crate::store::{Source, StoreError, UserScope};
 use crate::strategy::inject::quoted;
 
 /// An older live memory a new fact may have made untrue.
@@ -100,86 +95,6 @@ async fn untrue(pp: &PostProcessor, change: &Change<'_>, old: &Older) -> Result<
     tracing::info!(memory = old.id, old = %old.text, now, fact = %change.fact, untrue, "change check");
     Ok(untrue)
 }
-
-/// A message of the user's, for [`told_changes`].
-pub(super) struct Told<'a> {
-    pub text: &'a str,
-    /// When it was said: only memories from before it can have been changed by it.
-    pub at: i64,
-}
-
-/// What the user's own message made untrue though no fact drawn from it said so ("Biscuit
-/// finished the drops and he's fine now" over "Biscuit has a yeast infection"; a small model
-/// often extracts nothing from such a message, or only its other news): the older live memories
-/// most like the message, of any subject, are put to the same two questions, the message standing
-/// as the newer note. Memories in `checked` were already asked about for a fact of it. Retired
-/// memories are kept as history; returns how many.
-pub(super) async fn told_changes(
-    pp: &PostProcessor,
-    scope: &UserScope,
-    told: &Told<'_>,
-    model: &str,
-    checked: &HashSet<i64>,
-    sources: &[Source],
-    cause: &str,
-) -> Result<usize, String> {
-    let hits =
-        super::reconcile::similar(pp, scope, told.text, MESSAGE_CANDIDATES, MESSAGE_SIMILARITY)
-            .await?;
-    let mut older: Vec<&Hit> = hits
-        .iter()
-        .filter(|h| {
-            h.created_at_ms < told.at
-                && !checked.contains(&h.id)
-                && h.similarity.is_some_and(|s| s >= MESSAGE_SIMILARITY)
-        })
-        .collect();
-    older.sort_by(|a, b| {
-        b.similarity
-            .partial_cmp(&a.similarity)
-            .unwrap_or(Ordering::Equal)
-    });
-    older.truncate(pp.config.change_checks);
-    let older: Vec<Older> = older
-        .into_iter()
-        .map(|h| Older {
-            id: h.id,
-            text: h.text.clone(),
-            at: h.created_at_ms,
-        })
-        .collect();
-    if older.is_empty() {
-        return Ok(0);
-    }
-    let change = Change {
-        fact: told.text,
-        told: told.text,
-        model,
-    };
-    let untrue = superseded(pp, &change, &older).await;
-    let mut retired = 0;
-    for old in older.into_iter().filter(|o| untrue.contains(&o.id)) {
-        super::reconcile::keep_what_holds(pp, scope, &old.text, old.at, sources, cause).await?;
-        tracing::info!(memory = old.id, told = %told.text, "the user's message makes an older memory untrue: it is retired");
-        match pp.memory.retire_memory(scope, old.id, false, cause).await {
-            Ok(()) => retired += 1,
-            Err(MemoryError::Store(StoreError::NotFound(_))) => {}
-            Err(error) => return Err(error.to_string()),
-        }
-    }
-    Ok(retired)
-}
-
-/// How alike (cosine) an older memory must be to the user's whole message to be put to the
-/// change check. A message says more than one fact does, so its likeness to a memory it changes
-/// is lower than a fact's (the candidates' bar); the bar sits between that likeness and the
-/// likeness of a user's unrelated memories (figures: docs/eval-history.md, "a change told but
-/// not extracted"). The best `change_checks` above it are asked about, so a lower bar costs at
-/// most those calls.
-const MESSAGE_SIMILARITY: f32 = 0.35;
-
-/// Memories searched per message (the best `change_checks` of them are asked about).
-const MESSAGE_CANDIDATES: usize = 8;
 
 /// Whether the rewrite `now` of the note `old` has lost some of its content words: a copy, or a
 /// note with more added ("is a nurse" → "is a nurse at the university hospital"), has not. An

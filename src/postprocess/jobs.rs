@@ -3,7 +3,6 @@
 //! never the injected memory block, never the client's system prompt), asks the memory LLM, and
 //! only then writes; a malformed answer fails the job before anything is changed.
 
-use super::changed::{told_changes, Told};
 use super::fact::{facts_schema, grounded, parse_facts};
 use super::gates::Evidence;
 use super::grounding::Said;
@@ -213,40 +212,6 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         last.created_at_ms,
     )
     .await?;
-    let mut report = reconciled.report;
-    // What a message changed though no fact of it said so (the change check, asked of the
-    // message itself).
-    if !pp.config.add_only {
-        let mut retired = 0;
-        for message in new.iter().filter(|m| m.role == "user") {
-            let text = strip_blocks(&message.content);
-            if text.trim().is_empty() {
-                continue;
-            }
-            let told = Told {
-                text: &text,
-                at: message.created_at_ms,
-            };
-            let source = [Source {
-                conversation: message.conversation.clone(),
-                position: message.position,
-                quote: None,
-            }];
-            retired += told_changes(
-                pp,
-                scope,
-                &told,
-                origin.model,
-                &reconciled.checked,
-                &source,
-                &origin.cause,
-            )
-            .await?;
-        }
-        if retired > 0 {
-            report = format!("{report}; {retired} changed by the message");
-        }
-    }
     let (done_scope, done_conversation, through) =
         (scope.clone(), conversation.to_owned(), last.position);
     pp.memory
@@ -255,7 +220,7 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         })
         .await
         .map_err(|e| e.to_string())?;
-    Ok(report)
+    Ok(reconciled.report)
 }
 
 pub async fn summarize(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result<String, String> {

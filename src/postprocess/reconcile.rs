@@ -53,9 +53,6 @@ pub(super) struct Reconciled {
     pub report: String,
     /// One per fact, in order.
     pub outcomes: Vec<FactOutcome>,
-    /// The older memories the change check already asked about ([`changed::told_changes`]
-    /// skips them).
-    pub checked: std::collections::HashSet<i64>,
 }
 
 pub(super) async fn reconcile(
@@ -248,17 +245,13 @@ pub(super) async fn reconcile(
             !vaguer
         });
     }
-    let mut checked = std::collections::HashSet::new();
-    let finish = |counts: HashMap<String, usize>,
-                  outcomes: Vec<Option<FactOutcome>>,
-                  checked,
-                  empty| Reconciled {
-        report: report_of(counts, empty),
-        outcomes: outcomes.into_iter().flatten().collect(),
-        checked,
-    };
+    let finish =
+        |counts: HashMap<String, usize>, outcomes: Vec<Option<FactOutcome>>, empty| Reconciled {
+            report: report_of(counts, empty),
+            outcomes: outcomes.into_iter().flatten().collect(),
+        };
     if fresh.is_empty() {
-        return Ok(finish(counts, outcomes, checked, "no new facts"));
+        return Ok(finish(counts, outcomes, "no new facts"));
     }
     let decisions = if pp.config.add_only || candidates.is_empty() {
         fresh.iter().map(|_| Decision::Add).collect()
@@ -392,7 +385,6 @@ pub(super) async fn reconcile(
                     told: fact.told.as_deref().unwrap_or(&fact.text),
                     model: origin.model,
                 };
-                checked.extend(older.iter().map(|o| o.id));
                 let untrue = changed::superseded(pp, &change, &older).await;
                 for old in older.into_iter().filter(|o| untrue.contains(&o.id)) {
                     *counts.entry("changed".to_owned()).or_default() += 1;
@@ -400,10 +392,18 @@ pub(super) async fn reconcile(
                 }
             }
         }
+        // What of a retired memory stays true ("lives with a dog named Pixel" when the home
+        // changes) is kept, dated as the old memory was.
         for (_, old, at) in &superseded {
-            if keep_what_holds(pp, scope, old, *at, &sources, &origin.cause).await? {
-                *counts.entry("kept_part".to_owned()).or_default() += 1;
-            }
+            let Some(kept) = gates::remainder(old).filter(|k| gates::check_form(k).is_ok()) else {
+                continue;
+            };
+            let item = vec![NewFact::new(kept, "fact", sources.to_vec())];
+            pp.memory
+                .add_memories_at(scope, item, &origin.cause, *at)
+                .await
+                .map_err(|e| e.to_string())?;
+            *counts.entry("kept_part".to_owned()).or_default() += 1;
         }
         for (id, _, _) in superseded {
             if !touched.insert(id) {
@@ -422,32 +422,11 @@ pub(super) async fn reconcile(
         }
         outcomes[index] = Some(applied);
     }
-    Ok(finish(counts, outcomes, checked, "no changes"))
-}
-
-/// What of a retired memory `old` stays true ("lives with a dog named Pixel" when the home
-/// changes) is kept, dated as the old memory was (`at`). Whether there was such a part.
-pub(super) async fn keep_what_holds(
-    pp: &PostProcessor,
-    scope: &UserScope,
-    old: &str,
-    at: i64,
-    sources: &[Source],
-    cause: &str,
-) -> Result<bool, String> {
-    let Some(kept) = gates::remainder(old).filter(|k| gates::check_form(k).is_ok()) else {
-        return Ok(false);
-    };
-    let item = vec![NewFact::new(kept, "fact", sources.to_vec())];
-    pp.memory
-        .add_memories_at(scope, item, cause, at)
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(true)
+    Ok(finish(counts, outcomes, "no changes"))
 }
 
 /// Live memories like `text`: the best `top_k` by keyword, and by vector from `min_similarity`.
-pub(super) async fn similar(
+async fn similar(
     pp: &PostProcessor,
     scope: &UserScope,
     text: &str,

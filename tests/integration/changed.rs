@@ -41,10 +41,9 @@ fn script(h: &Harness, now: &str, both_true: bool) {
     );
 }
 
-/// Ana's job, the user's own (the same words, another subject: never checked against Ana's
-/// for the user's fact), then the user's new job, the change check answering `now` and
-/// `both_true` for the first note it asks about after the user's own job is stored.
-async fn cook_then_sous_chef(h: &Harness, answers: Option<(&str, bool)>) -> String {
+/// Ana's job, the user's own (the same words, another subject: never checked against Ana's),
+/// then the user's new job.
+async fn cook_then_sous_chef(h: &Harness) -> String {
     let said = "My friend Ana is a line cook at a hotel in Porto.";
     tell(h, said, vec![fact(ANA, said, "Ana")], 1).await;
     let said = "I work as a line cook at a hotel in Porto too.";
@@ -52,9 +51,6 @@ async fn cook_then_sous_chef(h: &Harness, answers: Option<(&str, bool)>) -> Stri
     let mut stored = memories(h, "rui").await;
     stored.sort();
     assert_eq!(stored, [ANA, COOK], "{report}");
-    if let Some((now, both_true)) = answers {
-        script(h, now, both_true);
-    }
     let said = "I took the job! I'm now sous-chef at the bistro.";
     let facts = vec![fact(
         SOUS,
@@ -81,22 +77,20 @@ fn asked(h: &Harness, marker: &str) -> Vec<String> {
 #[tokio::test]
 async fn both_questions_agreeing_retire_the_older_memory_of_that_subject_only() {
     let h = proxy().await;
-    let report = cook_then_sous_chef(&h, Some((REWRITTEN, false))).await;
+    script(&h, REWRITTEN, false);
+    let report = cook_then_sous_chef(&h).await;
     assert!(report.contains("1 changed"), "{report}");
     let mut stored = memories(&h, "rui").await;
     stored.sort();
     assert_eq!(stored, [ANA, SOUS], "{report}");
     assert_eq!(retired(&h, "rui").await, [COOK]);
-    // The check read the user's own message and asked about the user's memory for the user's
-    // fact; Ana's note was asked about only against the user's messages (the message check),
-    // and, copied by the rewrite, kept.
+    // The check read the user's own message and asked about the user's memory, never Ana's.
     let changed = asked(&h, "MEMPROXY-CHANGED");
-    let about_cook: Vec<&String> = changed.iter().filter(|c| c.contains(COOK)).collect();
-    assert_eq!(about_cook.len(), 1, "{changed:?}");
+    assert_eq!(changed.len(), 1, "{changed:?}");
     assert!(
-        about_cook[0].contains("I'm now sous-chef"),
+        changed[0].contains(COOK) && changed[0].contains("I'm now sous-chef"),
         "{}",
-        about_cook[0]
+        changed[0]
     );
     let both = asked(&h, "MEMPROXY-BOTH-TRUE");
     assert_eq!(both.len(), 1, "{both:?}");
@@ -111,7 +105,8 @@ async fn both_questions_agreeing_retire_the_older_memory_of_that_subject_only() 
 async fn one_question_saying_it_still_holds_keeps_the_older_memory() {
     // The rewrite drops the old job, but the two notes may both be true: kept.
     let h = proxy().await;
-    let report = cook_then_sous_chef(&h, Some((REWRITTEN, true))).await;
+    script(&h, REWRITTEN, true);
+    let report = cook_then_sous_chef(&h).await;
     assert!(!report.contains("changed"), "{report}");
     let mut stored = memories(&h, "rui").await;
     stored.sort();
@@ -119,71 +114,9 @@ async fn one_question_saying_it_still_holds_keeps_the_older_memory() {
 
     // The rewrite copies the note (the mock's default) : the second question is not asked.
     let h = proxy().await;
-    let report = cook_then_sous_chef(&h, None).await;
+    let report = cook_then_sous_chef(&h).await;
     assert!(!report.contains("changed"), "{report}");
-    assert!(!asked(&h, "MEMPROXY-CHANGED").is_empty());
-    assert!(asked(&h, "MEMPROXY-BOTH-TRUE").is_empty());
-    assert!(retired(&h, "rui").await.is_empty());
-}
-
-const INFECTION: &str = "The user's dog Biscuit has a yeast infection.";
-const FINE: &str = "Biscuit finished the drops and he's fine now.";
-
-/// The dog's illness, then a message that says it is over but gives the memory LLM no fact.
-async fn ill_then_fine(h: &Harness, answers: Option<(&str, bool)>) -> String {
-    let said = "The vet said our dog Biscuit has a yeast infection.";
-    let quote = "our dog Biscuit has a yeast infection";
-    tell(h, said, vec![fact(INFECTION, quote, "user")], 1).await;
-    if let Some((now, both_true)) = answers {
-        script(h, now, both_true);
-    }
-    tell(h, FINE, Vec::new(), 2).await
-}
-
-#[tokio::test]
-async fn a_change_told_but_not_extracted_retires_what_the_message_makes_untrue() {
-    let h = proxy().await;
-    let report = ill_then_fine(
-        &h,
-        Some(("Biscuit had a yeast infection and is fine now.", false)),
-    )
-    .await;
-    assert!(report.contains("1 changed by the message"), "{report}");
-    assert!(memories(&h, "rui").await.is_empty(), "{report}");
-    assert_eq!(retired(&h, "rui").await, [INFECTION]);
-    // Both questions were asked of the message itself: it stands as the newer note.
-    let changed = asked(&h, "MEMPROXY-CHANGED");
-    assert!(
-        changed
-            .iter()
-            .any(|c| c.contains(INFECTION) && c.contains(FINE)),
-        "{changed:?}"
-    );
-    let both = asked(&h, "MEMPROXY-BOTH-TRUE");
-    assert_eq!(both.len(), 1, "{both:?}");
-    assert!(
-        both[0].contains(INFECTION) && both[0].contains(FINE),
-        "{}",
-        both[0]
-    );
-    // The first message's own memory was never asked about against that message.
-    assert_eq!(changed.len(), 1, "{changed:?}");
-}
-
-#[tokio::test]
-async fn a_message_that_changes_nothing_keeps_every_memory() {
-    // The rewrite copies the note (the mock's default): one question, nothing retired.
-    let h = proxy().await;
-    let report = ill_then_fine(&h, None).await;
-    assert!(!report.contains("changed"), "{report}");
-    assert_eq!(memories(&h, "rui").await, [INFECTION]);
     assert_eq!(asked(&h, "MEMPROXY-CHANGED").len(), 1);
     assert!(asked(&h, "MEMPROXY-BOTH-TRUE").is_empty());
-
-    // Both questions must agree: a rewrite that drops words but a "both true" keeps it.
-    let h = proxy().await;
-    let report = ill_then_fine(&h, Some(("Biscuit is fine now.", true))).await;
-    assert!(!report.contains("changed"), "{report}");
-    assert_eq!(memories(&h, "rui").await, [INFECTION]);
     assert!(retired(&h, "rui").await.is_empty());
 }
