@@ -2,7 +2,9 @@
 """Replays the change check (src/postprocess/changed.rs: config/prompts/changed.md, then
 config/prompts/both-true.md) on hand-made pairs from the TUNING conversations only, against an
 OpenAI-compatible URL, and prints each question's answer and the decision.
-Usage: change_probe.py URL [MODEL]. (Words are compared unstemmed here; the Rust check stems.)"""
+Usage: change_probe.py URL [MODEL] [--message]. With --message, the check as asked of a user's
+message itself (the message stands as the newer note; MESSAGE_PAIRS).
+(Words are compared unstemmed here; the Rust check stems.)"""
 import json, os, re, sys, urllib.request
 
 url = sys.argv[1].rstrip('/') + '/chat/completions'
@@ -38,6 +40,37 @@ PAIRS = [
     ("Love it, mountains everywhere. Can you recommend a beginner ski area nearby?",
      "The user loves Grenoble, mountains everywhere.", "The user now shares a flat in Grenoble with Amélie.", True),
 ]
+# (the user's message, an older note, is the older note still true?): the message check.
+MESSAGE_PAIRS = [
+    ("Biscuit finished the drops and he's fine now. He's also on a new grain-free food.",
+     "The user's dog Biscuit has a yeast infection.", False),
+    ("Biscuit finished the drops and he's fine now. He's also on a new grain-free food.",
+     "Biscuit keeps scratching his ears.", False),
+    ("Biscuit finished the drops and he's fine now. He's also on a new grain-free food.",
+     "The user's dog Biscuit is a 6-year-old beagle.", True),
+    ("I finally moved out! I now share a flat in Grenoble with my friend Amélie, she's a nurse at the university hospital.",
+     "The user lives in a tiny studio in Lyon.", False),
+    ("The lunch went well! Bram brought his own snacks just in case. Can you help me write a thank-you message to the team?",
+     "The user is organising the team lunch.", False),
+    ("The lunch went well! Bram brought his own snacks just in case. Can you help me write a thank-you message to the team?",
+     "The user's colleague Bram is allergic to peanuts and Sofie doesn't eat gluten.", True),
+    ("Yusuf gets seasick so no boats. Let's do York, the railway museum sounds fun.",
+     "The user and Yusuf live in Leeds and doesn't have a car.", True),
+    ("We're on the train to York now! What time does the railway museum open?",
+     "The user and Yusuf have a free weekend at the end of April.", True),
+    ("Change of plan: I hurt my knee, so I'm doing the 10 km race in October instead of the half marathon.",
+     "The user wants to run their first half marathon in October.", False),
+    ("Change of plan: I hurt my knee, so I'm doing the 10 km race in October instead of the half marathon.",
+     "The user can run about 5 km.", True),
+    ("Quick update: Dorota moved our lessons from Tuesday to Thursday evenings.",
+     "The user's teacher is Dorota Sikorska, 71 years old, still plays in a quartet.", True),
+    ("About eight months. Dorota says my bow arm is too stiff.",
+     "The user is Ines, 34 years old, learning the cello.", True),
+]
+if '--message' in sys.argv:
+    sys.argv.remove('--message')
+    model = sys.argv[2] if len(sys.argv) > 2 else 'qwen'
+    PAIRS = [(told, told, old, truth) for told, old, truth in MESSAGE_PAIRS]
 STOP = {'the', 'a', 'an', 'is', 'and', 'of', 'in', 'at', 'to', 'user', "user's", 'now'}
 
 
