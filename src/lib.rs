@@ -5,7 +5,6 @@
 //! `memproxy` binary and a library, so tests and benchmarks drive the real server in-process.
 
 pub mod agent;
-pub mod anthropic;
 pub mod bench;
 pub mod cli;
 pub mod config;
@@ -25,7 +24,6 @@ pub mod mock;
 pub mod mode;
 pub mod openai;
 pub mod postprocess;
-pub mod responses;
 pub mod secret;
 pub mod server;
 pub mod store;

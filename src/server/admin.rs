@@ -36,7 +36,7 @@ pub async fn authorize(State(state): State<SharedState>, request: Request, next:
     let path = request.uri().path().to_owned();
     match authorized(&state, request).await {
         Ok(request) => next.run(request).await,
-        Err(error) => super::refusal::refusal(&path, error),
+        Err(error) => super::refusal::refusal(state.surfaces, &path, error),
     }
 }
 

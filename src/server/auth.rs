@@ -55,7 +55,11 @@ pub async fn authenticate(
         let digest = bearer.or(api_key).map(str::trim).map(key_digest);
         let grant = digest.and_then(|digest| state.tenant_keys.get(&digest));
         let (Some(grant), Some(digest)) = (grant, digest) else {
-            return Err(refusal(request.uri().path(), ProxyError::Unauthorized));
+            return Err(refusal(
+                state.surfaces,
+                request.uri().path(),
+                ProxyError::Unauthorized,
+            ));
         };
         budget = digest;
         let grant = grant.clone();
@@ -69,7 +73,11 @@ pub async fn authenticate(
     if let Some(limiter) = &state.rate_limiter {
         if let Err(wait) = limiter.take(budget, std::time::Instant::now()) {
             state.metrics.count_rate_limited();
-            return Err(refusal(request.uri().path(), ProxyError::RateLimited(wait)));
+            return Err(refusal(
+                state.surfaces,
+                request.uri().path(),
+                ProxyError::RateLimited(wait),
+            ));
         }
     }
     request.extensions_mut().insert(context);

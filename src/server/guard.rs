@@ -38,7 +38,7 @@ pub async fn guard(State(state): State<SharedState>, request: Request, next: Nex
     let checked = check_host(&state.config.server, keys, &request)
         .and_then(|host| check_origin(&state.config.server, host.as_deref(), &request));
     if let Err(error) = checked {
-        return refusal(request.uri().path(), error);
+        return refusal(state.surfaces, request.uri().path(), error);
     }
     next.run(request).await
 }
@@ -190,11 +190,11 @@ async fn read_body(config: &ServerConfig, request: Request) -> Result<Request, P
 pub async fn json_body(State(state): State<SharedState>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     if let Err(error) = json_content(&request) {
-        return refusal(&path, error);
+        return refusal(state.surfaces, &path, error);
     }
     match read_body(&state.config.server, request).await {
         Ok(request) => next.run(request).await,
-        Err(error) => refusal(&path, error),
+        Err(error) => refusal(state.surfaces, &path, error),
     }
 }
 

@@ -12,25 +12,26 @@ mod blocks_api;
 mod chat;
 mod check_api;
 pub mod console;
+mod core;
 mod exchange;
 mod explicit;
 mod extract;
 mod forward;
 mod guard;
 mod listen;
-mod messages;
+pub mod messages;
 mod native;
 mod openapi;
 mod ops;
 mod prepare;
 mod refusal;
 mod relay;
-mod response_log;
-mod responses;
+pub mod responses;
 mod routes;
 mod simulate;
 mod stream;
 mod surface;
+mod surfaces;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -75,7 +76,9 @@ pub struct AppState {
     pub after_exchange: TaskTracker,
     /// Responses answered whose log write is still under way (read-your-write for
     /// `previous_response_id`).
-    pub pending_responses: response_log::Pending,
+    pub pending_responses: responses::log::Pending,
+    /// The API surfaces served, for refusals in each one's shape ([`routes::SURFACES`]).
+    pub surfaces: &'static [surfaces::ApiSurface],
     /// SHA-256 of each proxy key → tenant. Empty: auth off.
     pub tenant_keys: HashMap<[u8; 32], crate::keys::KeyGrant>,
     /// Per-key request budgets (`limits.requests_per_minute`); `None`: no rate limit.
@@ -121,7 +124,8 @@ impl AppState {
             post,
             tasks: TaskTracker::new(),
             after_exchange: TaskTracker::new(),
-            pending_responses: response_log::Pending::default(),
+            pending_responses: responses::log::Pending::default(),
+            surfaces: routes::SURFACES,
             config,
         }))
     }

@@ -1,6 +1,5 @@
-//! A memproxy error in the shape of the API whose route the request came in on: Anthropic's
-//! for the Messages routes, JSON-RPC's for MCP, OpenAI's (which the Responses API shares) for
-//! the rest. Used where a request is refused before its handler runs (keys, rate limits, the
+//! A memproxy error in the shape of the API whose route the request came in on: the API surface's
+//! own ([`super::surfaces`]), JSON-RPC's for MCP, OpenAI's for the rest. Used where a request is refused before its handler runs (keys, rate limits, the
 //! browser guard, the body deadline), so that every client reads the refusal its SDK expects.
 
 use axum::http::{header, HeaderValue};
@@ -9,19 +8,17 @@ use serde_json::json;
 
 use crate::error::ProxyError;
 
-pub fn refusal(path: &str, error: ProxyError) -> Response {
-    if is_messages_path(path) {
-        crate::anthropic::error_response(&error)
+use super::surfaces::ApiSurface;
+
+/// `error` in the shape of the API surface among `surfaces` whose route `path` is.
+pub fn refusal(surfaces: &[ApiSurface], path: &str, error: ProxyError) -> Response {
+    if let Some(surface) = surfaces.iter().find(|s| (s.owns)(path)) {
+        (surface.error)(error)
     } else if is_mcp_path(path) {
         json_rpc(&error)
     } else {
         error.into_response()
     }
-}
-
-/// Routes of the Anthropic Messages API (answered in Anthropic's error shape).
-pub fn is_messages_path(path: &str) -> bool {
-    path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens")
 }
 
 pub fn is_mcp_path(path: &str) -> bool {

@@ -18,7 +18,7 @@ use futures_util::{Stream, StreamExt};
 use crate::error::ProxyError;
 
 use super::auth::RequestContext;
-use super::chat::route_mode;
+use super::core::route_mode;
 use super::extract::ApiPath;
 use super::SharedState;
 

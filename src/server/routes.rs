@@ -9,32 +9,26 @@ use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetReques
 use tower_http::trace::TraceLayer;
 
 use super::{
-    admin, agents_api, auth, blocks_api, chat, check_api, console, guard, messages, openapi, ops,
-    relay, responses, simulate, SharedState,
+    admin, agents_api, auth, blocks_api, check_api, console, guard, openapi, ops, relay, simulate,
+    SharedState,
 };
+
+/// Every API surface memproxy serves (a new one is its folder and a line here).
+pub const SURFACES: &[super::surfaces::ApiSurface] = &[
+    super::chat::SURFACE,
+    super::messages::SURFACE,
+    super::responses::SURFACE,
+];
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 pub fn router(state: SharedState) -> Router {
     let body_limit = state.config.server.max_body_bytes;
-    let proxied = Router::new()
-        .route("/v1/chat/completions", post(chat::default_route))
-        .route("/{mode}/v1/chat/completions", post(chat::mode_route))
-        .route("/v1/responses", post(responses::default_route))
-        .route("/{mode}/v1/responses", post(responses::mode_route))
-        .route(
-            "/v1/responses/{id}",
-            get(responses::get).delete(responses::delete),
-        )
-        .route("/v1/models", get(messages::models))
-        .route("/{mode}/v1/models", get(messages::mode_models))
-        .route("/v1/messages", post(messages::default_route))
-        .route("/{mode}/v1/messages", post(messages::mode_route))
-        .route("/v1/messages/count_tokens", post(messages::count_tokens))
-        .route(
-            "/{mode}/v1/messages/count_tokens",
-            post(messages::count_tokens),
-        )
+    let proxied = SURFACES
+        .iter()
+        .fold(Router::new(), |router, surface| {
+            router.merge((surface.routes)())
+        })
         .route_layer(from_fn_with_state(state.clone(), guard::json_body))
         // Any other `/v1` route goes to the upstream as it is, in whatever content type it takes.
         .route("/v1/{*rest}", any(relay::default_route))

@@ -54,9 +54,9 @@ fn responses_bodies() {
         2_000,
         json::bytes(json::responses_seeds()),
         |raw| {
-            match memproxy::responses::parse(&raw) {
+            match memproxy::server::responses::parse(&raw) {
                 Ok(request) => {
-                    if let Err(error) = memproxy::responses::to_chat(&request, Vec::new()) {
+                    if let Err(error) = memproxy::server::responses::to_chat(&request, Vec::new()) {
                         openai_refusal(&error)?;
                     }
                 }
@@ -74,13 +74,14 @@ fn anthropic_messages_bodies() {
         2_000,
         json::bytes(json::messages_seeds()),
         |raw| {
-            if let Err(error) = memproxy::anthropic::to_chat(&raw) {
+            if let Err(error) = memproxy::server::messages::to_chat(&raw) {
                 let (status, _, _) = error.catalogue();
                 prop_assert!(
                     status == 400 || status == 413,
                     "refused with {status}: {error}"
                 );
-                let body = memproxy::anthropic::error_body(status.as_u16(), &error.to_string());
+                let body =
+                    memproxy::server::messages::error_body(status.as_u16(), &error.to_string());
                 prop_assert_eq!(&body["type"], "error");
                 prop_assert!(body["error"]["type"].is_string(), "no type: {}", body);
                 prop_assert!(
@@ -114,7 +115,7 @@ fn responses_with_any_stored_history() {
             .flat_map(|request| request.messages)
             .filter_map(|message| serde_json::to_value(message).ok())
             .collect();
-        if let Err(error) = memproxy::responses::to_chat(&request, history) {
+        if let Err(error) = memproxy::server::responses::to_chat(&request, history) {
             openai_refusal(&error)?;
         }
         Ok(())

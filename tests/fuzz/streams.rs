@@ -147,7 +147,7 @@ fn translated(mut translator: impl StreamTranslator, bytes: &[u8], cuts: &[usize
 fn anthropic_streams_are_well_formed_whatever_the_upstream_sends() {
     crate::run("messages-stream", 2_000, stream(), |(bytes, cuts)| {
         let events = translated(
-            memproxy::anthropic::events::Translator::new("m"),
+            memproxy::server::messages::events::Translator::new("m"),
             &bytes,
             &cuts,
         );
@@ -187,7 +187,7 @@ fn anthropic_streams_are_well_formed_whatever_the_upstream_sends() {
 fn responses_streams_are_well_formed_whatever_the_upstream_sends() {
     crate::run("responses-stream", 2_000, stream(), |(bytes, cuts)| {
         let skeleton = json!({"id": "resp_1", "object": "response", "model": "m", "output": []});
-        let translator = memproxy::responses::events::Translator::new(skeleton, None);
+        let translator = memproxy::server::responses::events::Translator::new(skeleton, None);
         let events = translated(translator, &bytes, &cuts);
         prop_assert!(
             events.iter().all(|e| e["type"].is_string()),

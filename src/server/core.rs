@@ -1,16 +1,14 @@
-//! `POST /v1/chat/completions` (and `/{mode}/v1/chat/completions`), and the conversation core
-//! every surface hands its request to ([`handle_request`]): the mode, explicit mode's agent loop,
-//! or memory and the forward through [`super::prepare`]. Chat Completions' own part is how its
-//! request becomes the upstream body and how a whole answer is read.
+//! The conversation core every API surface hands its request to ([`handle_request`]): the mode,
+//! explicit mode's agent loop, or memory and the forward through [`super::prepare`]. The upstream
+//! speaks Chat Completions, so the core reads its answers in that shape; each surface converts the
+//! request to it and the answer back.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
-use axum::Extension;
 
 use crate::error::ProxyError;
 use crate::identity::resolve_mode;
@@ -20,31 +18,8 @@ use crate::openai::{ChatRequest, CompletionView, StreamOptions, Usage};
 use crate::upstream::request_headers;
 
 use super::auth::RequestContext;
-use super::extract::{ApiPath, LimitedBody as ChatBody};
 use super::forward::Reading;
 use super::SharedState;
-
-const ROUTE: &str = "/v1/chat/completions";
-
-pub async fn default_route(
-    State(state): State<SharedState>,
-    Extension(context): Extension<RequestContext>,
-    headers: HeaderMap,
-    ChatBody(body): ChatBody,
-) -> Result<Response, ProxyError> {
-    handle(state, context, None, headers, body, ROUTE).await
-}
-
-pub async fn mode_route(
-    State(state): State<SharedState>,
-    ApiPath(mode): ApiPath<String>,
-    Extension(context): Extension<RequestContext>,
-    headers: HeaderMap,
-    ChatBody(body): ChatBody,
-) -> Result<Response, ProxyError> {
-    let mode = route_mode(&mode, "/v1/chat/completions")?;
-    handle(state, context, Some(mode), headers, body, ROUTE).await
-}
 
 /// The mode named by a route prefix; an unknown prefix is an unknown route.
 pub fn route_mode(prefix: &str, rest: &str) -> Result<Mode, ProxyError> {
@@ -52,25 +27,6 @@ pub fn route_mode(prefix: &str, rest: &str) -> Result<Mode, ProxyError> {
         method: "POST".to_owned(),
         path: format!("/{prefix}{rest}"),
     })
-}
-
-/// A Chat Completions request as the client sent it: read, then [`handle_request`].
-pub async fn handle(
-    state: SharedState,
-    context: RequestContext,
-    route_mode: Option<Mode>,
-    headers: HeaderMap,
-    body: Bytes,
-    route: &'static str,
-) -> Result<Response, ProxyError> {
-    let request = ChatRequest::parse(&body)?;
-    let exchange = Exchange {
-        route_mode,
-        request,
-        client_body: Some(body),
-        route,
-    };
-    handle_request(state, context, headers, exchange).await
 }
 
 /// A Chat Completions request on its way through memproxy: read from a client, or translated

@@ -12,6 +12,8 @@
 //! `reasoning`, `include`, `truncation` and cache hints are dropped.
 
 pub mod events;
+pub(super) mod handler;
+pub(super) mod log;
 pub mod native;
 pub mod reply;
 
@@ -345,3 +347,19 @@ fn convert_format(format: &Value) -> Result<Option<Value>, ProxyError> {
 
 #[cfg(test)]
 mod tests;
+
+/// The Responses surface.
+pub const SURFACE: crate::server::surfaces::ApiSurface = crate::server::surfaces::ApiSurface {
+    routes: || {
+        use axum::routing::{get, post};
+        axum::Router::new()
+            .route("/v1/responses", post(handler::default_route))
+            .route("/{mode}/v1/responses", post(handler::mode_route))
+            .route(
+                "/v1/responses/{id}",
+                get(handler::get).delete(handler::delete),
+            )
+    },
+    owns: |path| path.contains("/v1/responses"),
+    error: crate::server::surfaces::openai_error,
+};

@@ -1,5 +1,5 @@
 //! `POST /v1/responses` (and `/{mode}/v1/responses`), the OpenAI Responses API: the request is
-//! translated to Chat Completions ([`crate::responses`]), with the history of its
+//! translated to Chat Completions ([`crate::server::responses`]), with the history of its
 //! `previous_response_id` rebuilt from this user's response log, and goes through the same
 //! exchange as `/v1/chat/completions` (identity, strategy, recall log, agent loop), so one user
 //! keeps one memory across APIs. The answer comes back as a `response` object or its event
@@ -15,23 +15,23 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::{json, Value};
 
+use super::events::{self, Translator};
+use super::native::ResponsesWatch;
+use super::{self as wire, reply};
 use crate::error::ProxyError;
 use crate::identity::{resolve_mode, Scope};
 use crate::mode::Mode;
 use crate::openai::ChatRequest;
-use crate::responses::events::{self, Translator};
-use crate::responses::native::ResponsesWatch;
-use crate::responses::{self as wire, reply};
 use crate::store::UserScope;
 
-use super::auth::RequestContext;
-use super::chat::route_mode;
-use super::extract::{ApiPath, LimitedBody};
-use super::forward::Reading;
-use super::native::{Call, Native};
-use super::response_log::{self, Logger};
-use super::surface::{self, CoreAnswer};
-use super::SharedState;
+use super::log::Logger;
+use crate::server::auth::RequestContext;
+use crate::server::core::route_mode;
+use crate::server::extract::{ApiPath, LimitedBody};
+use crate::server::forward::Reading;
+use crate::server::native::{Call, Native};
+use crate::server::surface::{self, CoreAnswer};
+use crate::server::SharedState;
 
 const ROUTE: &str = "/v1/responses";
 
@@ -106,7 +106,7 @@ async fn handle(
     let history = match request.get("previous_response_id") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(previous)) => {
-            let found = response_log::chain(&state, &scope, previous).await?;
+            let found = super::log::chain(&state, &scope, previous).await?;
             found.ok_or_else(|| previous_not_found(previous))?
         }
         Some(_) => {
@@ -129,13 +129,13 @@ async fn handle(
         new_messages: translated.new_messages,
         keep_body: true,
     };
-    let exchange = super::chat::Exchange {
+    let exchange = crate::server::core::Exchange {
         route_mode: mode,
         request: translated.chat,
         client_body: None,
         route: ROUTE,
     };
-    let response = super::chat::handle_request(state, context, headers, exchange).await?;
+    let response = crate::server::core::handle_request(state, context, headers, exchange).await?;
     let mut response = translate(response, skeleton, log).await?;
     surface::name_dropped_tools(response.headers_mut(), &translated.dropped_tools);
     Ok(response)
@@ -165,7 +165,7 @@ async fn native(
     // The upstream keeps every tenant's responses under one key: continuing one is allowed only
     // from a chain this user's own requests logged here.
     let history = match &previous {
-        Some(previous) => response_log::chain(&state, &scope, previous)
+        Some(previous) => super::log::chain(&state, &scope, previous)
             .await?
             .ok_or_else(|| previous_not_found(previous))?,
         None => Vec::new(),
@@ -174,7 +174,7 @@ async fn native(
         Ok(translated) => translated,
         Err(why) => {
             let request = (Method::POST, "/responses", body);
-            return super::native::relay_raw(
+            return crate::server::native::relay_raw(
                 &state,
                 &context,
                 &headers,
@@ -224,7 +224,7 @@ async fn native(
             strip_usage: false,
         },
     };
-    super::native::handle(state, context, mode, headers, request).await
+    crate::server::native::handle(state, context, mode, headers, request).await
 }
 
 /// The Chat Completions answer as a Responses answer; errors keep their (shared OpenAI) shape.
@@ -274,7 +274,7 @@ async fn stored_response(
     delete: bool,
 ) -> Result<Value, ProxyError> {
     let scope = user_scope(context, headers, None)?;
-    let found = response_log::stored(state, scope, id, delete).await?;
+    let found = super::log::stored(state, scope, id, delete).await?;
     let stored = found.ok_or_else(|| ProxyError::ResourceNotFound(format!("Response '{id}'")))?;
     if stored.body.is_empty() && state.responses_upstream.is_none() && !delete {
         // Relayed to a Responses upstream, which kept the answer; memproxy kept its conversation.
@@ -306,7 +306,10 @@ pub async fn get(
     if let Some(upstream) = &state.responses_upstream {
         let path = format!("/responses/{id}");
         let request = (Method::GET, path.as_str(), Bytes::new());
-        return super::native::relay_raw(&state, &context, &headers, upstream, request, None).await;
+        return crate::server::native::relay_raw(
+            &state, &context, &headers, upstream, request, None,
+        )
+        .await;
     }
     Ok(surface::json(StatusCode::OK, HeaderMap::new(), &body))
 }
@@ -323,7 +326,10 @@ pub async fn delete(
         stored_response(&state, &context, &headers, &id, true).await?;
         let path = format!("/responses/{id}");
         let request = (Method::DELETE, path.as_str(), Bytes::new());
-        return super::native::relay_raw(&state, &context, &headers, upstream, request, None).await;
+        return crate::server::native::relay_raw(
+            &state, &context, &headers, upstream, request, None,
+        )
+        .await;
     }
     stored_response(&state, &context, &headers, &id, true).await?;
     let deleted = json!({"id": id, "object": "response.deleted", "deleted": true});

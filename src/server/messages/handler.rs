@@ -1,5 +1,5 @@
 //! `POST /v1/messages` (and `/{mode}/v1/messages`), Anthropic's Messages API: the request is
-//! translated to Chat Completions ([`crate::anthropic`]) and goes through the same exchange as
+//! translated to Chat Completions ([`crate::server::messages`]) and goes through the same exchange as
 //! `/v1/chat/completions` (identity, strategy, recall log, agent loop), so one user keeps one
 //! memory across APIs; the answer, its stream and every error come back in Anthropic's shape.
 //! `POST /v1/messages/count_tokens` counts locally (cl100k, an estimate for other tokenizers).
@@ -11,19 +11,19 @@ use axum::response::Response;
 use axum::Extension;
 use serde_json::{json, Value};
 
-use crate::anthropic::{self, events, reply};
+use super::{events, reply};
 use crate::error::ProxyError;
 use crate::identity::resolve_mode;
 use crate::mode::Mode;
 use crate::openai::ChatMessage;
 
-use super::auth::RequestContext;
-use super::chat::route_mode;
-use super::extract::{ApiPath, LimitedBody};
-use super::forward::Reading;
-use super::native::{Call, Native};
-use super::surface::{self, CoreAnswer};
-use super::SharedState;
+use crate::server::auth::RequestContext;
+use crate::server::core::route_mode;
+use crate::server::extract::{ApiPath, LimitedBody};
+use crate::server::forward::Reading;
+use crate::server::native::{Call, Native};
+use crate::server::surface::{self, CoreAnswer};
+use crate::server::SharedState;
 
 const ROUTE: &str = "/v1/messages";
 
@@ -38,7 +38,7 @@ pub async fn default_route(
 ) -> Response {
     match body {
         Ok(LimitedBody(body)) => handle(state, context, None, headers, body).await,
-        Err(error) => anthropic::error_response(&error),
+        Err(error) => super::error_response(&error),
     }
 }
 
@@ -51,11 +51,11 @@ pub async fn mode_route(
 ) -> Response {
     let mode = match route_mode(&mode, ROUTE) {
         Ok(mode) => mode,
-        Err(error) => return anthropic::error_response(&error),
+        Err(error) => return super::error_response(&error),
     };
     match body {
         Ok(LimitedBody(body)) => handle(state, context, Some(mode), headers, body).await,
-        Err(error) => anthropic::error_response(&error),
+        Err(error) => super::error_response(&error),
     }
 }
 
@@ -80,7 +80,7 @@ async fn handle(
                 };
                 return native(call).await;
             }
-            Err(error) => return anthropic::error_response(&error),
+            Err(error) => return super::error_response(&error),
         }
     }
     translated(state, context, mode, headers, body).await
@@ -97,7 +97,7 @@ async fn native(call: Call) -> Response {
         upstream,
     } = call;
     let read = crate::openai::translate::json_object(&body)
-        .and_then(|wire| Ok((anthropic::from_request(&wire)?, wire)));
+        .and_then(|wire| Ok((super::from_request(&wire)?, wire)));
     let answered = match read {
         Ok((translated, wire)) => {
             let request = Native {
@@ -108,23 +108,30 @@ async fn native(call: Call) -> Response {
                 wire,
                 neutral: translated.chat,
                 origin: translated.origin,
-                apply: anthropic::native::apply,
+                apply: super::native::apply,
                 reading: Reading {
-                    watch: Box::<anthropic::native::MessagesWatch>::default(),
-                    whole: Box::new(|bytes: &[u8]| Ok(anthropic::native::whole(bytes))),
+                    watch: Box::<super::native::MessagesWatch>::default(),
+                    whole: Box::new(|bytes: &[u8]| Ok(super::native::whole(bytes))),
                     strip_usage: false,
                 },
             };
-            super::native::handle(state, context, mode, headers, request).await
+            crate::server::native::handle(state, context, mode, headers, request).await
         }
         // Anthropic is the judge of its own API: what memproxy cannot read goes as it is.
         Err(why) => {
             let request = (Method::POST, "/messages", body);
-            super::native::relay_raw(&state, &context, &headers, &upstream, request, Some(&why))
-                .await
+            crate::server::native::relay_raw(
+                &state,
+                &context,
+                &headers,
+                &upstream,
+                request,
+                Some(&why),
+            )
+            .await
         }
     };
-    answered.unwrap_or_else(|error| anthropic::error_response(&error))
+    answered.unwrap_or_else(|error| super::error_response(&error))
 }
 
 /// To the Chat Completions upstream, translated both ways.
@@ -135,13 +142,13 @@ async fn translated(
     mut headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let anthropic::Translated {
+    let super::Translated {
         chat,
         dropped_tools,
         ..
-    } = match anthropic::to_chat(&body) {
+    } = match super::to_chat(&body) {
         Ok(translated) => translated,
-        Err(error) => return anthropic::error_response(&error),
+        Err(error) => return super::error_response(&error),
     };
     let model = chat.model.clone().unwrap_or_default();
     // Kept for a stream's `message_start`, counted there only if the strategy reported no count
@@ -154,16 +161,17 @@ async fn translated(
     for name in ANTHROPIC_HEADERS {
         headers.remove(name);
     }
-    let exchange = super::chat::Exchange {
+    let exchange = crate::server::core::Exchange {
         route_mode: mode,
         request: chat,
         client_body: None,
         route: ROUTE,
     };
-    let mut response = match super::chat::handle_request(state, context, headers, exchange).await {
-        Ok(response) => translate(response, &model, &sent).await,
-        Err(error) => anthropic::error_response(&error),
-    };
+    let mut response =
+        match crate::server::core::handle_request(state, context, headers, exchange).await {
+            Ok(response) => translate(response, &model, &sent).await,
+            Err(error) => super::error_response(&error),
+        };
     surface::name_dropped_tools(response.headers_mut(), &dropped_tools);
     response
 }
@@ -190,7 +198,7 @@ async fn translate(response: Response, model: &str, sent: &[ChatMessage]) -> Res
         Ok(bytes) => bytes,
         Err(error) => {
             let error = ProxyError::UpstreamBroken(error.to_string());
-            return anthropic::error_response(&error);
+            return super::error_response(&error);
         }
     };
     let out = if answer.status.is_success() {
@@ -202,11 +210,11 @@ async fn translate(response: Response, model: &str, sent: &[ChatMessage]) -> Res
                 let error = ProxyError::UpstreamBroken(
                     "the upstream's answer is not a chat completion".to_owned(),
                 );
-                return anthropic::error_response(&error);
+                return super::error_response(&error);
             }
         }
     } else {
-        anthropic::error_body(answer.status.as_u16(), &reply::error_message(&bytes))
+        super::error_body(answer.status.as_u16(), &reply::error_message(&bytes))
     };
     surface::json(answer.status, answer.kept, &out)
 }
@@ -221,9 +229,11 @@ pub async fn count_tokens(
 ) -> Response {
     if let (Some(upstream), Ok(LimitedBody(body))) = (&state.messages_upstream, &body) {
         let request = (Method::POST, "/messages/count_tokens", body.clone());
-        return super::native::relay_raw(&state, &context, &headers, upstream, request, None)
-            .await
-            .unwrap_or_else(|error| anthropic::error_response(&error));
+        return crate::server::native::relay_raw(
+            &state, &context, &headers, upstream, request, None,
+        )
+        .await
+        .unwrap_or_else(|error| super::error_response(&error));
     }
     let counted = body.and_then(|LimitedBody(body)| {
         let mut value: Value = serde_json::from_slice(&body).map_err(|error| {
@@ -233,7 +243,7 @@ pub async fn count_tokens(
             object.entry("max_tokens").or_insert(json!(1));
         }
         let bytes = serde_json::to_vec(&value).map_err(|e| ProxyError::Internal(e.to_string()))?;
-        let chat = anthropic::to_chat(&bytes)?.chat;
+        let chat = super::to_chat(&bytes)?.chat;
         let messages: usize = chat
             .messages
             .iter()
@@ -260,7 +270,7 @@ pub async fn count_tokens(
             );
             response
         }
-        Err(error) => anthropic::error_response(&error),
+        Err(error) => super::error_response(&error),
     }
 }
 
@@ -283,7 +293,7 @@ pub async fn mode_models(
 ) -> Response {
     if let Err(error) = route_mode(&mode, "/v1/models") {
         return if request.headers().contains_key("anthropic-version") {
-            anthropic::error_response(&error)
+            super::error_response(&error)
         } else {
             axum::response::IntoResponse::into_response(error)
         };
@@ -304,13 +314,17 @@ async fn list_models(
             };
             let headers = request.headers().clone();
             let request = (Method::GET, path.as_str(), Bytes::new());
-            return super::native::relay_raw(&state, &context, &headers, upstream, request, None)
-                .await
-                .unwrap_or_else(|error| anthropic::error_response(&error));
+            return crate::server::native::relay_raw(
+                &state, &context, &headers, upstream, request, None,
+            )
+            .await
+            .unwrap_or_else(|error| super::error_response(&error));
         }
     }
     if !request.headers().contains_key("anthropic-version") {
-        return match super::relay::default_route(State(state), Extension(context), request).await {
+        return match crate::server::relay::default_route(State(state), Extension(context), request)
+            .await
+        {
             Ok(response) => response,
             Err(error) => axum::response::IntoResponse::into_response(error),
         };
@@ -347,8 +361,8 @@ async fn list_models(
         Ok((status, body)) => surface::json(
             status,
             HeaderMap::new(),
-            &anthropic::error_body(status.as_u16(), &reply::error_message(&body)),
+            &super::error_body(status.as_u16(), &reply::error_message(&body)),
         ),
-        Err(error) => anthropic::error_response(&error),
+        Err(error) => super::error_response(&error),
     }
 }

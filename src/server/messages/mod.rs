@@ -11,6 +11,7 @@
 //! the full history).
 
 pub mod events;
+pub(super) mod handler;
 pub mod native;
 pub mod reply;
 
@@ -401,3 +402,22 @@ pub fn error_response(error: &ProxyError) -> axum::response::Response {
 
 #[cfg(test)]
 mod tests;
+
+/// The Messages surface (and the model list Anthropic's clients ask for).
+pub const SURFACE: crate::server::surfaces::ApiSurface = crate::server::surfaces::ApiSurface {
+    routes: || {
+        use axum::routing::{get, post};
+        axum::Router::new()
+            .route("/v1/models", get(handler::models))
+            .route("/{mode}/v1/models", get(handler::mode_models))
+            .route("/v1/messages", post(handler::default_route))
+            .route("/{mode}/v1/messages", post(handler::mode_route))
+            .route("/v1/messages/count_tokens", post(handler::count_tokens))
+            .route(
+                "/{mode}/v1/messages/count_tokens",
+                post(handler::count_tokens),
+            )
+    },
+    owns: |path| path.ends_with("/v1/messages") || path.ends_with("/v1/messages/count_tokens"),
+    error: |error| error_response(&error),
+};

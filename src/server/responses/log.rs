@@ -23,7 +23,7 @@ use crate::error::ProxyError;
 use crate::store::responses::{chain_messages, messages_of, StoredResponse, MAX_CHAIN};
 use crate::store::{now_ms, UserScope};
 
-use super::SharedState;
+use crate::server::SharedState;
 
 type Key = (String, String, String);
 
@@ -122,7 +122,9 @@ impl Logger {
             return;
         }
         let mut messages = self.new_messages;
-        messages.push(crate::responses::reply::assistant_message(&response));
+        messages.push(crate::server::responses::reply::assistant_message(
+            &response,
+        ));
         let stored = Arc::new(StoredResponse {
             id: response["id"].as_str().unwrap_or_default().to_owned(),
             previous: self.previous,
