@@ -22,6 +22,7 @@ mod notes;
 pub mod one_memory;
 mod open;
 mod pause;
+mod preview;
 pub mod recall;
 mod retired;
 mod save;
@@ -39,6 +40,7 @@ use std::sync::{Arc, Mutex};
 
 pub use crate::config::explicit::{CoreMemoryAt, ExplicitConfig, Rewarm, Tools};
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
+pub use preview::Preview;
 pub use turn_types::{Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome};
 
 use crate::memory::{MemoryResult, MemoryService};

@@ -80,6 +80,33 @@ pub(super) enum Next {
     GiveUp,
 }
 
+/// What the prompt needs before a step ([`Agents::room`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Room {
+    Fits,
+    /// The memory-pressure alert, once until the next eviction.
+    Alert,
+    /// Eviction down to this many tokens.
+    Shrink(usize),
+}
+
+/// Puts the memory-pressure alert before this turn's user message, so the newest message is
+/// still the user's (small models answer the last message they see).
+pub(super) fn alert(turn: &mut Turn) {
+    turn.buffer.insert(
+        0,
+        system_notice(
+            "system_alert",
+            match turn.tool_set {
+                Tools::Full => "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core or archival memory now.",
+                Tools::Compact => "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core memory now.",
+            },
+            turn.now(),
+        ),
+    );
+    turn.alerted = true;
+}
+
 /// Which tools a step offers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Offer {
@@ -226,37 +253,45 @@ impl Agents {
         let window = self.config.context_window(&input.model);
         self.ensure_system(turn).await?;
         self.fit_recall(turn, window);
+        // A read-only turn cannot wait for the agent to save: it trims its view at once.
+        match self.room(turn, window, !turn.read_only)? {
+            Room::Shrink(target) => {
+                self.shrink(turn, target, step).await?;
+                self.ensure_system(turn).await?;
+            }
+            Room::Alert => alert(turn),
+            Room::Fits => {}
+        }
+        Ok(())
+    }
+
+    /// What the prompt needs before a step at `window` tokens ([`Room`]). Past the eviction
+    /// threshold an agent that was not yet told gets the pressure alert first, with one step to
+    /// save what matters (when `waits_for_alert`); eviction waits for that step, unless the prompt
+    /// no longer fits at all.
+    pub(super) fn room(
+        &self,
+        turn: &Turn,
+        window: usize,
+        waits_for_alert: bool,
+    ) -> Result<Room, TurnError> {
         let (total, fixed) = self.measure(turn);
         if fixed as f64 >= window as f64 * self.config.evict_ratio {
             return Err(TurnError::ContextTooSmall {
                 needed: fixed,
                 window,
-                model: input.model.clone(),
+                model: turn.model.clone(),
             });
         }
-        // Past the eviction threshold an agent that was not yet told gets the pressure alert
-        // first, with one step to save what matters; eviction waits for that step (unless the
-        // prompt no longer fits at all).
         let over = total as f64 > window as f64 * self.config.evict_ratio;
-        let may_wait = !turn.alerted && !turn.read_only && total < window;
-        if over && !may_wait {
-            let target = (window as f64 * self.config.evict_target_ratio) as usize;
-            self.shrink(turn, target, step).await?;
-            self.ensure_system(turn).await?;
+        let may_wait = !turn.alerted && waits_for_alert && total < window;
+        Ok(if over && !may_wait {
+            Room::Shrink((window as f64 * self.config.evict_target_ratio) as usize)
         } else if total as f64 > window as f64 * self.config.pressure_alert_ratio && !turn.alerted {
-            // Before this turn's user message, so the newest message is still the user's
-            // (small models answer the last message they see).
-            turn.buffer.insert(0, system_notice(
-                "system_alert",
-                match turn.tool_set {
-                    Tools::Full => "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core or archival memory now.",
-                    Tools::Compact => "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core memory now.",
-                },
-                turn.now(),
-            ));
-            turn.alerted = true;
-        }
-        Ok(())
+            Room::Alert
+        } else {
+            Room::Fits
+        })
     }
 
     /// Evicts (or, in a read-only turn, trims the view) down to `target` tokens.

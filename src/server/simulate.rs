@@ -7,7 +7,6 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::agent::context;
 use crate::error::ProxyError;
 use crate::identity::{Scope, DEFAULT_ID};
 use crate::memory::RetrievalRequest;
@@ -191,8 +190,8 @@ pub async fn simulate(
     })))
 }
 
-/// The agent's next request: system message (instructions and core memory), tools, summary,
-/// queue, and the client's new message wrapped as the agent would get it.
+/// The agent's next request, as its turn would send it (`agent::Agents::preview`: the turn's own
+/// layout, opened read-only).
 async fn explicit(
     state: &SharedState,
     tenant: &AdminTenant,
@@ -200,93 +199,36 @@ async fn explicit(
     agent: &str,
     request: &ChatRequest,
 ) -> Result<Json<Value>, ProxyError> {
-    let crate::agent::AgentView {
-        blocks,
-        counts,
-        summary,
-        queue,
-    } = state.agents.view(&scope(tenant, user), agent).await?;
-    let tool_set = state
-        .agents
-        .config()
-        .tools(request.model.as_deref().unwrap_or_default());
-    let memory = context::compile_memory(&blocks, &counts, crate::store::now_ms(), tool_set);
-    let at = state.agents.config().core_memory_at;
-    let start = request
-        .messages
+    let scope = Scope {
+        tenant: tenant.0.clone(),
+        user: user.to_owned(),
+        agent: agent.to_owned(),
+        conversation: agent_conversation(agent),
+        // Never store anything from a simulation.
+        record: false,
+        time_ms: None,
+    };
+    let input = super::explicit::turn_input(request, &scope)?;
+    let preview = match state.agents.preview(input).await {
+        Ok(preview) => preview,
+        // The turn's own errors, as the turn would answer them (a preview calls no model).
+        Err(error) => {
+            return Err(super::explicit::failure(error)
+                .err()
+                .unwrap_or_else(|| ProxyError::Internal("the preview failed".to_owned())))
+        }
+    };
+    let sections: Vec<Value> = preview
+        .sections
         .iter()
-        .rposition(|m| m.role == "assistant")
-        .map_or(0, |i| i + 1);
-    let new: Vec<Value> = request.messages[start..]
-        .iter()
-        .filter(|m| m.role == "user")
-        .map(|m| json!({"role": "user", "content": json!({"type": "user_message", "message": m.text(), "time": crate::dates::timestamp(crate::store::now_ms())}).to_string()}))
+        .map(|(name, tokens)| section(name, *tokens))
         .collect();
-    // What recall before the turn would add for the new messages.
-    let said: Vec<String> = request.messages[start..]
-        .iter()
-        .filter(|m| m.role == "user")
-        .map(|m| m.text())
-        .collect();
-    let summary_text = summary.as_ref().map(|s| s.text.as_str());
-    let recalled = state
-        .agents
-        .recall_preview(
-            &scope(tenant, user),
-            agent,
-            &said,
-            &queue,
-            (summary_text, &memory),
-        )
-        .await?;
-    let mut history: Vec<Value> = queue.iter().map(context::wire_message).collect();
-    if state.agents.config().replies_as_text {
-        history = context::replies_as_text(history);
-    }
-    let past = crate::agent::history::asked_about(&said);
-    let messages = context::layout(
-        (at, tool_set, past),
-        &memory,
-        recalled.as_deref(),
-        summary.as_ref(),
-        history.iter().cloned(),
-        new.iter().cloned(),
-    );
-    let block_tokens: usize = blocks.iter().map(|b| tokens::count(&b.value)).sum();
-    // The memory tools with the client's own, as the turn would offer them.
-    let tools = crate::agent::tools::for_request(&request.extra, &[], tool_set)
-        .0
-        .schemas();
-    let system_tokens = context::message_tokens(&messages[0])
-        + match at {
-            crate::agent::CoreMemoryAt::System => 0,
-            crate::agent::CoreMemoryAt::Turn => tokens::count(&memory),
-        };
-    let count = |items: &[Value]| items.iter().map(context::message_tokens).sum::<usize>();
-    let summary_tokens = summary.as_ref().map_or(0, |s| {
-        context::message_tokens(&context::summary_message(s, &memory))
-    });
-    let sections = vec![
-        section("instructions", system_tokens.saturating_sub(block_tokens)),
-        section("core memory", block_tokens),
-        section(
-            "tools",
-            tokens::count(&Value::Array(tools.clone()).to_string()),
-        ),
-        section("summary", summary_tokens),
-        section("recalled", recalled.as_deref().map_or(0, tokens::count)),
-        section("history", count(&history)),
-        section("new message", count(&new)),
-    ];
-    let total: usize = sections
-        .iter()
-        .filter_map(|s| s["tokens"].as_u64())
-        .sum::<u64>() as usize;
+    let total: usize = preview.sections.iter().map(|(_, tokens)| tokens).sum();
     Ok(Json(json!({
         "strategy": "explicit",
         "agent": agent,
         "conversation": agent_conversation(agent),
-        "payload": {"model": request.model, "messages": messages, "tools": tools},
+        "payload": preview.body,
         "tokens_before": message_tokens(&request.messages),
         "tokens_after": total,
         "sections": sections,

@@ -364,3 +364,73 @@ async fn a_fact_told_in_implicit_mode_is_recalled_by_the_explicit_agent() {
         assert_eq!(found.contains("Lisbon"), user == "zm", "{user}: {found}");
     }
 }
+
+/// A message's content without the times memproxy stamps on it (the simulation and the turn run
+/// seconds apart).
+fn untimed(messages: &Value) -> Vec<Value> {
+    let strip = |text: &str| -> String {
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(mut object)) => {
+                object.remove("time");
+                Value::Object(object).to_string()
+            }
+            _ => text.to_owned(),
+        }
+    };
+    messages
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            let mut m = m.clone();
+            if let Some(text) = m["content"].as_str() {
+                m["content"] = json!(strip(text));
+            }
+            m
+        })
+        .collect()
+}
+
+/// The console's simulator shows the request the turn then sends, evicted messages, summary,
+/// recall and all: it opens the turn read-only with the turn's own layout (`Agents::preview`),
+/// not a layout of its own.
+#[tokio::test]
+async fn the_simulator_shows_the_request_the_turn_then_sends() {
+    let h = harness_with(|c| c.explicit.context_window_tokens = 3000).await;
+    overflow(&h, "sim").await;
+    let simulated = post_json(
+        &h,
+        "/memproxy/v1/simulate",
+        &json!({"user": "sim", "strategy": "explicit",
+            "request": {"model": "mock-model", "messages": [{"role": "user", "content": QUESTION}]}}),
+    )
+    .await;
+    let before = model_requests(&h).len();
+    h.mock.push(send("Ximena plays the bassoon."));
+    say(&h, "sim", QUESTION).await;
+    let sent = &model_requests(&h)[before];
+    assert_eq!(
+        untimed(&simulated["payload"]["messages"]),
+        untimed(&sent["messages"])
+    );
+    assert_eq!(simulated["payload"]["tools"], sent["tools"]);
+    let named = |name: &str| {
+        simulated["sections"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["name"] == name)
+            .and_then(|s| s["tokens"].as_u64())
+            .unwrap_or(0)
+    };
+    for part in [
+        "instructions",
+        "core memory",
+        "tools",
+        "summary",
+        "history",
+        "new message",
+    ] {
+        assert!(named(part) > 0, "{part}: {}", simulated["sections"]);
+    }
+}

@@ -19,7 +19,7 @@ use crate::openai::ChatRequest;
 use crate::upstream::request_headers;
 
 use answer::{early_stream, sse_response, whole, Answer};
-use input::turn_input;
+pub(super) use input::turn_input;
 
 use super::auth::RequestContext;
 use super::SharedState;
@@ -108,7 +108,7 @@ pub async fn handle(
     Ok(response)
 }
 
-fn failure(error: TurnError) -> Result<Response, ProxyError> {
+pub(super) fn failure(error: TurnError) -> Result<Response, ProxyError> {
     match error {
         TurnError::Model(ModelError::Rejected {
             status,
