@@ -29,7 +29,7 @@ impl Agents {
         let mut calls = asked.answer.tool_calls.clone();
         if calls.is_empty() {
             if let Some((name, arguments)) = lenient::call_in_text(&asked.answer.content)
-                .filter(|(n, _)| turn.tools.get(n).is_some() && asked.offer.includes(n))
+                .filter(|(n, _)| turn.offered.registry.get(n).is_some() && asked.offer.includes(n))
             {
                 calls.push(ToolCall {
                     id: String::new(),
@@ -69,7 +69,7 @@ impl Agents {
         });
         // A step that calls the client's tools pauses: its reply waits for their results.
         let pausing = calls.iter().any(|c| {
-            turn.client.offers(&c.function.name) && asked.offer.includes(&c.function.name)
+            turn.offered.client.offers(&c.function.name) && asked.offer.includes(&c.function.name)
         });
         let mut outcomes = Vec::new();
         let mut client_calls: Vec<ClientCall> = Vec::new();
@@ -113,7 +113,7 @@ impl Agents {
                 _ => "ok",
             };
             match &outcome.effect {
-                Effect::MemoryChanged => turn.system = None,
+                Effect::MemoryChanged => turn.view.system = None,
                 Effect::Reply(text) => reply = Some(text.clone()),
                 _ => {}
             }
@@ -156,8 +156,8 @@ impl Agents {
         // one plain request with the memory just written, not another agent step (a small model
         // asked for a reply after a write may answer nothing, then say the user's message back).
         // Not when the app's functions or other agents may still be called.
-        let only_memory = turn.client.is_empty()
-            && turn.peers.is_empty()
+        let only_memory = turn.offered.client.is_empty()
+            && turn.agents.peers.is_empty()
             && calls.iter().all(|c| super::tools::writes(&c.function.name));
         let write_steps = turn
             .steps
@@ -216,7 +216,7 @@ impl Agents {
                 )
             }
         };
-        let known = turn.tools.get(name).is_some();
+        let known = turn.offered.registry.get(name).is_some();
         if known && !asked.offer.includes(name) {
             // Servers that do not enforce tool_choice let a model call what was not offered; it
             // is refused, and the next step offers no tools at all.
@@ -228,8 +228,8 @@ impl Agents {
                 false,
             );
         }
-        let client = turn.client.offers(name);
-        if client && turn.client.one_at_a_time && !client_calls.is_empty() {
+        let client = turn.offered.client.offers(name);
+        if client && turn.offered.client.one_at_a_time && !client_calls.is_empty() {
             return (
                 ToolOutcome::failed(format!(
                     "{name} was not run: the app takes one function call at a time; call it again after {}'s result",
@@ -265,14 +265,14 @@ impl Agents {
             );
         }
         if name == SEND_MESSAGE
-            && turn.client.must_call
+            && turn.offered.client.must_call
             && !progress.client_called
             && asked.offer == super::step::Offer::All
         {
             return (
                 ToolOutcome::failed(format!(
                     "not sent: the app asks for one of its functions to be called first ({})",
-                    turn.client.exposed_names().join(", ")
+                    turn.offered.client.exposed_names().join(", ")
                 )),
                 false,
             );
@@ -285,18 +285,22 @@ impl Agents {
             config: &self.config,
             user_said: &turn.said,
             clock: turn.clock,
-            tool_set: turn.tool_set,
-            messaging: (!turn.peers.is_empty()).then(|| Messaging {
+            tool_set: turn.view.tool_set,
+            messaging: (!turn.agents.peers.is_empty()).then(|| Messaging {
                 agents: self,
                 model,
                 model_name: &turn.model,
-                chain: &turn.chain,
-                depth: turn.depth,
-                sent: &turn.sent_to_agents,
-                peers: &turn.peers,
+                chain: &turn.agents.chain,
+                depth: turn.agents.depth,
+                sent: &turn.agents.sent,
+                peers: &turn.agents.peers,
             }),
         };
-        let outcome = turn.tools.execute(&scope, name, &arguments).await;
+        let outcome = turn
+            .offered
+            .registry
+            .execute(&scope, name, &arguments)
+            .await;
         (outcome, super::tools::wants_heartbeat(&arguments))
     }
 }

@@ -68,8 +68,9 @@ impl Agents {
         self.ensure_system(turn).await?;
         let window = self.config.context_window(&turn.model);
         let (total, _) = self.measure(turn);
-        let next = self.scaled(&turn.model, last_exchange_tokens(&turn.queue));
-        let due = turn.alerted && (total + next) as f64 > window as f64 * self.config.evict_ratio;
+        let next = self.scaled(&turn.model, last_exchange_tokens(&turn.view.queue));
+        let due =
+            turn.view.alerted && (total + next) as f64 > window as f64 * self.config.evict_ratio;
         if !due {
             return Ok(0);
         }
@@ -82,7 +83,8 @@ impl Agents {
             turn.agent.clone(),
             self.config.trace_turns,
         );
-        let (system, epoch, alerted) = (turn.system.clone(), turn.epoch, turn.alerted);
+        let (system, epoch, alerted) =
+            (turn.view.system.clone(), turn.view.epoch, turn.view.alerted);
         self.memory
             .blocking(move |store, _| {
                 store.record_steps(&scope, &agent, &steps, keep)?;

@@ -29,16 +29,17 @@ impl Agents {
                 .memory
                 .append_agent_messages(&turn.scope, &turn.agent, buffer)
                 .await?;
-            turn.queue.extend(stored);
+            turn.view.queue.extend(stored);
         }
         let count = self.evictable(turn, target);
         if count == 0 {
             return Ok(0);
         }
-        let evicted: Vec<StoredMessage> = turn.queue.drain(..count).collect();
-        turn.earlier -= count;
+        let evicted: Vec<StoredMessage> = turn.view.queue.drain(..count).collect();
+        turn.view.earlier -= count;
         let through = evicted.last().map_or(-1, |m| m.position);
         let previous = turn
+            .view
             .summary
             .as_ref()
             .map(|s| s.text.clone())
@@ -71,10 +72,10 @@ impl Agents {
         self.memory
             .blocking(move |store, _| Ok(store.put_summary(&scope, &saved)?))
             .await?;
-        turn.summary = Some(summary);
+        turn.view.summary = Some(summary);
         // The counts in the system message changed; the alert may be given again later.
-        turn.system = None;
-        turn.alerted = false;
+        turn.view.system = None;
+        turn.view.alerted = false;
         let record = turn.step(
             step,
             "(evict)",
@@ -92,8 +93,8 @@ impl Agents {
     pub(super) fn trim_view(&self, turn: &mut Turn, target: usize, step: usize) -> usize {
         let count = self.evictable(turn, target);
         if count > 0 {
-            turn.queue.drain(..count);
-            turn.earlier -= count;
+            turn.view.queue.drain(..count);
+            turn.view.earlier -= count;
             turn.step(
                 step,
                 "(trim_view)",
@@ -111,6 +112,7 @@ impl Agents {
     fn evictable(&self, turn: &Turn, target: usize) -> usize {
         let (total, _) = self.measure(turn);
         let sizes: Vec<(String, usize)> = turn
+            .view
             .queue
             .iter()
             .map(|m| {
@@ -118,7 +120,7 @@ impl Agents {
                 (m.role.clone(), size)
             })
             .collect();
-        context::eviction_count(&sizes, total, target).min(turn.earlier)
+        context::eviction_count(&sizes, total, target).min(turn.view.earlier)
     }
 
     /// Folds `evicted` into `previous`, chunk by chunk, with the memory LLM: each chunk adds its

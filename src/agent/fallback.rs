@@ -44,17 +44,18 @@ impl Agents {
         }
         // Read as the agent reads it: the summary without notes of retired facts, core memory
         // without its history unless the turn asks about the past.
-        let memory = turn.system.clone().unwrap_or_else(|| {
+        let memory = turn.view.system.clone().unwrap_or_else(|| {
             let values: Vec<&str> = blocks.iter().map(|b| b.value.as_str()).collect();
             values.join("\n")
         });
         let summary = turn
+            .view
             .summary
             .as_ref()
             .map(|s| super::notes::current(&s.text, &memory).into_owned());
         let view = View {
             summary,
-            recalled: turn.recalled.as_deref(),
+            recalled: turn.recall.shown.as_deref(),
             past: turn.asks_about_the_past(),
         };
         let mut messages = vec![json!({"role": "system", "content": system(&blocks, view)})];

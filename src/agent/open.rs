@@ -15,14 +15,14 @@ impl Agents {
     pub(super) async fn open_turn(&self, input: &TurnInput) -> Result<(Turn, Progress), TurnError> {
         let paused = self.take_pause(input).await?;
         let mut turn = self.load_turn(input).await?;
-        turn.chain = input.chain.clone();
-        turn.depth = input.depth;
+        turn.agents.chain = input.chain.clone();
+        turn.agents.depth = input.depth;
         let mut progress = Progress::default();
         match paused {
             Some(paused) => self.resume(&mut turn, &mut progress, paused, &input.tool_results),
             None => {
-                turn.recall_candidates = self.recall_before(&turn).await?;
-                turn.never_mentioned = self.never_mentioned(&turn).await?;
+                turn.recall.candidates = self.recall_before(&turn).await?;
+                turn.recall.never_mentioned = self.never_mentioned(&turn).await?;
             }
         }
         Ok((turn, progress))
@@ -168,30 +168,32 @@ impl Agents {
         Turn {
             id: uuid::Uuid::new_v4().to_string(),
             said: input.user_messages.clone(),
-            tools,
-            client,
-            tools_tokens,
+            offered: super::state::Offered {
+                registry: tools,
+                client,
+                tokens: tools_tokens,
+            },
             resumed: false,
-            peers,
-            chain: Vec::new(),
-            depth: 0,
-            sent_to_agents: Default::default(),
+            agents: super::state::Among {
+                peers,
+                ..Default::default()
+            },
             scope: input.scope.clone(),
             agent: input.agent.clone(),
             model: input.model.clone(),
-            system,
-            epoch,
-            memory_at: self.config.core_memory_at,
-            tool_set,
-            recall_candidates: Vec::new(),
-            never_mentioned: Vec::new(),
-            recalled: None,
-            alerted,
+            view: super::state::InView {
+                system,
+                epoch,
+                memory_at: self.config.core_memory_at,
+                tool_set,
+                alerted,
+                replies_as_text: self.config.replies_as_text,
+                summary,
+                earlier: queue.len(),
+                queue,
+            },
+            recall: Default::default(),
             read_only: false,
-            replies_as_text: self.config.replies_as_text,
-            summary,
-            earlier: queue.len(),
-            queue,
             buffer,
             transient: Vec::new(),
             clock: input.clock,

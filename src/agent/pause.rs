@@ -50,7 +50,7 @@ impl Agents {
             said: turn.said.clone(),
             buffer: std::mem::take(&mut turn.buffer),
             transient: std::mem::take(&mut turn.transient),
-            alerted: turn.alerted,
+            alerted: turn.view.alerted,
             read_only: turn.read_only,
             progress: progress.clone(),
             calls: calls.to_vec(),
@@ -155,7 +155,7 @@ impl Agents {
         let added = std::mem::take(&mut turn.buffer);
         turn.id = paused.turn;
         turn.resumed = true;
-        turn.alerted |= paused.alerted;
+        turn.view.alerted |= paused.alerted;
         turn.transient = paused.transient;
         turn.buffer = paused.buffer;
         let new_said = std::mem::take(&mut turn.said);

@@ -29,7 +29,7 @@ impl Agents {
         // Read-only, but with the agent's own pressure state, so the room is made as the turn
         // will make it.
         let (scope, agent) = (input.scope.clone(), input.agent.clone());
-        turn.alerted = self
+        turn.view.alerted = self
             .memory
             .blocking(move |store, _| {
                 Ok(store
@@ -38,8 +38,8 @@ impl Agents {
                     .any(|a| a.name == agent && a.pressure_alerted))
             })
             .await?;
-        turn.recall_candidates = self.recall_before(&turn).await?;
-        turn.never_mentioned = self.never_mentioned(&turn).await?;
+        turn.recall.candidates = self.recall_before(&turn).await?;
+        turn.recall.never_mentioned = self.never_mentioned(&turn).await?;
         let window = self.config.context_window(&input.model);
         self.ensure_system(&mut turn).await?;
         self.fit_recall(&mut turn, window);
@@ -53,18 +53,19 @@ impl Agents {
             Room::Fits => {}
         }
         let body = self.request_body(&input, &turn, &Progress::default(), Offer::All);
-        let memory = turn.system.as_deref().unwrap_or_default();
+        let memory = turn.view.system.as_deref().unwrap_or_default();
         let memory_tokens = tokens::count(memory);
         let messages = turn.messages();
         let system_tokens = messages.first().map_or(0, context::message_tokens);
-        let instructions = match turn.memory_at {
+        let instructions = match turn.view.memory_at {
             CoreMemoryAt::System => system_tokens.saturating_sub(memory_tokens),
             CoreMemoryAt::Turn => system_tokens,
         };
-        let summary = turn.summary.as_ref().map_or(0, |s| {
+        let summary = turn.view.summary.as_ref().map_or(0, |s| {
             context::message_tokens(&context::summary_message(s, memory))
         });
         let history = turn
+            .view
             .queue
             .iter()
             .map(|m| context::message_tokens(&context::wire_message(m)))
@@ -77,11 +78,11 @@ impl Agents {
         let sections = vec![
             ("instructions", instructions),
             ("core memory", memory_tokens),
-            ("tools", turn.tools_tokens),
+            ("tools", turn.offered.tokens),
             ("summary", summary),
             (
                 "recalled",
-                turn.recalled.as_deref().map_or(0, tokens::count),
+                turn.recall.shown.as_deref().map_or(0, tokens::count),
             ),
             ("history", history),
             ("new message", new),

@@ -25,7 +25,7 @@ impl Agents {
     /// The candidates to recall for this turn (best first), searched when it opens; which of them
     /// are shown is decided on its first step ([`Self::fit_recall`]).
     pub(super) async fn recall_before(&self, turn: &Turn) -> Result<Vec<Hit>, TurnError> {
-        let in_view: Vec<i64> = turn.queue.iter().map(|m| m.id).collect();
+        let in_view: Vec<i64> = turn.view.queue.iter().map(|m| m.id).collect();
         Ok(self
             .recall_candidates(&turn.scope, &turn.agent, &turn.said, &in_view)
             .await?)
@@ -102,17 +102,23 @@ impl Agents {
     /// tools and the turn's own messages (none of which can be evicted) below the eviction
     /// threshold. At a small window that is what the queue would otherwise hold.
     pub(super) fn fit_recall(&self, turn: &mut Turn, window: usize) {
-        let never = std::mem::take(&mut turn.never_mentioned);
+        let never = std::mem::take(&mut turn.recall.never_mentioned);
         self.fit_candidates(turn, window);
-        turn.recalled = with_note(turn.recalled.take(), &never);
+        turn.recall.shown = with_note(turn.recall.shown.take(), &never);
     }
 
     /// What the new message takes for granted ("my dog") that the user never mentioned
     /// ([`unmentioned`]), for a turn.
     pub(super) async fn never_mentioned(&self, turn: &Turn) -> Result<Vec<String>, TurnError> {
-        let summary = turn.summary.as_ref().map(|s| s.text.as_str());
+        let summary = turn.view.summary.as_ref().map(|s| s.text.as_str());
         Ok(self
-            .unmentioned(&turn.scope, &turn.agent, &turn.said, &turn.queue, summary)
+            .unmentioned(
+                &turn.scope,
+                &turn.agent,
+                &turn.said,
+                &turn.view.queue,
+                summary,
+            )
             .await?)
     }
 
@@ -162,12 +168,12 @@ impl Agents {
     }
 
     fn fit_candidates(&self, turn: &mut Turn, window: usize) {
-        if turn.recall_candidates.is_empty() {
+        if turn.recall.candidates.is_empty() {
             return;
         }
         let candidates = current(
-            std::mem::take(&mut turn.recall_candidates),
-            turn.system.as_deref().unwrap_or_default(),
+            std::mem::take(&mut turn.recall.candidates),
+            turn.view.system.as_deref().unwrap_or_default(),
         );
         let (_, fixed) = self.measure(turn);
         let scale = self.token_scale(&turn.model);
@@ -183,7 +189,7 @@ impl Agents {
         let room = ceiling.saturating_sub(fixed + own).min(window / 10);
         let budget = (room as f64 / scale) as usize;
         let chosen = within(candidates, self.config.recall_before_turn, budget);
-        turn.recalled = render(&chosen);
+        turn.recall.shown = render(&chosen);
     }
 }
 

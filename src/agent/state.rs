@@ -8,30 +8,18 @@ use super::tools::{ClientTools, Registry};
 use crate::dates;
 use crate::store::{now_ms, AgentMessage, StepRecord, StoredMessage, Summary, UserScope};
 
-/// The mutable state of a turn in progress.
-pub(super) struct Turn {
-    pub id: String,
-    pub scope: UserScope,
-    pub agent: String,
-    pub model: String,
+/// The agent's memory as the turn has it in view.
+pub(super) struct InView {
     /// The compiled core memory ([`context::compile_memory`]); `None`: to be compiled again.
     pub system: Option<String>,
     /// The agent's memory epoch `system` was compiled at (it is stored only if still current).
     pub epoch: i64,
-    /// What [`super::recall`] found out of view for this turn's message, not yet fitted.
-    pub recall_candidates: Vec<crate::memory::Hit>,
-    /// What of it is shown this turn.
-    pub recalled: Option<String>,
-    /// Things the new message takes for granted that the user never mentioned, not yet shown
-    /// ([`crate::memory::unmentioned`]).
-    pub never_mentioned: Vec<String>,
     /// Where core memory goes in the prompt.
     pub memory_at: super::CoreMemoryAt,
     /// The memory tools offered, and the instructions that name them.
     pub tool_set: super::Tools,
+    /// The memory-pressure alert was given since the last eviction.
     pub alerted: bool,
-    /// `X-Memproxy-Record: false`: search only, store nothing.
-    pub read_only: bool,
     /// Render past `send_message` calls as plain assistant text (`explicit.replies_as_text`).
     pub replies_as_text: bool,
     pub summary: Option<Summary>,
@@ -40,24 +28,31 @@ pub(super) struct Turn {
     /// How many of `queue` came before this turn (only those may be evicted: the turn's own
     /// messages hold the question being answered).
     pub earlier: usize,
-    /// Messages of this turn not yet stored.
-    pub buffer: Vec<AgentMessage>,
-    /// Contents of buffered messages that are for this turn only (nudges after an unusable
-    /// answer): stored, a small model would learn to imitate them.
-    pub transient: Vec<String>,
-    pub steps: Vec<StepRecord>,
-    pub llm_ms: f64,
-    /// The time of this turn's messages when the client set one (`X-Memproxy-Time`).
-    pub clock: Option<i64>,
-    /// What the user said in this turn (before a pause too).
-    pub said: Vec<String>,
-    /// The tools this turn offers: memory tools, the client's, `send_message`.
-    pub tools: Registry,
+}
+
+/// What recall before the turn found out of view for its message ([`super::recall`]).
+#[derive(Default)]
+pub(super) struct Recall {
+    /// Found, not yet fitted.
+    pub candidates: Vec<crate::memory::Hit>,
+    /// What of it is shown this turn.
+    pub shown: Option<String>,
+    /// Things the new message takes for granted that the user never mentioned, not yet shown
+    /// ([`crate::memory::unmentioned`]).
+    pub never_mentioned: Vec<String>,
+}
+
+/// The tools a turn offers: memory tools, the client's, `send_message`.
+pub(super) struct Offered {
+    pub registry: Registry,
     pub client: ClientTools,
-    /// Tokens `tools` adds to every request.
-    pub tools_tokens: usize,
-    /// The turn was paused on client tool calls and resumed by this request.
-    pub resumed: bool,
+    /// Tokens they add to every request.
+    pub tokens: usize,
+}
+
+/// A turn's agent among the user's other agents.
+#[derive(Default)]
+pub(super) struct Among {
     /// The user's other agents (whom the messaging tools reach).
     pub peers: Vec<crate::store::AgentRecord>,
     /// The agents waiting for this turn's reply.
@@ -65,7 +60,40 @@ pub(super) struct Turn {
     /// How many messages between agents led to this turn.
     pub depth: usize,
     /// Messages this turn sent to other agents (`limits.max_agent_messages_per_turn`).
-    pub sent_to_agents: std::sync::atomic::AtomicUsize,
+    pub sent: std::sync::atomic::AtomicUsize,
+}
+
+/// The mutable state of a turn in progress, by concern: who and what model; the agent's memory
+/// in view (compiled core memory, summary, queue); what recall added; this turn's own messages
+/// and trace; the tools offered; its place among the user's agents.
+pub(super) struct Turn {
+    pub id: String,
+    pub scope: UserScope,
+    pub agent: String,
+    pub model: String,
+    /// `X-Memproxy-Record: false`: search only, store nothing.
+    pub read_only: bool,
+    /// The time of this turn's messages when the client set one (`X-Memproxy-Time`).
+    pub clock: Option<i64>,
+    /// The agent's memory in view.
+    pub view: InView,
+    /// What recall before the turn found, shows, and found never mentioned.
+    pub recall: Recall,
+    /// What the user said in this turn (before a pause too).
+    pub said: Vec<String>,
+    /// Messages of this turn not yet stored.
+    pub buffer: Vec<AgentMessage>,
+    /// Contents of buffered messages that are for this turn only (nudges after an unusable
+    /// answer): stored, a small model would learn to imitate them.
+    pub transient: Vec<String>,
+    pub steps: Vec<StepRecord>,
+    pub llm_ms: f64,
+    /// The turn was paused on client tool calls and resumed by this request.
+    pub resumed: bool,
+    /// The tools this turn offers.
+    pub offered: Offered,
+    /// The agent among the user's other agents.
+    pub agents: Among,
 }
 
 impl Turn {
@@ -123,7 +151,7 @@ impl Turn {
     /// The request's messages: system, summary, stored queue, this turn's messages.
     pub fn messages(&self) -> Vec<Value> {
         let messages = self.wire_messages();
-        if self.replies_as_text {
+        if self.view.replies_as_text {
             context::replies_as_text(messages)
         } else {
             messages
@@ -132,11 +160,15 @@ impl Turn {
 
     fn wire_messages(&self) -> Vec<Value> {
         context::layout(
-            (self.memory_at, self.tool_set, self.asks_about_the_past()),
-            self.system.as_deref().unwrap_or_default(),
-            self.recalled.as_deref(),
-            self.summary.as_ref(),
-            self.queue.iter().map(context::wire_message),
+            (
+                self.view.memory_at,
+                self.view.tool_set,
+                self.asks_about_the_past(),
+            ),
+            self.view.system.as_deref().unwrap_or_default(),
+            self.recall.shown.as_deref(),
+            self.view.summary.as_ref(),
+            self.view.queue.iter().map(context::wire_message),
             self.buffer.iter().map(buffered_wire),
         )
     }
@@ -198,12 +230,12 @@ pub fn system_notice(kind: &str, reason: &str, now: i64) -> AgentMessage {
 pub fn raw_measure(turn: &Turn) -> (usize, usize) {
     let messages = turn.messages();
     let all: usize = messages.iter().map(context::message_tokens).sum();
-    let memory = match turn.memory_at {
+    let memory = match turn.view.memory_at {
         super::CoreMemoryAt::System => 0,
         super::CoreMemoryAt::Turn => {
-            crate::tokens::count(turn.system.as_deref().unwrap_or_default())
+            crate::tokens::count(turn.view.system.as_deref().unwrap_or_default())
         }
-    } + turn.recalled.as_deref().map_or(0, crate::tokens::count);
-    let fixed = context::message_tokens(&messages[0]) + memory + turn.tools_tokens;
-    (all + turn.tools_tokens, fixed)
+    } + turn.recall.shown.as_deref().map_or(0, crate::tokens::count);
+    let fixed = context::message_tokens(&messages[0]) + memory + turn.offered.tokens;
+    (all + turn.offered.tokens, fixed)
 }

@@ -97,14 +97,14 @@ pub(super) fn alert(turn: &mut Turn) {
         0,
         system_notice(
             "system_alert",
-            match turn.tool_set {
+            match turn.view.tool_set {
                 Tools::Full => "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core or archival memory now.",
                 Tools::Compact => "Memory pressure: the conversation is close to the context window limit. Older messages will soon leave your view (they stay searchable with conversation_search). Save anything important to core memory now.",
             },
             turn.now(),
         ),
     );
-    turn.alerted = true;
+    turn.view.alerted = true;
 }
 
 /// Which tools a step offers.
@@ -284,10 +284,12 @@ impl Agents {
             });
         }
         let over = total as f64 > window as f64 * self.config.evict_ratio;
-        let may_wait = !turn.alerted && waits_for_alert && total < window;
+        let may_wait = !turn.view.alerted && waits_for_alert && total < window;
         Ok(if over && !may_wait {
             Room::Shrink((window as f64 * self.config.evict_target_ratio) as usize)
-        } else if total as f64 > window as f64 * self.config.pressure_alert_ratio && !turn.alerted {
+        } else if total as f64 > window as f64 * self.config.pressure_alert_ratio
+            && !turn.view.alerted
+        {
             Room::Alert
         } else {
             Room::Fits
@@ -365,14 +367,14 @@ impl Agents {
     /// answers next. A turn with the app's functions or other agents always asks again (the
     /// plain reply could call neither).
     pub(super) fn replies_spent(&self, turn: &Turn, progress: &Progress) -> bool {
-        turn.client.is_empty()
-            && turn.peers.is_empty()
+        turn.offered.client.is_empty()
+            && turn.agents.peers.is_empty()
             && progress.unusable > self.config.reply_retries
     }
 
     /// Compiles the system message if memory changed since it was last built.
     pub(super) async fn ensure_system(&self, turn: &mut Turn) -> Result<(), TurnError> {
-        if turn.system.is_some() {
+        if turn.view.system.is_some() {
             return Ok(());
         }
         let (scope, agent) = (turn.scope.clone(), turn.agent.clone());
@@ -386,13 +388,13 @@ impl Agents {
                 ))
             })
             .await?;
-        turn.system = Some(context::compile_memory(
+        turn.view.system = Some(context::compile_memory(
             &blocks,
             &counts,
             turn.now(),
-            turn.tool_set,
+            turn.view.tool_set,
         ));
-        turn.epoch = epoch;
+        turn.view.epoch = epoch;
         Ok(())
     }
 
@@ -424,16 +426,17 @@ impl Agents {
             // With tool_choice naming send_message, the tool list stays the one of every other
             // step: a different list would change the prompt's start and miss the upstream's
             // prompt cache.
-            Offer::ReplyOnly if self.config.require_tool_choice => turn.tools.schemas(),
+            Offer::ReplyOnly if self.config.require_tool_choice => turn.offered.registry.schemas(),
             Offer::ReplyOnly => turn
-                .tools
+                .offered
+                .registry
                 .schemas()
                 .into_iter()
                 .filter(|t| t["function"]["name"] == SEND_MESSAGE)
                 .collect(),
             // A read-only turn is offered the same list (its writes are refused when called):
             // a list of its own would miss the prompt cache of the agent's other turns.
-            Offer::All => turn.tools.schemas(),
+            Offer::All => turn.offered.registry.schemas(),
         };
         if !tools.is_empty() {
             body["tools"] = Value::Array(tools);
@@ -442,7 +445,7 @@ impl Agents {
                 body["tool_choice"] = match offer {
                     Offer::ReplyOnly => named(SEND_MESSAGE),
                     // The app named the one function it wants called first.
-                    _ => match turn.client.only_choice() {
+                    _ => match turn.offered.client.only_choice() {
                         Some(name) if !progress.client_called => named(name),
                         _ => json!("required"),
                     },

@@ -78,9 +78,9 @@ impl Agents {
         let (scope, agent, system, epoch, alerted) = (
             turn.scope.clone(),
             turn.agent.clone(),
-            turn.system.clone(),
-            turn.epoch,
-            turn.alerted,
+            turn.view.system.clone(),
+            turn.view.epoch,
+            turn.view.alerted,
         );
         self.memory
             .blocking(move |store, _| {

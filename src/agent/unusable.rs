@@ -112,7 +112,7 @@ impl Turn {
             return false;
         }
         normal(reply).split(' ').count() >= REPEAT_MIN_WORDS
-            && among_last_replies(&self.queue, reply)
+            && among_last_replies(&self.view.queue, reply)
     }
 
     /// Why `reply` may not be shown to the user; `None`: it may.
@@ -122,6 +122,7 @@ impl Turn {
         }
         let long = |text: &&String| normal(text).split(' ').count() >= ECHO_MIN_WORDS;
         let earlier: Vec<String> = self
+            .view
             .queue
             .iter()
             .filter(|m| m.role == "user")
@@ -133,7 +134,7 @@ impl Turn {
             return Some(Unusable::Echo);
         }
         let text = bare(reply);
-        let persona = self.system.as_deref().and_then(persona_of).map(bare);
+        let persona = self.view.system.as_deref().and_then(persona_of).map(bare);
         if text.split(' ').count() >= REPEAT_MIN_WORDS
             && persona.is_some_and(|persona| persona.contains(&text))
         {
@@ -148,8 +149,8 @@ impl Turn {
         let own = Registry::memory()
             .names()
             .into_iter()
-            .chain(self.tools.names())
-            .filter(|name| !self.client.offers(name))
+            .chain(self.offered.registry.names())
+            .filter(|name| !self.offered.client.offers(name))
             .any(|name| reply.contains(name));
         own.then_some(Unusable::NamesTool)
     }
