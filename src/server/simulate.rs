@@ -208,12 +208,12 @@ async fn explicit(
         record: false,
         time_ms: None,
     };
-    let input = super::explicit::turn_input(request, &scope)?;
+    let input = super::core::explicit::turn_input(request, &scope)?;
     let preview = match state.agents.preview(input).await {
         Ok(preview) => preview,
         // The turn's own errors, as the turn would answer them (a preview calls no model).
         Err(error) => {
-            return Err(super::explicit::failure(error)
+            return Err(super::core::explicit::failure(error)
                 .err()
                 .unwrap_or_else(|| ProxyError::Internal("the preview failed".to_owned())))
         }

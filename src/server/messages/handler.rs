@@ -18,11 +18,11 @@ use crate::mode::Mode;
 use crate::openai::ChatMessage;
 
 use crate::server::auth::RequestContext;
+use crate::server::core::forward::Reading;
+use crate::server::core::native::{Call, Native};
 use crate::server::core::route_mode;
+use crate::server::core::surface::{self, CoreAnswer};
 use crate::server::extract::{ApiPath, LimitedBody};
-use crate::server::forward::Reading;
-use crate::server::native::{Call, Native};
-use crate::server::surface::{self, CoreAnswer};
 use crate::server::SharedState;
 
 const ROUTE: &str = "/v1/messages";
@@ -115,12 +115,12 @@ async fn native(call: Call) -> Response {
                     strip_usage: false,
                 },
             };
-            crate::server::native::handle(state, context, mode, headers, request).await
+            crate::server::core::native::handle(state, context, mode, headers, request).await
         }
         // Anthropic is the judge of its own API: what memproxy cannot read goes as it is.
         Err(why) => {
             let request = (Method::POST, "/messages", body);
-            crate::server::native::relay_raw(
+            crate::server::core::native::relay_raw(
                 &state,
                 &context,
                 &headers,
@@ -229,7 +229,7 @@ pub async fn count_tokens(
 ) -> Response {
     if let (Some(upstream), Ok(LimitedBody(body))) = (&state.messages_upstream, &body) {
         let request = (Method::POST, "/messages/count_tokens", body.clone());
-        return crate::server::native::relay_raw(
+        return crate::server::core::native::relay_raw(
             &state, &context, &headers, upstream, request, None,
         )
         .await
@@ -314,7 +314,7 @@ async fn list_models(
             };
             let headers = request.headers().clone();
             let request = (Method::GET, path.as_str(), Bytes::new());
-            return crate::server::native::relay_raw(
+            return crate::server::core::native::relay_raw(
                 &state, &context, &headers, upstream, request, None,
             )
             .await

@@ -26,11 +26,11 @@ use crate::store::UserScope;
 
 use super::log::Logger;
 use crate::server::auth::RequestContext;
+use crate::server::core::forward::Reading;
+use crate::server::core::native::{Call, Native};
 use crate::server::core::route_mode;
+use crate::server::core::surface::{self, CoreAnswer};
 use crate::server::extract::{ApiPath, LimitedBody};
-use crate::server::forward::Reading;
-use crate::server::native::{Call, Native};
-use crate::server::surface::{self, CoreAnswer};
 use crate::server::SharedState;
 
 const ROUTE: &str = "/v1/responses";
@@ -174,7 +174,7 @@ async fn native(
         Ok(translated) => translated,
         Err(why) => {
             let request = (Method::POST, "/responses", body);
-            return crate::server::native::relay_raw(
+            return crate::server::core::native::relay_raw(
                 &state,
                 &context,
                 &headers,
@@ -224,7 +224,7 @@ async fn native(
             strip_usage: false,
         },
     };
-    crate::server::native::handle(state, context, mode, headers, request).await
+    crate::server::core::native::handle(state, context, mode, headers, request).await
 }
 
 /// The Chat Completions answer as a Responses answer; errors keep their (shared OpenAI) shape.
@@ -306,7 +306,7 @@ pub async fn get(
     if let Some(upstream) = &state.responses_upstream {
         let path = format!("/responses/{id}");
         let request = (Method::GET, path.as_str(), Bytes::new());
-        return crate::server::native::relay_raw(
+        return crate::server::core::native::relay_raw(
             &state, &context, &headers, upstream, request, None,
         )
         .await;
@@ -326,7 +326,7 @@ pub async fn delete(
         stored_response(&state, &context, &headers, &id, true).await?;
         let path = format!("/responses/{id}");
         let request = (Method::DELETE, path.as_str(), Bytes::new());
-        return crate::server::native::relay_raw(
+        return crate::server::core::native::relay_raw(
             &state, &context, &headers, upstream, request, None,
         )
         .await;

@@ -19,10 +19,10 @@ use crate::openai::ChatRequest;
 use crate::upstream::request_headers;
 
 use answer::{early_stream, sse_response, whole, Answer};
-pub(super) use input::turn_input;
+pub(in crate::server) use input::turn_input;
 
-use super::auth::RequestContext;
-use super::SharedState;
+use crate::server::auth::RequestContext;
+use crate::server::SharedState;
 
 pub async fn handle(
     state: SharedState,
@@ -108,7 +108,7 @@ pub async fn handle(
     Ok(response)
 }
 
-pub(super) fn failure(error: TurnError) -> Result<Response, ProxyError> {
+pub(in crate::server) fn failure(error: TurnError) -> Result<Response, ProxyError> {
     match error {
         TurnError::Model(ModelError::Rejected {
             status,

@@ -18,10 +18,10 @@ use crate::openai::ChatRequest;
 use crate::strategy::Rewrite;
 use crate::upstream::Upstream;
 
-use super::auth::RequestContext;
 use super::exchange::ExchangeRecorder;
 use super::forward::{forward, Answer, Outgoing, Reading};
-use super::SharedState;
+use crate::server::auth::RequestContext;
+use crate::server::SharedState;
 
 /// The upstream body for the strategy's rewrite of the neutral request.
 pub type BodyOf = Box<dyn FnOnce(&Rewrite, &ChatRequest) -> Result<Bytes, ProxyError> + Send>;

@@ -16,8 +16,8 @@ use crate::agent::{Ending, ModelError, TurnError, TurnOutcome};
 use crate::error::ProxyError;
 use crate::identity::Scope;
 
-use super::super::SharedState;
 use super::failure;
+use crate::server::SharedState;
 
 /// What the answer needs besides the turn's outcome.
 #[derive(Clone)]

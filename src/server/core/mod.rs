@@ -1,7 +1,15 @@
 //! The conversation core every API surface hands its request to ([`handle_request`]): the mode,
-//! explicit mode's agent loop, or memory and the forward through [`super::prepare`]. The upstream
+//! explicit mode's agent loop, or memory and the forward through [`prepare`]. The upstream
 //! speaks Chat Completions, so the core reads its answers in that shape; each surface converts the
 //! request to it and the answer back.
+
+pub(in crate::server) mod exchange;
+pub(in crate::server) mod explicit;
+pub(in crate::server) mod forward;
+pub(in crate::server) mod native;
+pub(in crate::server) mod prepare;
+pub(in crate::server) mod stream;
+pub(in crate::server) mod surface;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -17,9 +25,9 @@ use crate::openai::accumulate::{AssistantReply, StreamAccumulator};
 use crate::openai::{ChatRequest, CompletionView, StreamOptions, Usage};
 use crate::upstream::request_headers;
 
-use super::auth::RequestContext;
-use super::forward::Reading;
-use super::SharedState;
+use crate::server::auth::RequestContext;
+use crate::server::SharedState;
+use forward::Reading;
 
 /// The mode named by a route prefix; an unknown prefix is an unknown route.
 pub fn route_mode(prefix: &str, rest: &str) -> Result<Mode, ProxyError> {
@@ -60,14 +68,13 @@ pub async fn handle_request(
     if client_body.is_none() {
         request.check_built()?;
     }
-    let mode = super::prepare::mode_for(
+    let mode = prepare::mode_for(
         resolve_mode(&headers, route_mode, state.config.mode)?,
         &request,
     );
-    let scope = super::prepare::admit(&state, &context, &headers, &request)?;
+    let scope = prepare::admit(&state, &context, &headers, &request)?;
     if mode == Mode::Explicit {
-        return super::explicit::handle(state, context, headers, request, scope, started, route)
-            .await;
+        return explicit::handle(state, context, headers, request, scope, started, route).await;
     }
 
     // Memproxy asks for usage on streams for its own accounting, and hides it again if the
@@ -75,7 +82,7 @@ pub async fn handle_request(
     let strip_usage = request.is_stream()
         && state.upstream.config.observe_stream_usage
         && !request.client_wants_usage();
-    let body: super::prepare::BodyOf = Box::new(move |rewrite, request| {
+    let body: prepare::BodyOf = Box::new(move |rewrite, request| {
         match (rewrite.request.as_ref(), strip_usage, client_body) {
             (None, false, Some(body)) => Ok(body),
             (rewritten, _, _) => {
@@ -101,7 +108,7 @@ pub async fn handle_request(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    let surface = super::prepare::Surface {
+    let surface = prepare::Surface {
         route,
         upstream: Arc::clone(&state.upstream),
         path: "/chat/completions",
@@ -114,7 +121,7 @@ pub async fn handle_request(
         },
         wants_stream: request.is_stream(),
     };
-    super::prepare::with_memory(state, &headers, (mode, scope), request, surface, started).await
+    prepare::with_memory(state, &headers, (mode, scope), request, surface, started).await
 }
 
 /// The replies of a whole Chat Completions answer; `Err` for a body that is no answer: not JSON

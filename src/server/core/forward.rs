@@ -17,7 +17,7 @@ use crate::upstream::response_headers;
 
 use super::exchange::ExchangeRecorder;
 use super::stream::{TeeSettings, TeeStream};
-use super::SharedState;
+use crate::server::SharedState;
 
 const MODE_RESPONSE_HEADER: HeaderName = HeaderName::from_static("x-memproxy-mode");
 

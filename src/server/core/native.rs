@@ -22,9 +22,9 @@ use crate::openai::{ChatMessage, ChatRequest};
 use crate::strategy::Plan;
 use crate::upstream::{request_headers, response_headers, Upstream};
 
-use super::auth::RequestContext;
 use super::forward::Reading;
-use super::SharedState;
+use crate::server::auth::RequestContext;
+use crate::server::SharedState;
 
 /// Applies a strategy's plan to an API's request (see `anthropic::native::apply`).
 pub type Apply = fn(&mut Map<String, Value>, &[ChatMessage], &[Option<usize>], &Plan);
@@ -145,7 +145,7 @@ pub async fn relay_raw(
         }
     }
     let config = &upstream.config;
-    let body = super::relay::cut_when_stalled(
+    let body = crate::server::relay::cut_when_stalled(
         answer.bytes_stream(),
         config.idle_timeout,
         started + config.total_timeout,

@@ -15,7 +15,7 @@ use crate::mode::Mode;
 use crate::openai::accumulate::AssistantReply;
 use crate::openai::{ChatRequest, Usage};
 
-use super::SharedState;
+use crate::server::SharedState;
 
 pub struct ExchangeRecorder {
     state: SharedState,
