@@ -106,7 +106,7 @@ pub(super) fn grounded(
     said: &[Said<'_>],
     capitals: bool,
 ) -> Result<super::grounding::Grounded, super::gates::Rejection> {
-    use super::grounding::{ground_in, Claim, SaidAs};
+    use super::grounding::{ground, Claim, SaidAs};
     let claim = Claim {
         text: &fact.text,
         quote: fact.quote.as_deref(),
@@ -114,7 +114,7 @@ pub(super) fn grounded(
         about: fact.about.as_deref(),
         commitment: fact.kind == "commitment",
     };
-    ground_in(&claim, said, &crate::dates::is_date_word, capitals).map_err(rejection)
+    ground(&claim, said, &crate::dates::is_date_word, capitals).map_err(rejection)
 }
 
 /// The gates' name for why a fact has no source in the user's statements.

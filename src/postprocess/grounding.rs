@@ -242,18 +242,10 @@ pub(super) fn names_and_numbers<'a>(
 }
 
 /// Checks a claim against the turns: its source in the user's statements, or why there is none.
-/// `date_word` names the words of the dates the system writes (see [`names_and_numbers`]).
+/// `date_word` names the words of the dates the system writes (see [`names_and_numbers`]); a
+/// capital is read as a name only with `capitals` (the text rules read the user's language:
+/// [`super::gates::Evidence::has_rules`]).
 pub fn ground(
-    claim: &Claim<'_>,
-    turns: &[Said<'_>],
-    date_word: &dyn Fn(&str) -> bool,
-) -> Result<Grounded, Ungrounded> {
-    ground_in(claim, turns, date_word, true)
-}
-
-/// [`ground`], reading capitals as names only with `capitals` (the text rules read the user's
-/// language: [`super::gates::Evidence::has_rules`]).
-pub fn ground_in(
     claim: &Claim<'_>,
     turns: &[Said<'_>],
     date_word: &dyn Fn(&str) -> bool,

@@ -39,6 +39,7 @@ fn a_quote_is_found_word_for_word_and_names_the_turn() {
         &claim("The user is 34 years old.", Some("i'm 34")),
         &TURNS,
         &months,
+        true,
     )
     .unwrap();
     assert_eq!(grounded.turn, 0);
@@ -53,13 +54,13 @@ fn the_assistants_words_are_not_the_users() {
         Some("try slow open-string exercises"),
     );
     assert_eq!(
-        ground(&suggestion, &TURNS, &months),
+        ground(&suggestion, &TURNS, &months, true),
         Err(Ungrounded::AssistantsWords)
     );
     // Without a quote: a place only the assistant named.
     let place = claim("The user plans a weekend in Chamrousse.", None);
     assert_eq!(
-        ground(&place, &TURNS, &months).and_then(|g| g.unsaid_check(&[])),
+        ground(&place, &TURNS, &months, true).and_then(|g| g.unsaid_check(&[])),
         Err(Ungrounded::AssistantsWords)
     );
     // The assistant's own commitment has the assistant's line as its source.
@@ -70,7 +71,7 @@ fn the_assistants_words_are_not_the_users() {
             Some("I will remind you on Friday"),
         )
     };
-    assert_eq!(ground(&promise, &TURNS, &months).unwrap().turn, 3);
+    assert_eq!(ground(&promise, &TURNS, &months, true).unwrap().turn, 3);
 }
 
 #[test]
@@ -79,30 +80,39 @@ fn questions_and_requests_state_no_fact() {
         "The user plays in fourth position.",
         Some("tips for fourth position"),
     );
-    assert_eq!(ground(&asked, &TURNS, &months), Err(Ungrounded::Asked));
+    assert_eq!(
+        ground(&asked, &TURNS, &months, true),
+        Err(Ungrounded::Asked)
+    );
     // A statement before a question in one sentence is still a statement.
     let stated = claim(
         "The user will take the second one.",
         Some("I'll take the second one"),
     );
-    assert_eq!(ground(&stated, &TURNS, &months).unwrap().turn, 2);
+    assert_eq!(ground(&stated, &TURNS, &months, true).unwrap().turn, 2);
     let booked = claim(
         "The user wants the assistant to book it.",
         Some("can you book it"),
     );
-    assert_eq!(ground(&booked, &TURNS, &months), Err(Ungrounded::Asked));
+    assert_eq!(
+        ground(&booked, &TURNS, &months, true),
+        Err(Ungrounded::Asked)
+    );
     // The model's own word for its source counts too.
     let request = Claim {
         said_as: Some(SaidAs::Request),
         ..claim("The user is 34 years old.", Some("I'm 34"))
     };
-    assert_eq!(ground(&request, &TURNS, &months), Err(Ungrounded::Asked));
+    assert_eq!(
+        ground(&request, &TURNS, &months, true),
+        Err(Ungrounded::Asked)
+    );
 }
 
 #[test]
 fn names_and_numbers_come_from_the_users_words() {
     let checked = |claim: &Claim<'_>, known: &[&str]| {
-        ground(claim, &TURNS, &months).and_then(|g| g.unsaid_check(known).map(|()| g))
+        ground(claim, &TURNS, &months, true).and_then(|g| g.unsaid_check(known).map(|()| g))
     };
     // A city from the prompt's example, in no turn.
     let copied = claim("The user moved to Porto with Ines.", None);
@@ -113,7 +123,7 @@ fn names_and_numbers_come_from_the_users_words() {
     assert_eq!(checked(&age, &[]), Err(Ungrounded::NameNotSaid));
     // A date the system resolved is its own writing, not a name.
     let dated = claim("The user's teacher Dorota is 71 as of March 3, 2026.", None);
-    assert_eq!(ground(&dated, &TURNS, &months).unwrap().turn, 0);
+    assert_eq!(ground(&dated, &TURNS, &months, true).unwrap().turn, 0);
 }
 
 #[test]
@@ -123,7 +133,7 @@ fn a_fact_about_someone_else_names_them() {
         ..claim("The user is 71 years old.", Some("Dorota Sikorska, is 71"))
     };
     assert_eq!(
-        ground(&teachers, &TURNS, &months),
+        ground(&teachers, &TURNS, &months, true),
         Err(Ungrounded::WrongSubject)
     );
     let named = Claim {
@@ -133,18 +143,18 @@ fn a_fact_about_someone_else_names_them() {
             Some("Dorota Sikorska, is 71"),
         )
     };
-    assert!(ground(&named, &TURNS, &months).is_ok());
+    assert!(ground(&named, &TURNS, &months, true).is_ok());
     let own = Claim {
         about: Some("user"),
         ..claim("The user is 34 years old.", Some("I'm 34"))
     };
-    assert!(ground(&own, &TURNS, &months).is_ok());
+    assert!(ground(&own, &TURNS, &months, true).is_ok());
 }
 
 #[test]
 fn without_a_quote_found_the_closest_statement_stands_in() {
     let paraphrase = claim("The user Ines is 34.", Some("words nobody said"));
-    let grounded = ground(&paraphrase, &TURNS, &months).unwrap();
+    let grounded = ground(&paraphrase, &TURNS, &months, true).unwrap();
     assert_eq!(grounded.turn, 0);
     assert_eq!(grounded.quote, "I'm Ines, I'm 34.");
     // Nothing the user stated shares two words with it.
@@ -152,7 +162,8 @@ fn without_a_quote_found_the_closest_statement_stands_in() {
         ground(
             &claim("The user enjoys quiet evenings.", None),
             &TURNS,
-            &months
+            &months,
+            true
         ),
         Err(Ungrounded::NoSource)
     );
@@ -169,14 +180,31 @@ fn text_in_other_scripts_is_read_by_punctuation_alone() {
         Some("wohne in München"),
     );
     assert_eq!(
-        ground(&home, &turns, &months).unwrap().quote,
+        ground(&home, &turns, &months, true).unwrap().quote,
         "wohne in München"
     );
     let asked = claim("Der Nutzer braucht Hilfe.", Some("Kannst du mir helfen"));
-    assert_eq!(ground(&asked, &turns, &months), Err(Ungrounded::Asked));
+    assert_eq!(
+        ground(&asked, &turns, &months, true),
+        Err(Ungrounded::Asked)
+    );
     let elsewhere = claim("Der Nutzer Jürgen wohnt in Berlin.", None);
     assert_eq!(
-        ground(&elsewhere, &turns, &months).and_then(|g| g.unsaid_check(&[])),
+        ground(&elsewhere, &turns, &months, true).and_then(|g| g.unsaid_check(&[])),
+        Err(Ungrounded::NameNotSaid)
+    );
+    // Where capitals are not read as names (a language whose nouns all have one), a noun the
+    // user did not say is no unsaid name, and a number still is.
+    let aged = claim("Der Nutzer Jürgen ist 40 Jahre alt.", None);
+    let noun = claim(
+        "Der Nutzer Jürgen wohnt in der Stadt München.",
+        Some("wohne in München"),
+    );
+    let read = |c| ground(c, &turns, &months, false).and_then(|g| g.unsaid_check(&[]));
+    assert_eq!(read(&aged), Err(Ungrounded::NameNotSaid));
+    assert!(read(&noun).is_ok());
+    assert_eq!(
+        ground(&noun, &turns, &months, true).and_then(|g| g.unsaid_check(&[])),
         Err(Ungrounded::NameNotSaid)
     );
 }
@@ -212,7 +240,7 @@ fn a_fact_that_never_names_the_user_is_about_the_person_it_names() {
         ..claim(text, None)
     };
     let subject_of = |text: &'static str| {
-        ground(&about_user(text), &turns, &months)
+        ground(&about_user(text), &turns, &months, true)
             .ok()
             .and_then(|g| g.subject)
     };
