@@ -174,6 +174,7 @@ impl Config {
                 Some("ANTHROPIC_API_KEY"),
             ),
             ("RESPONSES", &mut self.upstream.responses, None),
+            ("OLLAMA", &mut self.upstream.ollama, None),
         ] {
             if let Some(url) = non_empty(&format!("MEMPROXY_{api}_UPSTREAM_URL")) {
                 upstream.get_or_insert_with(Default::default).url = url;
@@ -254,6 +255,7 @@ impl Config {
         for (key, api) in [
             ("upstream.messages.url", &self.upstream.messages),
             ("upstream.responses.url", &self.upstream.responses),
+            ("upstream.ollama.url", &self.upstream.ollama),
         ] {
             if let Some(api) = api {
                 let url = reqwest::Url::parse(&api.url)

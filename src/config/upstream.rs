@@ -38,6 +38,10 @@ pub struct UpstreamConfig {
     pub messages: Option<ApiUpstream>,
     /// An upstream that speaks the OpenAI Responses API itself; unset: translated to `url`.
     pub responses: Option<ApiUpstream>,
+    /// An Ollama server (its base URL, `http://127.0.0.1:11434`): Ollama's own API (`/api/chat`,
+    /// `/api/generate`) goes there in its own shape, and its model routes (`/api/tags`,
+    /// `/api/show`, `/api/embed`, …) are relayed; unset: translated to `url`.
+    pub ollama: Option<ApiUpstream>,
 }
 
 impl Default for UpstreamConfig {
@@ -53,6 +57,7 @@ impl Default for UpstreamConfig {
             relay_shared_resources: false,
             messages: None,
             responses: None,
+            ollama: None,
         }
     }
 }

@@ -1,19 +1,62 @@
-//! Server-sent events: split a byte stream into whole events without changing a byte.
+//! Streamed answers split into whole events without changing a byte: server-sent events, or
+//! newline-delimited JSON (Ollama's streams).
 //!
 //! The relay forwards each event exactly as the upstream wrote it (so clients see the upstream's
-//! bytes), while the tee reads the `data:` payload of the same event. Events end at a blank line;
-//! all three line endings of the SSE spec (`\n`, `\r\n`, `\r`) are accepted.
+//! bytes), while the tee reads the payload of the same event ([`Framing::payload`]). SSE events
+//! end at a blank line; all three line endings of the SSE spec (`\n`, `\r\n`, `\r`) are
+//! accepted. An NDJSON event is one line.
 
 use bytes::{Bytes, BytesMut};
+
+/// How a stream's bytes divide into events.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Framing {
+    /// Server-sent events (`text/event-stream`): the payload is the `data:` lines.
+    #[default]
+    Events,
+    /// Newline-delimited JSON (`application/x-ndjson`): the payload is the line.
+    Lines,
+}
+
+impl Framing {
+    /// The content type a stream of this framing is sent with.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Framing::Events => "text/event-stream",
+            Framing::Lines => "application/x-ndjson",
+        }
+    }
+
+    /// The payload of one raw event, if it has any.
+    pub fn payload(self, raw: &[u8]) -> Option<String> {
+        match self {
+            Framing::Events => event_data(raw),
+            Framing::Lines => {
+                let line = String::from_utf8_lossy(raw);
+                let line = line.trim();
+                (!line.is_empty()).then(|| line.to_owned())
+            }
+        }
+    }
+}
 
 #[derive(Default)]
 pub struct SseSplitter {
     buffer: BytesMut,
     /// Bytes before this offset hold no event boundary; scanning resumes here.
     scanned: usize,
+    framing: Framing,
 }
 
 impl SseSplitter {
+    /// A splitter for a stream of the given framing.
+    pub fn new(framing: Framing) -> SseSplitter {
+        SseSplitter {
+            framing,
+            ..SseSplitter::default()
+        }
+    }
+
     pub fn push(&mut self, chunk: &[u8]) {
         self.buffer.extend_from_slice(chunk);
     }
@@ -33,6 +76,16 @@ impl SseSplitter {
     }
 
     fn find_boundary(&mut self) -> Option<usize> {
+        if self.framing == Framing::Lines {
+            let found = self.buffer[self.scanned..].iter().position(|b| *b == b'\n');
+            return match found {
+                Some(at) => Some(self.scanned + at + 1),
+                None => {
+                    self.scanned = self.buffer.len();
+                    None
+                }
+            };
+        }
         let bytes = &self.buffer[..];
         let mut index = self.scanned;
         while index < bytes.len() {
@@ -80,7 +133,11 @@ mod tests {
     use super::*;
 
     fn split_all(chunks: &[&str]) -> Vec<String> {
-        let mut splitter = SseSplitter::default();
+        split_framed(Framing::Events, chunks)
+    }
+
+    fn split_framed(framing: Framing, chunks: &[&str]) -> Vec<String> {
+        let mut splitter = SseSplitter::new(framing);
         let mut events = Vec::new();
         for chunk in chunks {
             splitter.push(chunk.as_bytes());
@@ -119,5 +176,19 @@ mod tests {
             Some("a\nb")
         );
         assert_eq!(event_data(b": comment\n\n"), None);
+    }
+
+    #[test]
+    fn splits_lines_across_chunk_boundaries_and_keeps_bytes() {
+        let lines = split_framed(
+            Framing::Lines,
+            &["{\"a\":", "1}\n{\"b\":2}\r\n", "\n{\"c\"", ":3}"],
+        );
+        assert_eq!(lines, ["{\"a\":1}\n", "{\"b\":2}\r\n", "\n", "{\"c\":3}"]);
+        assert_eq!(
+            Framing::Lines.payload(b"{\"b\":2}\r\n").as_deref(),
+            Some("{\"b\":2}")
+        );
+        assert_eq!(Framing::Lines.payload(b"\n"), None);
     }
 }

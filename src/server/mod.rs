@@ -17,6 +17,7 @@ mod extract;
 mod guard;
 mod listen;
 pub mod messages;
+pub mod ollama;
 mod openapi;
 mod ops;
 mod refusal;
@@ -53,6 +54,8 @@ pub struct AppState {
     pub messages_upstream: Option<Arc<Upstream>>,
     /// `[upstream.responses]`: the same for Responses requests.
     pub responses_upstream: Option<Arc<Upstream>>,
+    /// `[upstream.ollama]`: an Ollama server for Ollama's own API.
+    pub ollama_upstream: Option<Arc<Upstream>>,
     pub metrics: Arc<Metrics>,
     /// Post-processing hooks, each handed every finished exchange.
     pub hooks: Vec<SharedHook>,
@@ -99,10 +102,12 @@ impl AppState {
         };
         let messages_upstream = native(&config.upstream.messages, AuthHeader::XApiKey)?;
         let responses_upstream = native(&config.upstream.responses, AuthHeader::Authorization)?;
+        let ollama_upstream = native(&config.upstream.ollama, AuthHeader::Authorization)?;
         Ok(Arc::new(AppState {
             upstream: Arc::new(Upstream::new(&config.upstream)?),
             messages_upstream,
             responses_upstream,
+            ollama_upstream,
             metrics,
             tenant_keys: config.tenant_keys()?,
             rate_limiter: crate::limits::RateLimiter::new(&config.limits),

@@ -17,6 +17,7 @@ use super::{
 pub const SURFACES: &[super::surfaces::ApiSurface] = &[
     super::chat::SURFACE,
     super::messages::SURFACE,
+    super::ollama::SURFACE,
     super::responses::SURFACE,
 ];
 

@@ -93,6 +93,8 @@ pub struct Reading {
     pub whole: ReadWhole,
     /// Remove usage from a Chat Completions stream: memproxy asked for it, the client did not.
     pub strip_usage: bool,
+    /// How the API's stream divides into events (SSE, or Ollama's NDJSON).
+    pub framing: crate::openai::sse::Framing,
 }
 
 /// Relays the upstream's answer (a stream event by event, or the whole body) as it came, except
@@ -112,13 +114,14 @@ async fn relay_answer(
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("text/event-stream"));
+        .is_some_and(|value| value.starts_with(reading.framing.content_type()));
 
     if wants_stream && status.is_success() && is_event_stream {
         relayed.insert("x-accel-buffering", HeaderValue::from_static("no"));
         relayed.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         let settings = TeeSettings {
             watch: reading.watch,
+            framing: reading.framing,
             strip_usage: reading.strip_usage,
             idle_timeout: state.upstream.config.idle_timeout,
             total_timeout: state.upstream.config.total_timeout,

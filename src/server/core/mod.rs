@@ -118,6 +118,7 @@ pub async fn handle_request(
             watch: Box::<StreamAccumulator>::default(),
             whole: Box::new(completion_replies),
             strip_usage,
+            framing: Default::default(),
         },
         wants_stream: request.is_stream(),
     };

@@ -77,7 +77,8 @@ pub async fn handle(
         apply,
         reading,
     } = native;
-    let wants_stream = wire.get("stream") == Some(&Value::Bool(true));
+    // The neutral form says whether the API streams (Ollama streams unless told not to).
+    let wants_stream = neutral.is_stream();
     let body: super::prepare::BodyOf = Box::new(move |rewrite, neutral| match &rewrite.plan {
         None => Ok(body),
         Some(plan) => {

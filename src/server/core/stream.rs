@@ -22,13 +22,14 @@ use tokio::time::{Instant, Sleep};
 use crate::error::ProxyError;
 use crate::hooks::Outcome;
 use crate::openai::accumulate::Watch;
-use crate::openai::sse::{event_data, SseSplitter};
+use crate::openai::sse::{Framing, SseSplitter};
 
 use super::exchange::ExchangeRecorder;
 
 pub struct TeeStream {
     upstream: BoxStream<'static, reqwest::Result<Bytes>>,
     splitter: SseSplitter,
+    framing: Framing,
     ready: VecDeque<Bytes>,
     accumulator: Box<dyn Watch>,
     /// Remove usage from chunks: memproxy asked for it, the client did not.
@@ -44,6 +45,8 @@ pub struct TeeStream {
 pub struct TeeSettings {
     /// Reads the events into the reply (the API's own reader).
     pub watch: Box<dyn Watch>,
+    /// How the stream's bytes divide into events.
+    pub framing: Framing,
     pub strip_usage: bool,
     pub idle_timeout: Duration,
     pub total_timeout: Duration,
@@ -60,7 +63,8 @@ impl TeeStream {
         recorder.pause();
         TeeStream {
             upstream,
-            splitter: SseSplitter::default(),
+            splitter: SseSplitter::new(settings.framing),
+            framing: settings.framing,
             ready: VecDeque::new(),
             accumulator: settings.watch,
             strip_usage: settings.strip_usage,
@@ -74,7 +78,7 @@ impl TeeStream {
     }
 
     fn take_event(&mut self, raw: Bytes) {
-        let Some(data) = event_data(&raw) else {
+        let Some(data) = self.framing.payload(&raw) else {
             self.ready.push_back(raw);
             return;
         };

@@ -102,3 +102,53 @@ pub fn name_dropped_tools(headers: &mut HeaderMap, names: &[String]) {
         headers.insert("x-memproxy-dropped-tools", value);
     }
 }
+
+/// The message of an upstream error body, whatever its shape (OpenAI's `error.message`, a bare
+/// `message` or `error` string, or the text itself).
+pub fn error_message(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let parsed: Option<serde_json::Value> = serde_json::from_str(&text).ok();
+    let found = parsed.as_ref().and_then(|value| {
+        value["error"]["message"]
+            .as_str()
+            .or_else(|| value["message"].as_str())
+            .or_else(|| value["error"].as_str())
+            .map(str::to_owned)
+    });
+    found.unwrap_or_else(|| text.chars().take(500).collect())
+}
+
+/// A request of a translating surface's own to the Chat Completions upstream on a client's
+/// behalf (a model list, embeddings), with the credentials a chat request of that client would
+/// carry: the upstream's status and whole body.
+pub async fn ask_upstream(
+    state: &crate::server::SharedState,
+    context: &crate::server::auth::RequestContext,
+    headers: &HeaderMap,
+    request: (axum::http::Method, &str, Option<&serde_json::Value>),
+) -> Result<(StatusCode, Bytes), crate::error::ProxyError> {
+    let (method, path, body) = request;
+    let authorization = state.upstream.authorization(
+        context.client_authorization.as_ref(),
+        !state.tenant_keys.is_empty(),
+    );
+    let mut headers = crate::upstream::request_headers(headers, authorization, false);
+    let body = match body {
+        Some(body) => {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            Bytes::from(body.to_string())
+        }
+        None => Bytes::new(),
+    };
+    let response = state
+        .upstream
+        .send(method, path, headers, body.into())
+        .await?;
+    let status = response.status();
+    let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
+    let body = state.upstream.whole_body(response, deadline).await?;
+    Ok((status, body))
+}

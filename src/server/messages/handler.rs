@@ -113,6 +113,7 @@ async fn native(call: Call) -> Response {
                     watch: Box::<super::native::MessagesWatch>::default(),
                     whole: Box::new(|bytes: &[u8]| Ok(super::native::whole(bytes))),
                     strip_usage: false,
+                    framing: Default::default(),
                 },
             };
             crate::server::core::native::handle(state, context, mode, headers, request).await
@@ -214,7 +215,7 @@ async fn translate(response: Response, model: &str, sent: &[ChatMessage]) -> Res
             }
         }
     } else {
-        super::error_body(answer.status.as_u16(), &reply::error_message(&bytes))
+        super::error_body(answer.status.as_u16(), &surface::error_message(&bytes))
     };
     surface::json(answer.status, answer.kept, &out)
 }
@@ -333,26 +334,7 @@ async fn list_models(
     for name in ANTHROPIC_HEADERS {
         headers.remove(name);
     }
-    let authorization = state.upstream.authorization(
-        context.client_authorization.as_ref(),
-        !state.tenant_keys.is_empty(),
-    );
-    let headers = crate::upstream::request_headers(&headers, authorization, false);
-    let listed = async {
-        let response = state
-            .upstream
-            .send(
-                axum::http::Method::GET,
-                "/models",
-                headers,
-                Bytes::new().into(),
-            )
-            .await?;
-        let status = response.status();
-        let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
-        let body = state.upstream.whole_body(response, deadline).await?;
-        Ok::<_, ProxyError>((status, body))
-    };
+    let listed = surface::ask_upstream(&state, &context, &headers, (Method::GET, "/models", None));
     match listed.await {
         Ok((status, body)) if status.is_success() => {
             let list: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -361,7 +343,7 @@ async fn list_models(
         Ok((status, body)) => surface::json(
             status,
             HeaderMap::new(),
-            &super::error_body(status.as_u16(), &reply::error_message(&body)),
+            &super::error_body(status.as_u16(), &surface::error_message(&body)),
         ),
         Err(error) => super::error_response(&error),
     }

@@ -81,21 +81,6 @@ pub fn message(completion: &Value, model: &str) -> Value {
     })
 }
 
-/// The message of an upstream error body, whatever its shape (OpenAI's `error.message`, a bare
-/// `message` or `error` string, or the text itself).
-pub fn error_message(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let parsed: Option<Value> = serde_json::from_str(&text).ok();
-    let found = parsed.as_ref().and_then(|value| {
-        value["error"]["message"]
-            .as_str()
-            .or_else(|| value["message"].as_str())
-            .or_else(|| value["error"].as_str())
-            .map(str::to_owned)
-    });
-    found.unwrap_or_else(|| text.chars().take(500).collect())
-}
-
 /// An OpenAI model list (`{"data": [{"id", "created"}]}`) as Anthropic's
 /// (`{"data": [{"type": "model", "id", "display_name", "created_at"}], "has_more", "first_id",
 /// "last_id"}`).

@@ -222,6 +222,7 @@ async fn native(
                 Ok(read)
             }),
             strip_usage: false,
+            framing: Default::default(),
         },
     };
     crate::server::core::native::handle(state, context, mode, headers, request).await

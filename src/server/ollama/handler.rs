@@ -1,0 +1,356 @@
+//! Ollama's routes, with and without a strategy prefix (`/api/chat`, `/implicit/api/chat`):
+//! `chat` and `generate` are translated to Chat Completions and go through the same exchange as
+//! `/v1/chat/completions` (identity, strategy, recall log, agent loop), so one user keeps one
+//! memory across APIs; their answers, streams and errors come back in Ollama's shape. With an
+//! Ollama upstream (`[upstream.ollama]`) they go there natively ([`super::native`]) and every
+//! other `/api/…` route is relayed byte for byte; without one, the model routes Ollama's clients
+//! call around a chat (`tags`, `show`, `version`, `embed`) are answered from the Chat Completions
+//! upstream, and the model-management routes (`pull`, `create`, `ps`, …) are unknown.
+
+use std::time::Instant;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::Response;
+use axum::routing::{any, get, post};
+use axum::{Extension, Router};
+use serde_json::{json, Value};
+
+use super::reply::{self, Route};
+use super::{error_body, error_response};
+use crate::error::ProxyError;
+use crate::identity::resolve_mode;
+use crate::mode::Mode;
+
+use crate::server::auth::RequestContext;
+use crate::server::core::route_mode;
+use crate::server::core::surface::{self, CoreAnswer};
+use crate::server::extract::LimitedBody;
+use crate::server::SharedState;
+
+/// The surface's routes.
+pub fn routes() -> Router<SharedState> {
+    let mut router = Router::new();
+    for prefix in ["", "/{mode}"] {
+        router = router
+            .route(&format!("{prefix}/api/chat"), post(chat))
+            .route(&format!("{prefix}/api/generate"), post(generate))
+            .route(&format!("{prefix}/api/tags"), get(tags))
+            .route(&format!("{prefix}/api/show"), post(show))
+            .route(&format!("{prefix}/api/version"), get(version))
+            .route(&format!("{prefix}/api/embed"), post(embed))
+            .route(&format!("{prefix}/api/embeddings"), post(embed))
+            .route(&format!("{prefix}/api/{{*rest}}"), any(other));
+    }
+    router
+}
+
+/// The mode a path's prefix names (`/explicit/api/chat`), `None` without one; an unknown prefix
+/// is an unknown route.
+fn mode_of(uri: &Uri) -> Result<Option<Mode>, ProxyError> {
+    let path = uri.path();
+    if path.starts_with("/api/") {
+        return Ok(None);
+    }
+    let trimmed = path.trim_start_matches('/');
+    let (prefix, rest) = trimmed.split_once('/').unwrap_or((trimmed, ""));
+    route_mode(prefix, &format!("/{rest}")).map(Some)
+}
+
+/// The path after the mode prefix (`/api/chat`).
+fn api_path(uri: &Uri) -> &str {
+    let path = uri.path();
+    path.find("/api/").map_or(path, |at| &path[at..])
+}
+
+async fn chat(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<LimitedBody, ProxyError>,
+) -> Response {
+    conversation(state, context, (uri, headers), body, Route::Chat).await
+}
+
+async fn generate(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<LimitedBody, ProxyError>,
+) -> Response {
+    conversation(state, context, (uri, headers), body, Route::Generate).await
+}
+
+async fn conversation(
+    state: SharedState,
+    context: RequestContext,
+    (uri, headers): (Uri, HeaderMap),
+    body: Result<LimitedBody, ProxyError>,
+    route: Route,
+) -> Response {
+    let started = Instant::now();
+    let read = mode_of(&uri).and_then(|mode| Ok((mode, body?.0)));
+    let (mode, body) = match read {
+        Ok(read) => read,
+        Err(error) => return error_response(&error),
+    };
+    if let Some(upstream) = state.ollama_upstream.clone() {
+        match resolve_mode(&headers, mode, state.config.mode) {
+            // The agent loop runs on the Chat Completions upstream: translated below.
+            Ok(Mode::Explicit) => {}
+            Ok(mode) => {
+                let call = (state, context, mode, headers, body, upstream);
+                return super::native::handle(call, route).await;
+            }
+            Err(error) => return error_response(&error),
+        }
+    }
+    let wire = match crate::openai::translate::json_object(&body) {
+        Ok(wire) => wire,
+        Err(error) => return error_response(&error),
+    };
+    let converted = match route {
+        Route::Chat => super::from_chat(&wire),
+        Route::Generate => super::from_generate(&wire),
+    };
+    let chat = match converted {
+        Ok(Some(chat)) => chat,
+        Ok(None) => {
+            let model = wire
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let loaded = reply::loaded(route, model);
+            return surface::json(StatusCode::OK, HeaderMap::new(), &loaded);
+        }
+        Err(error) => return error_response(&error),
+    };
+    let model = chat.model.clone().unwrap_or_default();
+    let exchange = crate::server::core::Exchange {
+        route_mode: mode,
+        request: chat,
+        client_body: None,
+        route: match route {
+            Route::Chat => "/api/chat",
+            Route::Generate => "/api/generate",
+        },
+    };
+    match crate::server::core::handle_request(state, context, headers, exchange).await {
+        Ok(response) => translate(response, route, &model, started).await,
+        Err(error) => error_response(&error),
+    }
+}
+
+/// A Chat Completions answer (whole, streamed or an error) in Ollama's shape; memproxy's own
+/// headers and the request id are kept.
+async fn translate(response: Response, route: Route, model: &str, started: Instant) -> Response {
+    let answer = CoreAnswer::of(response);
+    if answer.status.is_success() && answer.streamed {
+        let lines =
+            super::events::translate(CoreAnswer::into_stream(answer.body), route, model, started);
+        let mut headers = answer.kept;
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-ndjson"),
+        );
+        return surface::build(answer.status, headers, axum::body::Body::from_stream(lines));
+    }
+    let bytes = match axum::body::to_bytes(answer.body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(error) => return error_response(&ProxyError::UpstreamBroken(error.to_string())),
+    };
+    let out = if answer.status.is_success() {
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(completion) if completion["choices"][0]["message"].is_object() => {
+                let total = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+                reply::whole(route, &completion, model, total)
+            }
+            _ => {
+                let error = ProxyError::UpstreamBroken(
+                    "the upstream's answer is not a chat completion".to_owned(),
+                );
+                return error_response(&error);
+            }
+        }
+    } else {
+        error_body(&surface::error_message(&bytes))
+    };
+    surface::json(answer.status, answer.kept, &out)
+}
+
+/// Any `/api/…` route with an Ollama upstream: relayed as it is.
+async fn relay(
+    state: &SharedState,
+    context: &RequestContext,
+    request: (&Uri, &HeaderMap, Method, Bytes),
+) -> Option<Response> {
+    let upstream = state.ollama_upstream.as_ref()?;
+    let (uri, headers, method, body) = request;
+    let path = match uri.query() {
+        Some(query) => format!("{}?{query}", api_path(uri)),
+        None => api_path(uri).to_owned(),
+    };
+    let relayed = crate::server::core::native::relay_raw(
+        state,
+        context,
+        headers,
+        upstream,
+        (method, path.as_str(), body),
+        None,
+    )
+    .await;
+    Some(relayed.unwrap_or_else(|error| error_response(&error)))
+}
+
+/// `GET /api/tags`: the Ollama server's list, or the Chat Completions upstream's models.
+async fn tags(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(error) = mode_of(&uri) {
+        return error_response(&error);
+    }
+    let request = (&uri, &headers, Method::GET, Bytes::new());
+    if let Some(relayed) = relay(&state, &context, request).await {
+        return relayed;
+    }
+    let asked = (Method::GET, "/models", None);
+    match surface::ask_upstream(&state, &context, &headers, asked).await {
+        Ok((status, body)) if status.is_success() => {
+            let list: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            surface::json(status, HeaderMap::new(), &reply::tags(&list))
+        }
+        Ok((status, body)) => upstream_error(status, &body),
+        Err(error) => error_response(&error),
+    }
+}
+
+fn upstream_error(status: StatusCode, body: &[u8]) -> Response {
+    let message = surface::error_message(body);
+    surface::json(status, HeaderMap::new(), &error_body(&message))
+}
+
+/// `POST /api/show`: the Ollama server's answer, or what can be said of a Chat Completions
+/// upstream's model.
+async fn show(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<LimitedBody, ProxyError>,
+) -> Response {
+    let body = match mode_of(&uri).and(body) {
+        Ok(LimitedBody(body)) => body,
+        Err(error) => return error_response(&error),
+    };
+    let request = (&uri, &headers, Method::POST, body.clone());
+    if let Some(relayed) = relay(&state, &context, request).await {
+        return relayed;
+    }
+    let named = crate::openai::translate::json_object(&body).and_then(|wire| {
+        ["model", "name"]
+            .iter()
+            .find_map(|key| wire.get(*key).and_then(Value::as_str).map(str::to_owned))
+            .filter(|name| !name.is_empty())
+            .ok_or_else(|| ProxyError::invalid("model is required", Some("model")))
+    });
+    match named {
+        Ok(_) => surface::json(StatusCode::OK, HeaderMap::new(), &reply::show()),
+        Err(error) => error_response(&error),
+    }
+}
+
+/// `GET /api/version`: the Ollama server's, or the API version this surface speaks.
+async fn version(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(error) = mode_of(&uri) {
+        return error_response(&error);
+    }
+    let request = (&uri, &headers, Method::GET, Bytes::new());
+    if let Some(relayed) = relay(&state, &context, request).await {
+        return relayed;
+    }
+    let answer = json!({"version": super::API_VERSION});
+    surface::json(StatusCode::OK, HeaderMap::new(), &answer)
+}
+
+/// `POST /api/embed` (and the older `/api/embeddings`): the Ollama server's, or the Chat
+/// Completions upstream's `/embeddings` in Ollama's shape.
+async fn embed(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<LimitedBody, ProxyError>,
+) -> Response {
+    let body = match mode_of(&uri).and(body) {
+        Ok(LimitedBody(body)) => body,
+        Err(error) => return error_response(&error),
+    };
+    let request = (&uri, &headers, Method::POST, body.clone());
+    if let Some(relayed) = relay(&state, &context, request).await {
+        return relayed;
+    }
+    let legacy = api_path(&uri) == "/api/embeddings";
+    let asked = crate::openai::translate::json_object(&body).and_then(|wire| {
+        let model = super::model(&wire)?;
+        let input = match (legacy, wire.get("input"), wire.get("prompt")) {
+            (false, Some(input @ (Value::String(_) | Value::Array(_))), _) => input.clone(),
+            (true, _, Some(prompt @ Value::String(_))) => prompt.clone(),
+            (false, ..) => return Err(ProxyError::invalid("input is required", Some("input"))),
+            (true, ..) => return Err(ProxyError::invalid("prompt is required", Some("prompt"))),
+        };
+        let mut out = json!({"model": model, "input": input});
+        if let Some(dimensions) = wire.get("dimensions").filter(|d| d.is_u64()) {
+            out["dimensions"] = dimensions.clone();
+        }
+        Ok((model, out))
+    });
+    let (model, asked) = match asked {
+        Ok(asked) => asked,
+        Err(error) => return error_response(&error),
+    };
+    let request = (Method::POST, "/embeddings", Some(&asked));
+    match surface::ask_upstream(&state, &context, &headers, request).await {
+        Ok((status, body)) if status.is_success() => {
+            let answer: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let out = reply::embeddings(&answer, &model, legacy);
+            surface::json(status, HeaderMap::new(), &out)
+        }
+        Ok((status, body)) => upstream_error(status, &body),
+        Err(error) => error_response(&error),
+    }
+}
+
+/// Any other `/api/…` route: relayed to an Ollama upstream, else unknown (managing models is
+/// the Ollama server's, and a Chat Completions upstream has no such routes).
+async fn other(
+    State(state): State<SharedState>,
+    Extension(context): Extension<RequestContext>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Result<LimitedBody, ProxyError>,
+) -> Response {
+    let body = match mode_of(&uri).and(body) {
+        Ok(LimitedBody(body)) => body,
+        Err(error) => return error_response(&error),
+    };
+    let request = (&uri, &headers, method.clone(), body);
+    if let Some(relayed) = relay(&state, &context, request).await {
+        return relayed;
+    }
+    error_response(&ProxyError::NotFound {
+        method: method.to_string(),
+        path: uri.path().to_owned(),
+    })
+}
