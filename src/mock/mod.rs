@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 mod completion;
 mod memory_llm;
 mod native;
+mod ollama;
 
 use completion::{cached_prefix, sse_response, words, Completion, StreamEnd};
 use memory_llm::{memory_default, MARKERS};
@@ -140,6 +141,10 @@ impl MockUpstream {
                 get(native::stored_response).delete(native::delete_response),
             )
             .route("/v1/embeddings", post(embeddings))
+            .route("/api/chat", post(ollama::chat))
+            .route("/api/generate", post(ollama::generate))
+            .route("/api/tags", get(ollama::tags))
+            .route("/api/{*rest}", any(ollama::other))
             .fallback(any(echo))
             .with_state(Arc::clone(&state));
         let shutdown = stop.clone();

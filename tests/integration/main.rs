@@ -57,6 +57,7 @@ mod memory_transfer;
 mod messages;
 mod migrate;
 mod native;
+mod ollama;
 mod one_memory;
 mod postgres_faults;
 mod process;

@@ -53,7 +53,12 @@ async fn run_prepared(
                 ..ApiUpstream::default()
             };
             c.upstream.messages = Some(upstream.clone());
-            c.upstream.responses = Some(upstream);
+            c.upstream.responses = Some(upstream.clone());
+            // Ollama's API lives at the server's root, not under /v1.
+            c.upstream.ollama = Some(ApiUpstream {
+                url: upstream.url.trim_end_matches("/v1").to_owned(),
+                ..upstream
+            });
         }
     })
     .await;
@@ -191,3 +196,36 @@ const RESPONSES_CHECKS: [&str; 10] = [
     "rate-limit",
     "auth",
 ];
+
+const OLLAMA_CHECKS: [&str; 11] = [
+    "chat",
+    "stream",
+    "tools",
+    "stream-tools",
+    "tool-result",
+    "generate",
+    "models",
+    "embed",
+    "rate-limit",
+    "bad-request",
+    "auth",
+];
+
+/// The official `ollama` client, as Ollama's apps use it, against Ollama's API translated to the
+/// Chat Completions upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_ollama_client_works_through_memproxy() {
+    run_script("ollama_conformance.py", "/implicit", &OLLAMA_CHECKS).await;
+}
+
+/// The same against an Ollama server upstream (`[upstream.ollama]`): chat and generate relayed
+/// in Ollama's shape with memory, the model routes relayed as they are. (Ollama itself judges a
+/// malformed request there, so no bad-request check.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_ollama_client_works_through_an_ollama_upstream() {
+    let checks: Vec<&str> = OLLAMA_CHECKS
+        .into_iter()
+        .filter(|check| *check != "bad-request")
+        .collect();
+    run_script_on("ollama_conformance.py", "/implicit", &checks, true).await;
+}
