@@ -9,7 +9,8 @@
 //! Responses answer logged for `previous_response_id`), against the same direct chat request.
 //! `messages-native` and `responses-native` ask a second memproxy configured with an upstream per
 //! API (`[upstream.messages]`, `[upstream.responses]`, the mock speaking both), against the same
-//! request sent to the mock directly: the same-API relay.
+//! request sent to the mock directly: the same-API relay. `ollama` asks Ollama's `/api/chat`
+//! (translated, NDJSON streams), `ollama-native` the same relayed to `[upstream.ollama]`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,7 +36,8 @@ pub struct ProxyBench {
     #[arg(long, default_value_t = 4)]
     rounds: usize,
     /// APIs asked through memproxy: chat, messages, responses (translated to the chat upstream),
-    /// messages-native, responses-native (relayed to an upstream of that API); comma-separated.
+    /// ollama (translated to the chat upstream), messages-native, responses-native,
+    /// ollama-native (relayed to an upstream of that API); comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "chat")]
     api: Vec<String>,
 }
@@ -72,6 +74,10 @@ pub async fn run(options: ProxyBench) -> anyhow::Result<()> {
     };
     native_config.upstream.messages = Some(api_upstream.clone());
     native_config.upstream.responses = Some(api_upstream);
+    native_config.upstream.ollama = Some(crate::upstream::ApiUpstream {
+        url: mock.addr_url(),
+        ..Default::default()
+    });
     native_config.data_dir = data.path().join("native");
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let server = crate::server::start_on(listener, config, Arc::new(LogExchanges)).await?;
@@ -185,8 +191,10 @@ fn request_body(api: &str, stream: bool) -> anyhow::Result<Value> {
             "system": SYSTEM, "messages": [{"role": "user", "content": QUESTION}]}),
         "responses" => json!({"model": "mock-model", "stream": stream,
             "instructions": SYSTEM, "input": QUESTION}),
+        "ollama" => json!({"model": "mock-model", "stream": stream, "messages": [
+            {"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]}),
         other => anyhow::bail!(
-            "unknown API '{other}' (chat, messages, responses, messages-native, responses-native)"
+            "unknown API '{other}' (chat, messages, responses, ollama, and each -native)"
         ),
     })
 }
@@ -196,7 +204,8 @@ fn path_of(api: &str) -> anyhow::Result<&'static str> {
         "chat" => "/v1/chat/completions",
         "messages" => "/v1/messages",
         "responses" => "/v1/responses",
-        other => anyhow::bail!("unknown API '{other}' (chat, messages, responses)"),
+        "ollama" => "/api/chat",
+        other => anyhow::bail!("unknown API '{other}' (chat, messages, responses, ollama)"),
     })
 }
 

@@ -21,10 +21,9 @@ fn asked(body: &Value) -> String {
     if let Some(prompt) = body["prompt"].as_str() {
         return prompt.to_owned();
     }
-    let messages = body["messages"].as_array().into_iter().flatten();
+    let mut messages = body["messages"].as_array().into_iter().flatten();
     messages
-        .filter(|m| m["role"] == "user")
-        .next_back()
+        .rfind(|m| m["role"] == "user")
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default()
         .to_owned()
