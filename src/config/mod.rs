@@ -479,6 +479,7 @@ mod tests {
             ("ANTHROPIC_API_KEY", "sk-ant"),
             ("MEMPROXY_RESPONSES_UPSTREAM_URL", "http://127.0.0.1:9/v1"),
             ("MEMPROXY_RESPONSES_UPSTREAM_API_KEY", "sk-resp"),
+            ("MEMPROXY_OLLAMA_UPSTREAM_URL", "http://127.0.0.1:11434"),
         ]);
         let config = Config::load(Some(&file), &env, &Overrides::default()).expect("loads");
         let messages = config.upstream.messages.as_ref().expect("messages");
@@ -493,6 +494,9 @@ mod tests {
             responses.api_key.as_ref().map(Secret::expose),
             Some("sk-resp")
         );
+        let ollama = config.upstream.ollama.as_ref().expect("ollama");
+        assert_eq!(ollama.url, "http://127.0.0.1:11434");
+        assert!(ollama.api_key.is_none());
         // Without its section, no key of another API is picked up.
         let config = Config::load(
             None,
