@@ -63,6 +63,18 @@ pub fn finish_reason(chunk: &Value) -> Option<&str> {
     chunk["choices"][0]["finish_reason"].as_str()
 }
 
+/// A tool call's arguments (a JSON string in Chat Completions) as the object other APIs carry:
+/// `{}` when the model wrote none, text that is not a JSON object kept under `arguments`.
+pub fn arguments_object(text: &str) -> Value {
+    if text.trim().is_empty() {
+        return serde_json::json!({});
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(object @ Value::Object(_)) => object,
+        _ => serde_json::json!({ "arguments": text }),
+    }
+}
+
 /// Copies the settings another API shares with Chat Completions into a translated request
 /// (`(their name, Chat Completions name)`, nulls left out), and asks for usage on a stream (the
 /// other API's stream reports it).

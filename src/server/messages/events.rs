@@ -9,7 +9,7 @@ use axum::body::Bytes;
 use futures_util::stream::BoxStream;
 use serde_json::{json, Value};
 
-use super::reply::{message_id, stop_reason, tool_input};
+use super::reply::{message_id, stop_reason};
 use crate::openai::translate::{
     finish_reason, read_event, text_delta, translate_stream, ChatEvent, StreamTranslator, ToolCalls,
 };
@@ -127,7 +127,7 @@ impl Translator {
                 "content_block_delta",
                 &json!({"type": "content_block_delta", "index": index, "delta": {
                     "type": "input_json_delta",
-                    "partial_json": tool_input(&call.arguments).to_string()}}),
+                    "partial_json": crate::openai::translate::arguments_object(&call.arguments).to_string()}}),
             ));
             out.push(event(
                 "content_block_stop",

@@ -27,18 +27,6 @@ pub fn stop_reason(finish: Option<&str>) -> &'static str {
     }
 }
 
-/// A tool call's arguments as the `input` object Anthropic clients expect (`{}` when the model
-/// wrote none; text that is not a JSON object is kept under `arguments`).
-pub fn tool_input(arguments: &str) -> Value {
-    if arguments.trim().is_empty() {
-        return json!({});
-    }
-    match serde_json::from_str::<Value>(arguments) {
-        Ok(object @ Value::Object(_)) => object,
-        _ => json!({"arguments": arguments}),
-    }
-}
-
 /// Chat usage → Anthropic usage (cached prompt tokens as `cache_read_input_tokens`).
 pub fn usage(completion: &Value) -> Value {
     let usage = &completion["usage"];
@@ -66,7 +54,7 @@ pub fn message(completion: &Value, model: &str) -> Value {
             "type": "tool_use",
             "id": call["id"].as_str().unwrap_or_default(),
             "name": call["function"]["name"].as_str().unwrap_or_default(),
-            "input": tool_input(call["function"]["arguments"].as_str().unwrap_or_default()),
+            "input": crate::openai::translate::arguments_object(call["function"]["arguments"].as_str().unwrap_or_default()),
         }));
     }
     json!({

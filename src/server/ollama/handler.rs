@@ -181,14 +181,22 @@ async fn translate(response: Response, route: Route, model: &str, started: Insta
     surface::json(answer.status, answer.kept, &out)
 }
 
-/// Any `/api/…` route with an Ollama upstream: relayed as it is.
-async fn relay(
+/// A model route's request with its prefix checked and its body read: relayed as it is to an
+/// Ollama upstream (`Err`, with the answer, as for any refusal), else handed back to be answered
+/// from the Chat Completions upstream.
+async fn relayed_or_read(
     state: &SharedState,
     context: &RequestContext,
-    request: (&Uri, &HeaderMap, Method, Bytes),
-) -> Option<Response> {
-    let upstream = state.ollama_upstream.as_ref()?;
-    let (uri, headers, method, body) = request;
+    (method, uri, headers): (Method, &Uri, &HeaderMap),
+    body: Result<LimitedBody, ProxyError>,
+) -> Result<Bytes, Response> {
+    let body = match mode_of(uri).and(body) {
+        Ok(LimitedBody(body)) => body,
+        Err(error) => return Err(error_response(&error)),
+    };
+    let Some(upstream) = state.ollama_upstream.as_ref() else {
+        return Ok(body);
+    };
     let path = match uri.query() {
         Some(query) => format!("{}?{query}", api_path(uri)),
         None => api_path(uri).to_owned(),
@@ -202,7 +210,7 @@ async fn relay(
         None,
     )
     .await;
-    Some(relayed.unwrap_or_else(|error| error_response(&error)))
+    Err(relayed.unwrap_or_else(|error| error_response(&error)))
 }
 
 /// `GET /api/tags`: the Ollama server's list, or the Chat Completions upstream's models.
@@ -212,12 +220,10 @@ async fn tags(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(error) = mode_of(&uri) {
-        return error_response(&error);
-    }
-    let request = (&uri, &headers, Method::GET, Bytes::new());
-    if let Some(relayed) = relay(&state, &context, request).await {
-        return relayed;
+    let empty = Ok(LimitedBody(Bytes::new()));
+    let request = (Method::GET, &uri, &headers);
+    if let Err(answered) = relayed_or_read(&state, &context, request, empty).await {
+        return answered;
     }
     let asked = (Method::GET, "/models", None);
     match surface::ask_upstream(&state, &context, &headers, asked).await {
@@ -244,14 +250,11 @@ async fn show(
     headers: HeaderMap,
     body: Result<LimitedBody, ProxyError>,
 ) -> Response {
-    let body = match mode_of(&uri).and(body) {
-        Ok(LimitedBody(body)) => body,
-        Err(error) => return error_response(&error),
+    let request = (Method::POST, &uri, &headers);
+    let body = match relayed_or_read(&state, &context, request, body).await {
+        Ok(body) => body,
+        Err(answered) => return answered,
     };
-    let request = (&uri, &headers, Method::POST, body.clone());
-    if let Some(relayed) = relay(&state, &context, request).await {
-        return relayed;
-    }
     let named = crate::openai::translate::json_object(&body).and_then(|wire| {
         ["model", "name"]
             .iter()
@@ -272,12 +275,10 @@ async fn version(
     uri: Uri,
     headers: HeaderMap,
 ) -> Response {
-    if let Err(error) = mode_of(&uri) {
-        return error_response(&error);
-    }
-    let request = (&uri, &headers, Method::GET, Bytes::new());
-    if let Some(relayed) = relay(&state, &context, request).await {
-        return relayed;
+    let empty = Ok(LimitedBody(Bytes::new()));
+    let request = (Method::GET, &uri, &headers);
+    if let Err(answered) = relayed_or_read(&state, &context, request, empty).await {
+        return answered;
     }
     let answer = json!({"version": super::API_VERSION});
     surface::json(StatusCode::OK, HeaderMap::new(), &answer)
@@ -292,14 +293,11 @@ async fn embed(
     headers: HeaderMap,
     body: Result<LimitedBody, ProxyError>,
 ) -> Response {
-    let body = match mode_of(&uri).and(body) {
-        Ok(LimitedBody(body)) => body,
-        Err(error) => return error_response(&error),
+    let request = (Method::POST, &uri, &headers);
+    let body = match relayed_or_read(&state, &context, request, body).await {
+        Ok(body) => body,
+        Err(answered) => return answered,
     };
-    let request = (&uri, &headers, Method::POST, body.clone());
-    if let Some(relayed) = relay(&state, &context, request).await {
-        return relayed;
-    }
     let legacy = api_path(&uri) == "/api/embeddings";
     let asked = crate::openai::translate::json_object(&body).and_then(|wire| {
         let model = super::model(&wire)?;
@@ -341,13 +339,9 @@ async fn other(
     headers: HeaderMap,
     body: Result<LimitedBody, ProxyError>,
 ) -> Response {
-    let body = match mode_of(&uri).and(body) {
-        Ok(LimitedBody(body)) => body,
-        Err(error) => return error_response(&error),
-    };
-    let request = (&uri, &headers, method.clone(), body);
-    if let Some(relayed) = relay(&state, &context, request).await {
-        return relayed;
+    let request = (method.clone(), &uri, &headers);
+    if let Err(answered) = relayed_or_read(&state, &context, request, body).await {
+        return answered;
     }
     error_response(&ProxyError::NotFound {
         method: method.to_string(),

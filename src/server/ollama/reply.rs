@@ -25,25 +25,13 @@ pub fn done_reason(finish: Option<&str>) -> &'static str {
     }
 }
 
-/// A tool call's arguments as the object Ollama's clients read (`{}` for none; text that is not
-/// a JSON object kept under `arguments`).
-pub fn arguments(text: &str) -> Value {
-    if text.trim().is_empty() {
-        return json!({});
-    }
-    match serde_json::from_str::<Value>(text) {
-        Ok(object @ Value::Object(_)) => object,
-        _ => json!({"arguments": text}),
-    }
-}
-
 /// Ollama's tool calls for gathered `(id, name, arguments)` calls.
 pub fn tool_calls<'a>(calls: impl Iterator<Item = (&'a str, &'a str, &'a str)>) -> Vec<Value> {
     calls
         .enumerate()
         .map(|(index, (id, name, text))| {
             json!({"id": id, "function": {"index": index, "name": name,
-                "arguments": arguments(text)}})
+                "arguments": crate::openai::translate::arguments_object(text)}})
         })
         .collect()
 }
