@@ -57,6 +57,11 @@ impl SseSplitter {
         }
     }
 
+    /// The framing it splits by.
+    pub fn framing(&self) -> Framing {
+        self.framing
+    }
+
     pub fn push(&mut self, chunk: &[u8]) {
         self.buffer.extend_from_slice(chunk);
     }

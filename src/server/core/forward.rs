@@ -110,13 +110,13 @@ async fn relay_answer(
     deadline: tokio::time::Instant,
 ) -> Result<Response, ProxyError> {
     let status = upstream.status();
-    let is_event_stream = upstream
+    let is_stream = upstream
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
         .is_some_and(|value| value.starts_with(reading.framing.content_type()));
 
-    if wants_stream && status.is_success() && is_event_stream {
+    if wants_stream && status.is_success() && is_stream {
         relayed.insert("x-accel-buffering", HeaderValue::from_static("no"));
         relayed.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         let settings = TeeSettings {

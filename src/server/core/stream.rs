@@ -29,7 +29,6 @@ use super::exchange::ExchangeRecorder;
 pub struct TeeStream {
     upstream: BoxStream<'static, reqwest::Result<Bytes>>,
     splitter: SseSplitter,
-    framing: Framing,
     ready: VecDeque<Bytes>,
     accumulator: Box<dyn Watch>,
     /// Remove usage from chunks: memproxy asked for it, the client did not.
@@ -64,7 +63,6 @@ impl TeeStream {
         TeeStream {
             upstream,
             splitter: SseSplitter::new(settings.framing),
-            framing: settings.framing,
             ready: VecDeque::new(),
             accumulator: settings.watch,
             strip_usage: settings.strip_usage,
@@ -78,7 +76,7 @@ impl TeeStream {
     }
 
     fn take_event(&mut self, raw: Bytes) {
-        let Some(data) = self.framing.payload(&raw) else {
+        let Some(data) = self.splitter.framing().payload(&raw) else {
             self.ready.push_back(raw);
             return;
         };

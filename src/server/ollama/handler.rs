@@ -102,7 +102,14 @@ async fn conversation(
             // The agent loop runs on the Chat Completions upstream: translated below.
             Ok(Mode::Explicit) => {}
             Ok(mode) => {
-                let call = (state, context, mode, headers, body, upstream);
+                let call = crate::server::core::native::Call {
+                    state,
+                    context,
+                    mode,
+                    headers,
+                    body,
+                    upstream,
+                };
                 return super::native::handle(call, route).await;
             }
             Err(error) => return error_response(&error),

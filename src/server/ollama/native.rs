@@ -5,39 +5,30 @@
 //! not come here (its agent loop runs on the Chat Completions upstream), nor does a request
 //! memproxy cannot read (relayed as it is, and the answer says so).
 
-use std::sync::Arc;
-
 use axum::body::Bytes;
-use axum::http::{HeaderMap, Method};
+use axum::http::Method;
 use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 use super::reply::Route;
 use crate::error::ProxyError;
-use crate::mode::Mode;
 use crate::openai::accumulate::{AssistantReply, Watch};
 use crate::openai::sse::Framing;
 use crate::openai::{ChatMessage, FunctionCall, ToolCall, Usage};
 use crate::strategy::{Placement, Plan};
-use crate::upstream::Upstream;
 
-use crate::server::auth::RequestContext;
 use crate::server::core::forward::Reading;
-use crate::server::core::native::Native;
-use crate::server::SharedState;
-
-/// A chat or generate request for the Ollama upstream, as it came in.
-pub type Call = (
-    SharedState,
-    RequestContext,
-    Mode,
-    HeaderMap,
-    Bytes,
-    Arc<Upstream>,
-);
+use crate::server::core::native::{Call, Native};
 
 pub async fn handle(call: Call, route: Route) -> Response {
-    let (state, context, mode, headers, body, upstream) = call;
+    let Call {
+        state,
+        context,
+        mode,
+        headers,
+        body,
+        upstream,
+    } = call;
     let path = match route {
         Route::Chat => "/api/chat",
         Route::Generate => "/api/generate",
