@@ -318,6 +318,7 @@ mod tests {
             created_at_ms: at,
             conversation: None,
             role: role.map(str::to_owned),
+            author: None,
             score,
             similarity: None,
             vector_rank: None,

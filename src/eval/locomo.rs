@@ -33,6 +33,10 @@ pub struct RetrievalEval {
     /// Only the first N conversations (quick runs).
     #[arg(long)]
     limit: Option<usize>,
+    /// Leave out the first N conversations (before `--limit`): `--limit 5` and `--skip 5` are
+    /// the two halves, one to tune on and one held out.
+    #[arg(long, default_value_t = 0)]
+    skip: usize,
     /// Also write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -105,6 +109,7 @@ struct Tally {
 
 pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
     let samples: Vec<Sample> = serde_json::from_slice(&std::fs::read(&options.locomo)?)?;
+    let samples = &samples[options.skip.min(samples.len())..];
     let samples = &samples[..options.limit.unwrap_or(samples.len()).min(samples.len())];
     let data_dir = options.model_data_dir.clone();
     let embedder = Arc::new(
@@ -187,16 +192,27 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
     );
 
     let defaults = RetrievalRequest::default();
-    let mut variants: Vec<(String, bool, bool, f64, f64)> = vec![
+    // (name, vector, keyword, vector weight, rank-fusion constant, the turn rules of
+    // `memory::neighbours`): "fused" is the hybrid without those rules, for comparison.
+    let mut variants: Vec<(String, bool, bool, f64, f64, bool)> = vec![
         (
             "hybrid".into(),
             true,
             true,
             defaults.vector_weight,
             defaults.rrf_k,
+            true,
         ),
-        ("vector".into(), true, false, 1.0, defaults.rrf_k),
-        ("keyword".into(), false, true, 1.0, defaults.rrf_k),
+        (
+            "fused".into(),
+            true,
+            true,
+            defaults.vector_weight,
+            defaults.rrf_k,
+            false,
+        ),
+        ("vector".into(), true, false, 1.0, defaults.rrf_k, false),
+        ("keyword".into(), false, true, 1.0, defaults.rrf_k, false),
     ];
     for weight in &options.vector_weights {
         variants.push((
@@ -205,10 +221,18 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
             true,
             *weight,
             defaults.rrf_k,
+            true,
         ));
     }
     for k in &options.rrf_ks {
-        variants.push((format!("hyb-k{k}"), true, true, defaults.vector_weight, *k));
+        variants.push((
+            format!("hyb-k{k}"),
+            true,
+            true,
+            defaults.vector_weight,
+            *k,
+            true,
+        ));
     }
     let mut report =
         json!({"conversations": samples.len(), "turns": turns_loaded, "k": ks, "variants": {}});
@@ -223,7 +247,7 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
         "p50 ms",
         "p99 ms"
     );
-    for (name, vector, keyword, vector_weight, rrf_k) in variants {
+    for (name, vector, keyword, vector_weight, rrf_k, rules) in variants {
         let name = name.as_str();
         let mut tallies: BTreeMap<u8, Tally> = BTreeMap::new();
         let mut skipped = 0;
@@ -246,6 +270,12 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
                     keyword,
                     vector_weight,
                     rrf_k,
+                    neighbour_weight: if rules {
+                        defaults.neighbour_weight
+                    } else {
+                        0.0
+                    },
+                    author_weight: if rules { defaults.author_weight } else { 1.0 },
                     ..RetrievalRequest::default()
                 };
                 let began = Instant::now();

@@ -11,6 +11,7 @@ pub mod cues;
 pub mod history;
 pub mod human_lines;
 pub use agent::AgentDetail;
+mod neighbours;
 mod open;
 mod recording;
 pub use recording::{Recorded, INLINE_EMBED_TURNS};

@@ -46,6 +46,13 @@ pub struct RetrievalRequest {
     /// Leave out past turns whose facts were since replaced by newer ones (what implicit mode
     /// injects must never say both the old and the new value as current).
     pub current_only: bool,
+    /// Share of a found past turn's score given to its neighbours (divided by the distance); 0
+    /// disables it (see `neighbours`).
+    pub neighbour_weight: f64,
+    /// How many positions either side of a found past turn count as its neighbours.
+    pub neighbour_window: i64,
+    /// Factor on the past turns of the one participant the query names; 1 disables it.
+    pub author_weight: f64,
 }
 
 impl Default for RetrievalRequest {
@@ -66,6 +73,9 @@ impl Default for RetrievalRequest {
             rrf_k: 5.0,
             within: None,
             current_only: false,
+            neighbour_weight: 0.3,
+            neighbour_window: 2,
+            author_weight: 2.0,
         }
     }
 }
@@ -100,6 +110,9 @@ pub struct Hit {
     pub conversation: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<String>,
+    /// A past turn's author as the client named them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub author: Option<String>,
     pub score: f64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub similarity: Option<f32>,
@@ -171,6 +184,7 @@ pub fn retrieve(
             ranks.entry(id).or_default().keyword = Some(rank);
         }
         let ids: Vec<i64> = ranks.keys().copied().collect();
+        let mut found = Vec::new();
         // Re-read from SQLite: only live rows of this user survive (the source of truth).
         for document in store.documents(scope, corpus, &ids)? {
             if request.current_only && document.outdated {
@@ -185,9 +199,23 @@ pub fn retrieve(
                 vectors.model(),
                 now_ms,
             ) {
-                hits.push(hit);
+                found.push(hit);
             }
         }
+        if corpus == Corpus::Message {
+            super::neighbours::spread(
+                store,
+                scope,
+                &mut found,
+                request,
+                allowed.as_ref(),
+                query_vector,
+                vectors.model(),
+                now_ms,
+            )?;
+            super::neighbours::prefer_named_author(&mut found, request);
+        }
+        hits.extend(found);
     }
     hits.sort_by(|a, b| {
         b.score
@@ -238,6 +266,27 @@ fn score(
     .into_iter()
     .filter_map(|(rank, weight)| Some(weight / (request.rrf_k.max(0.0) + rank? as f64 + 1.0)))
     .sum();
+    Some(hit_of(
+        document,
+        fused,
+        similarity,
+        rank.vector,
+        rank.keyword,
+        request,
+        now_ms,
+    ))
+}
+
+/// A hit of `document` at score `fused`, with the recency weight applied.
+pub(super) fn hit_of(
+    document: Document,
+    fused: f64,
+    similarity: Option<f32>,
+    vector_rank: Option<usize>,
+    keyword_rank: Option<usize>,
+    request: &RetrievalRequest,
+    now_ms: i64,
+) -> Hit {
     let weight = request.recency_weight.clamp(0.0, 1.0);
     let score = if weight > 0.0 {
         let age_days = (now_ms - document.created_at_ms).max(0) as f64 / 86_400_000.0;
@@ -246,7 +295,7 @@ fn score(
     } else {
         fused
     };
-    Some(Hit {
+    Hit {
         tokens: 0,
         corpus: document.corpus,
         id: document.id,
@@ -254,10 +303,11 @@ fn score(
         created_at_ms: document.created_at_ms,
         conversation: document.conversation,
         role: document.role,
+        author: document.author,
         score,
         similarity,
-        vector_rank: rank.vector,
-        keyword_rank: rank.keyword,
+        vector_rank,
+        keyword_rank,
         subject: document.subject,
-    })
+    }
 }

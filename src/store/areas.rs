@@ -264,6 +264,14 @@ pub trait Search {
         corpus: Corpus,
         ids: &[i64],
     ) -> StoreResult<Vec<Document>>;
+    /// The live messages within `window` positions of each of `ids` in the same conversation
+    /// (a turn's neighbours), as `(id, neighbour id, distance)`; other users' ids yield nothing.
+    fn message_neighbours(
+        &self,
+        scope: &UserScope,
+        ids: &[i64],
+        window: i64,
+    ) -> StoreResult<Vec<(i64, i64, i64)>>;
     /// Every live embedding of one scope and model, for (re)building its vector index.
     fn embeddings(
         &self,

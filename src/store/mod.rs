@@ -328,6 +328,8 @@ pub struct Document {
     pub created_at_ms: i64,
     pub conversation: Option<String>,
     pub role: Option<String>,
+    /// A message's author as the client named them (`name`; `None` for other corpora).
+    pub author: Option<String>,
     pub embedding: Option<Embedding>,
     /// A turn whose facts were since replaced by newer ones (always false for other corpora).
     pub outdated: bool,

@@ -18,6 +18,7 @@ mod client_shapes;
 mod conformance;
 mod conformance_agents;
 mod conformance_memory;
+mod conformance_neighbours;
 mod conformance_transfer;
 mod console;
 mod consolidation;

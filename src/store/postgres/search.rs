@@ -278,6 +278,37 @@ impl Search for PostgresStore {
         })
     }
 
+    fn message_neighbours(
+        &self,
+        scope: &UserScope,
+        ids: &[i64],
+        window: i64,
+    ) -> StoreResult<Vec<(i64, i64, i64)>> {
+        if ids.is_empty() || window <= 0 {
+            return Ok(Vec::new());
+        }
+        self.run(|pool| async move {
+            let client = pool.get().await?;
+            let Some(uid) = find_uid(&**client, scope).await? else {
+                return Ok(Vec::new());
+            };
+            let rows = client
+                .query(
+                    "SELECT a.id, t.id, ABS(t.position - a.position)::BIGINT FROM messages a
+                     JOIN messages t ON t.conversation_id = a.conversation_id AND t.uid = a.uid
+                         AND t.position BETWEEN a.position - $2 AND a.position + $2
+                         AND t.id <> a.id
+                     WHERE a.uid = $1 AND NOT t.superseded AND a.id = ANY($3)",
+                    &[&uid, &window, &ids],
+                )
+                .await?;
+            Ok(rows
+                .iter()
+                .map(|row| (row.get(0), row.get(1), row.get(2)))
+                .collect())
+        })
+    }
+
     fn documents(
         &self,
         scope: &UserScope,
@@ -300,6 +331,10 @@ impl Search for PostgresStore {
             Corpus::Memory => "t.subject",
             _ => "NULL::TEXT",
         };
+        let author = match corpus {
+            Corpus::Message => "t.name",
+            _ => "NULL::TEXT",
+        };
         self.run(|pool| async move {
             let client = pool.get().await?;
             let Some(uid) = find_uid(&**client, scope).await? else {
@@ -309,7 +344,7 @@ impl Search for PostgresStore {
                 .query(
                     &format!(
                         "SELECT t.id, {text}, t.created_at, {conversation}, {role},
-                             t.embedding_model, t.embedding::REAL[], {outdated}, {subject}
+                             t.embedding_model, t.embedding::REAL[], {outdated}, {subject}, {author}
                          FROM {table} t WHERE t.uid = $1 AND {live} AND t.id = ANY($2)"
                     ),
                     &[&uid, &ids],
@@ -329,6 +364,7 @@ impl Search for PostgresStore {
                         role: row.get(4),
                         outdated: row.get(7),
                         subject: row.get(8),
+                        author: row.get(9),
                         embedding: model
                             .zip(vector)
                             .map(|(model, vector)| Embedding { model, vector }),

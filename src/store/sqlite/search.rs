@@ -177,6 +177,35 @@ pub fn ids_within(
     Ok(ids)
 }
 
+pub fn message_neighbours(
+    connection: &Connection,
+    scope: &UserScope,
+    ids: &[i64],
+    window: i64,
+) -> StoreResult<Vec<(i64, i64, i64)>> {
+    if ids.is_empty() || window <= 0 {
+        return Ok(Vec::new());
+    }
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(Vec::new());
+    };
+    let placeholders = vec!["?"; ids.len()].join(",");
+    let sql = format!(
+        "SELECT a.id, t.id, ABS(t.position - a.position) FROM messages a
+         JOIN messages t ON t.conversation_id = a.conversation_id AND t.uid = a.uid
+             AND t.position BETWEEN a.position - ?2 AND a.position + ?2 AND t.id <> a.id
+         WHERE a.uid = ?1 AND t.superseded = 0 AND a.id IN ({placeholders})"
+    );
+    let mut statement = connection.prepare(&sql)?;
+    let values = [uid, window].into_iter().chain(ids.iter().copied());
+    let rows = statement
+        .query_map(params_from_iter(values), |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(rows)
+}
+
 pub fn documents(
     connection: &Connection,
     scope: &UserScope,
@@ -204,9 +233,13 @@ pub fn documents(
         Corpus::Memory => "t.subject",
         _ => "NULL",
     };
+    let author = match corpus {
+        Corpus::Message => "t.name",
+        _ => "NULL",
+    };
     let sql = format!(
         "SELECT t.id, {text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding,
-             {outdated}, {subject}
+             {outdated}, {subject}, {author}
          FROM {table} t WHERE t.uid = ? AND {live} AND t.id IN ({placeholders})"
     );
     let mut statement = connection.prepare(&sql)?;
@@ -224,6 +257,7 @@ pub fn documents(
                 role: row.get(4)?,
                 outdated: row.get(7)?,
                 subject: row.get(8)?,
+                author: row.get(9)?,
                 embedding: model.zip(blob).map(|(model, blob)| Embedding {
                     model,
                     vector: from_blob(&blob),
@@ -336,6 +370,15 @@ impl Search for SqliteStore {
         ids: &[i64],
     ) -> StoreResult<Vec<crate::store::Document>> {
         self.read(|c| documents(c, scope, corpus, ids))
+    }
+
+    fn message_neighbours(
+        &self,
+        scope: &UserScope,
+        ids: &[i64],
+        window: i64,
+    ) -> StoreResult<Vec<(i64, i64, i64)>> {
+        self.read(|c| message_neighbours(c, scope, ids, window))
     }
 
     fn embeddings(
