@@ -9,80 +9,41 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::embed::cosine;
-use crate::store::{Corpus, Store, StoreResult, UserScope};
+use crate::store::{Store, StoreResult, UserScope};
 
-use super::retrieval::{hit_of, Hit, RetrievalRequest};
-
-/// Adds `neighbour_weight × score / distance` of every found turn to the live turns within
-/// `neighbour_window` positions of it in the same conversation, bringing in those not yet found
-/// that are similar enough to the query.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn spread(
+/// What the found turns (`id → score`) give their live neighbours within `window` positions in
+/// the same conversation: `weight × score / distance`, summed per neighbour (found or not).
+pub(super) fn shares(
     store: &dyn Store,
     scope: &UserScope,
-    hits: &mut Vec<Hit>,
-    request: &RetrievalRequest,
+    found: &HashMap<i64, f64>,
+    weight: f64,
+    window: i64,
     allowed: Option<&HashSet<i64>>,
-    query_vector: Option<&[f32]>,
-    model: &str,
-    now_ms: i64,
-) -> StoreResult<()> {
-    if hits.is_empty() || request.neighbour_weight <= 0.0 || request.neighbour_window <= 0 {
-        return Ok(());
-    }
-    let found: HashMap<i64, f64> = hits.iter().map(|hit| (hit.id, hit.score)).collect();
-    let ids: Vec<i64> = found.keys().copied().collect();
+) -> StoreResult<HashMap<i64, f64>> {
     let mut shared: HashMap<i64, f64> = HashMap::new();
-    for (from, neighbour, distance) in
-        store.message_neighbours(scope, &ids, request.neighbour_window)?
-    {
+    if found.is_empty() || weight <= 0.0 || window <= 0 {
+        return Ok(shared);
+    }
+    let ids: Vec<i64> = found.keys().copied().collect();
+    for (from, neighbour, distance) in store.message_neighbours(scope, &ids, window)? {
         if allowed.is_some_and(|allowed| !allowed.contains(&neighbour)) {
             continue;
         }
         let score = found.get(&from).copied().unwrap_or(0.0);
-        *shared.entry(neighbour).or_default() +=
-            request.neighbour_weight * score / distance.max(1) as f64;
+        *shared.entry(neighbour).or_default() += weight * score / distance.max(1) as f64;
     }
-    for hit in hits.iter_mut() {
-        if let Some(extra) = shared.remove(&hit.id) {
-            hit.score += extra;
-        }
-    }
-    let new: Vec<i64> = shared.keys().copied().collect();
-    for document in store.documents(scope, Corpus::Message, &new)? {
-        if request.current_only && document.outdated {
-            continue;
-        }
-        let spread = shared.get(&document.id).copied().unwrap_or(0.0);
-        let similarity = match (query_vector, &document.embedding) {
-            (Some(query), Some(embedding)) if embedding.model == model => {
-                Some(cosine(query, &embedding.vector))
-            }
-            _ => None,
-        };
-        // Brought in by its place alone, a turn must still be as similar as a vector-only match
-        // (`min_similarity`): being next to a relevant turn is no reason to inject small talk.
-        if !similarity.is_some_and(|s| s >= request.min_similarity) {
-            continue;
-        }
-        hits.push(hit_of(
-            document, spread, similarity, None, None, request, now_ms,
-        ));
-    }
-    Ok(())
+    Ok(shared)
 }
 
-/// When the query names exactly one of the authors among `hits` (every word of their name is a
-/// word of the query), that author's turns count `author_weight` times.
-pub(super) fn prefer_named_author(hits: &mut [Hit], request: &RetrievalRequest) {
-    if request.author_weight == 1.0 {
-        return;
-    }
-    let asked: HashSet<String> = words(&request.query).collect();
-    let mut named: Vec<&str> = hits
-        .iter()
-        .filter_map(|hit| hit.author.as_deref())
+/// The one author among `authors` that `query` names (every word of their name is a word of the
+/// query); `None` when it names none or several.
+pub(super) fn named_author<'a>(
+    query: &str,
+    authors: impl Iterator<Item = &'a str>,
+) -> Option<&'a str> {
+    let asked: HashSet<String> = words(query).collect();
+    let mut named: Vec<&str> = authors
         .filter(|author| {
             let mut parts = words(author).peekable();
             parts.peek().is_some() && parts.all(|part| asked.contains(&part))
@@ -90,14 +51,9 @@ pub(super) fn prefer_named_author(hits: &mut [Hit], request: &RetrievalRequest) 
         .collect();
     named.sort_unstable();
     named.dedup();
-    let [author] = named[..] else {
-        return;
-    };
-    let author = author.to_owned();
-    for hit in hits.iter_mut() {
-        if hit.author.as_deref() == Some(author.as_str()) {
-            hit.score *= request.author_weight;
-        }
+    match named[..] {
+        [author] => Some(author),
+        _ => None,
     }
 }
 
@@ -111,61 +67,28 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
 mod tests {
     use super::*;
 
-    fn hit(id: i64, author: Option<&str>, score: f64) -> Hit {
-        Hit {
-            corpus: Corpus::Message,
-            id,
-            text: String::new(),
-            created_at_ms: 0,
-            conversation: None,
-            role: None,
-            author: author.map(str::to_owned),
-            score,
-            similarity: None,
-            vector_rank: None,
-            keyword_rank: None,
-            tokens: 0,
-            subject: None,
-        }
-    }
+    const AUTHORS: [&str; 4] = ["Caroline", "Melanie", "Ann Lee", "Caroline"];
 
-    fn scores(hits: &[Hit]) -> Vec<f64> {
-        hits.iter().map(|hit| hit.score).collect()
+    #[test]
+    fn the_one_named_author_is_found() {
+        assert_eq!(
+            named_author("What did Caroline research?", AUTHORS.into_iter()),
+            Some("Caroline")
+        );
+        assert_eq!(
+            named_author("what did ann lee say", AUTHORS.into_iter()),
+            Some("Ann Lee")
+        );
     }
 
     #[test]
-    fn the_one_named_author_counts_more() {
-        let request = RetrievalRequest {
-            query: "What did Caroline research?".into(),
-            ..RetrievalRequest::default()
-        };
-        let mut hits = vec![
-            hit(1, Some("Caroline"), 1.0),
-            hit(2, Some("Melanie"), 1.0),
-            hit(3, None, 1.0),
-        ];
-        prefer_named_author(&mut hits, &request);
-        assert_eq!(scores(&hits), [request.author_weight, 1.0, 1.0]);
-    }
-
-    #[test]
-    fn two_names_or_a_partial_name_change_nothing() {
+    fn two_names_a_partial_name_or_none_name_nobody() {
         for query in [
             "What do Caroline and Melanie both like?",
             "What did Ann say?",
             "What did she research?",
         ] {
-            let request = RetrievalRequest {
-                query: query.into(),
-                ..RetrievalRequest::default()
-            };
-            let mut hits = vec![
-                hit(1, Some("Caroline"), 1.0),
-                hit(2, Some("Melanie"), 1.0),
-                hit(3, Some("Ann Lee"), 1.0),
-            ];
-            prefer_named_author(&mut hits, &request);
-            assert_eq!(scores(&hits), [1.0, 1.0, 1.0], "{query}");
+            assert_eq!(named_author(query, AUTHORS.into_iter()), None, "{query}");
         }
     }
 }

@@ -5,7 +5,7 @@
 //! never saw), keywords miss paraphrases. Reciprocal rank fusion (Cormack et al., 2009) combines
 //! ranked lists without having to calibrate cosine against BM25 scores.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -148,7 +148,7 @@ pub fn retrieve(
     for &corpus in &request.corpora {
         let query_vector = query.of(corpus);
         let mut ranks: HashMap<i64, Ranks> = HashMap::new();
-        let allowed: Option<std::collections::HashSet<i64>> = match &request.within {
+        let allowed: Option<HashSet<i64>> = match &request.within {
             Some(within) => Some(
                 store
                     .ids_within(scope, corpus, within)?
@@ -203,17 +203,17 @@ pub fn retrieve(
             }
         }
         if corpus == Corpus::Message {
-            super::neighbours::spread(
+            spread_to_neighbours(
                 store,
                 scope,
                 &mut found,
                 request,
-                allowed.as_ref(),
+                &allowed,
                 query_vector,
                 vectors.model(),
                 now_ms,
             )?;
-            super::neighbours::prefer_named_author(&mut found, request);
+            prefer_named_author(&mut found, request);
         }
         hits.extend(found);
     }
@@ -239,6 +239,78 @@ pub fn retrieve(
     Ok(hits)
 }
 
+/// A found past turn shares its score with its neighbours ([`super::neighbours::shares`]); a
+/// neighbour not found yet is brought in when it is as similar to the query as a vector-only
+/// match must be (`min_similarity`): next to a relevant turn is no reason to inject small talk.
+#[allow(clippy::too_many_arguments)]
+fn spread_to_neighbours(
+    store: &dyn Store,
+    scope: &UserScope,
+    found: &mut Vec<Hit>,
+    request: &RetrievalRequest,
+    allowed: &Option<HashSet<i64>>,
+    query_vector: Option<&[f32]>,
+    model: &str,
+    now_ms: i64,
+) -> StoreResult<()> {
+    let scores: HashMap<i64, f64> = found.iter().map(|hit| (hit.id, hit.score)).collect();
+    let mut shared = super::neighbours::shares(
+        store,
+        scope,
+        &scores,
+        request.neighbour_weight,
+        request.neighbour_window,
+        allowed.as_ref(),
+    )?;
+    for hit in found.iter_mut() {
+        if let Some(extra) = shared.remove(&hit.id) {
+            hit.score += extra;
+        }
+    }
+    let new: Vec<i64> = shared.keys().copied().collect();
+    for document in store.documents(scope, Corpus::Message, &new)? {
+        if request.current_only && document.outdated {
+            continue;
+        }
+        let similarity = similarity(query_vector, &document, model);
+        if !similarity.is_some_and(|s| s >= request.min_similarity) {
+            continue;
+        }
+        let score = shared.get(&document.id).copied().unwrap_or(0.0);
+        found.push(hit_of(
+            document, score, similarity, None, None, request, now_ms,
+        ));
+    }
+    Ok(())
+}
+
+/// When the query names exactly one of the found turns' authors, that author's turns count
+/// `author_weight` times ([`super::neighbours::named_author`]).
+fn prefer_named_author(found: &mut [Hit], request: &RetrievalRequest) {
+    if request.author_weight == 1.0 {
+        return;
+    }
+    let authors = found.iter().filter_map(|hit| hit.author.as_deref());
+    let Some(author) = super::neighbours::named_author(&request.query, authors).map(str::to_owned)
+    else {
+        return;
+    };
+    for hit in found.iter_mut() {
+        if hit.author.as_deref() == Some(author.as_str()) {
+            hit.score *= request.author_weight;
+        }
+    }
+}
+
+fn similarity(query_vector: Option<&[f32]>, document: &Document, model: &str) -> Option<f32> {
+    match (query_vector, &document.embedding) {
+        (Some(query), Some(embedding)) if embedding.model == model => {
+            Some(cosine(query, &embedding.vector))
+        }
+        _ => None,
+    }
+}
+
 fn score(
     document: Document,
     rank: Ranks,
@@ -247,12 +319,7 @@ fn score(
     model: &str,
     now_ms: i64,
 ) -> Option<Hit> {
-    let similarity = match (query_vector, &document.embedding) {
-        (Some(query), Some(embedding)) if embedding.model == model => {
-            Some(cosine(query, &embedding.vector))
-        }
-        _ => None,
-    };
+    let similarity = similarity(query_vector, &document, model);
     // A keyword match is evidence on its own; a vector-only match must be similar enough.
     let relevant =
         rank.keyword.is_some() || similarity.is_some_and(|s| s >= request.min_similarity);
@@ -278,7 +345,7 @@ fn score(
 }
 
 /// A hit of `document` at score `fused`, with the recency weight applied.
-pub(super) fn hit_of(
+fn hit_of(
     document: Document,
     fused: f64,
     similarity: Option<f32>,
