@@ -208,10 +208,9 @@ pub fn retrieve(
                 scope,
                 &mut found,
                 request,
-                &allowed,
+                allowed.as_ref(),
                 query_vector,
                 vectors.model(),
-                now_ms,
             )?;
             prefer_named_author(&mut found, request);
         }
@@ -242,16 +241,14 @@ pub fn retrieve(
 /// A found past turn shares its score with its neighbours ([`super::neighbours::shares`]); a
 /// neighbour not found yet is brought in when it is as similar to the query as a vector-only
 /// match must be (`min_similarity`): next to a relevant turn is no reason to inject small talk.
-#[allow(clippy::too_many_arguments)]
 fn spread_to_neighbours(
     store: &dyn Store,
     scope: &UserScope,
     found: &mut Vec<Hit>,
     request: &RetrievalRequest,
-    allowed: &Option<HashSet<i64>>,
+    allowed: Option<&HashSet<i64>>,
     query_vector: Option<&[f32]>,
     model: &str,
-    now_ms: i64,
 ) -> StoreResult<()> {
     let scores: HashMap<i64, f64> = found.iter().map(|hit| (hit.id, hit.score)).collect();
     let mut shared = super::neighbours::shares(
@@ -260,7 +257,7 @@ fn spread_to_neighbours(
         &scores,
         request.neighbour_weight,
         request.neighbour_window,
-        allowed.as_ref(),
+        allowed,
     )?;
     for hit in found.iter_mut() {
         if let Some(extra) = shared.remove(&hit.id) {
@@ -276,10 +273,9 @@ fn spread_to_neighbours(
         if !similarity.is_some_and(|s| s >= request.min_similarity) {
             continue;
         }
+        // A share of scores that already carry the recency weight: not weighted again.
         let score = shared.get(&document.id).copied().unwrap_or(0.0);
-        found.push(hit_of(
-            document, score, similarity, None, None, request, now_ms,
-        ));
+        found.push(hit_of(document, score, similarity, None, None));
     }
     Ok(())
 }
@@ -333,35 +329,36 @@ fn score(
     .into_iter()
     .filter_map(|(rank, weight)| Some(weight / (request.rrf_k.max(0.0) + rank? as f64 + 1.0)))
     .sum();
+    let score = with_recency(fused, &document, request, now_ms);
     Some(hit_of(
         document,
-        fused,
+        score,
         similarity,
         rank.vector,
         rank.keyword,
-        request,
-        now_ms,
     ))
 }
 
-/// A hit of `document` at score `fused`, with the recency weight applied.
-fn hit_of(
-    document: Document,
-    fused: f64,
-    similarity: Option<f32>,
-    vector_rank: Option<usize>,
-    keyword_rank: Option<usize>,
-    request: &RetrievalRequest,
-    now_ms: i64,
-) -> Hit {
+/// `fused` with the recency weight applied to `document`'s age.
+fn with_recency(fused: f64, document: &Document, request: &RetrievalRequest, now_ms: i64) -> f64 {
     let weight = request.recency_weight.clamp(0.0, 1.0);
-    let score = if weight > 0.0 {
+    if weight > 0.0 {
         let age_days = (now_ms - document.created_at_ms).max(0) as f64 / 86_400_000.0;
         let decay = 0.5_f64.powf(age_days / request.recency_half_life_days.max(0.001));
         fused * (1.0 - weight + weight * decay)
     } else {
         fused
-    };
+    }
+}
+
+/// A hit of `document` at its final `score`.
+fn hit_of(
+    document: Document,
+    score: f64,
+    similarity: Option<f32>,
+    vector_rank: Option<usize>,
+    keyword_rank: Option<usize>,
+) -> Hit {
     Hit {
         tokens: 0,
         corpus: document.corpus,
