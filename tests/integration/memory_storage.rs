@@ -31,6 +31,50 @@ fn migrations_apply_from_empty_and_reopen_keeps_data() {
     assert_eq!(journal, "wal");
 }
 
+/// Schema 15 gives each stored turn the words of the turn before it as a lower-weighted keyword
+/// context: a database from before it gets the context of the turns it already holds.
+#[test]
+fn the_keyword_context_is_filled_in_for_turns_stored_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("memproxy.db");
+    let store = SqliteStore::open(&path).expect("open");
+    let log = [
+        crate::conformance_memory::turn("user", "Did you ever visit the lighthouse museum?"),
+        crate::conformance_memory::turn("assistant", "Yes, last May, with my cousin."),
+    ];
+    store
+        .sync_messages(&alice(), "c", "default", &log)
+        .expect("sync");
+    drop(store);
+    // Back to schema 14's index: the turns' own words only.
+    Connection::open(&path)
+        .expect("raw")
+        .execute_batch(
+            "DROP TRIGGER messages_fts_insert;
+             DROP TABLE messages_fts;
+             CREATE VIRTUAL TABLE messages_fts USING fts5(text, scope, content='',
+                 contentless_delete=1, tokenize='porter unicode61');
+             INSERT INTO messages_fts(rowid, text, scope)
+                 SELECT id, COALESCE(search_text, content), 'u' || uid FROM messages;
+             CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+                 INSERT INTO messages_fts(rowid, text, scope)
+                 VALUES (new.id, COALESCE(new.search_text, new.content), 'u' || new.uid);
+             END;
+             DELETE FROM schema_migrations WHERE version = 15;",
+        )
+        .expect("schema 14");
+    let store = SqliteStore::open(&path).expect("reopen");
+    assert_eq!(store.schema_version().expect("version"), 15);
+    let found = store
+        .keyword_search(&alice(), Corpus::Message, "museum", 10, None)
+        .expect("search");
+    assert_eq!(
+        found.len(),
+        2,
+        "the answer is found by its question: {found:?}"
+    );
+}
+
 #[test]
 fn a_database_from_a_newer_memproxy_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -9,10 +9,40 @@ use crate::store::{StoreError, StoreResult};
 /// Arbitrary, fixed: the advisory lock key of schema migrations.
 const MIGRATION_LOCK: i64 = 0x6d65_6d70_0001;
 
-const MIGRATIONS: [(i32, &str); 2] = [(1, SCHEMA_V1), (2, SCHEMA_V2)];
+const MIGRATIONS: [(i32, &str); 3] = [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)];
 
 /// Whom each memory is about (`Memory::subject`); NULL for the memories before it.
 const SCHEMA_V2: &str = "ALTER TABLE memories ADD COLUMN subject TEXT;";
+
+/// A past turn is also found by the words of the turn before it, at half the weight of its own:
+/// an answer ("Yes, last May") carries few of the words of the question it answers, and the
+/// question does. `context` is the live turn at the position before, in the same conversation,
+/// when the turn is stored (a trigger, so every insert path sets it); the turn's own words have
+/// weight A in `tsv` and the context's weight B (`search::RANK_WEIGHTS`), and a search for what
+/// the user said matches weight A only.
+const SCHEMA_V3: &str = r#"
+ALTER TABLE messages ADD COLUMN context TEXT;
+UPDATE messages m SET context = (
+    SELECT COALESCE(p.search_text, p.content) FROM messages p
+    WHERE p.conversation_id = m.conversation_id AND p.position = m.position - 1
+    ORDER BY p.superseded, p.id DESC LIMIT 1);
+DROP INDEX messages_fts;
+ALTER TABLE messages DROP COLUMN tsv;
+ALTER TABLE messages ADD COLUMN tsv tsvector GENERATED ALWAYS AS
+    (setweight(to_tsvector('english', COALESCE(search_text, content)), 'A')
+     || setweight(to_tsvector('english', COALESCE(context, '')), 'B')) STORED;
+CREATE INDEX messages_fts ON messages USING GIN (tsv);
+CREATE FUNCTION messages_context() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.context := (
+        SELECT COALESCE(p.search_text, p.content) FROM messages p
+        WHERE p.conversation_id = NEW.conversation_id AND p.position = NEW.position - 1
+        ORDER BY p.superseded, p.id DESC LIMIT 1);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER messages_context BEFORE INSERT ON messages
+    FOR EACH ROW EXECUTE FUNCTION messages_context();
+"#;
 
 /// Every table of memory carries `uid`, so every query is scoped by (tenant, user). Vectors are
 /// pgvector columns without a fixed dimension (`embedding_model` names their model: vectors of

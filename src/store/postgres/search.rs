@@ -39,6 +39,11 @@ fn corpus_table(corpus: Corpus) -> (&'static str, &'static str, &'static str) {
     }
 }
 
+/// `ts_rank_cd`'s weights of the labels D, C, B, A: memories and passages are all D (so the
+/// weight only scales their scores); a past turn's own words are A and the words of the turn
+/// before it B, at half the weight, as in SQLite's bm25 column weights.
+const RANK_WEIGHTS: &str = "{0.1, 0.2, 0.5, 1.0}";
+
 /// The condition restricting a corpus to one agent or conversation (its key bound at
 /// `placeholder`).
 fn within_condition(corpus: Corpus, within: &Within, placeholder: &str) -> StoreResult<String> {
@@ -204,7 +209,7 @@ impl Search for PostgresStore {
             let rows = client
                 .query(
                     &format!(
-                        "SELECT t.id, ts_rank_cd(t.tsv, q)::FLOAT8
+                        "SELECT t.id, ts_rank_cd('{RANK_WEIGHTS}', t.tsv, q)::FLOAT8
                          FROM {table} t, to_tsquery('english', $2) q
                          WHERE t.uid = $1 AND t.tsv @@ q AND {live} AND {inside}
                          ORDER BY 2 DESC, t.id LIMIT $3"
@@ -238,8 +243,19 @@ impl Search for PostgresStore {
             let Some(uid) = find_uid(&**client, scope).await? else {
                 return Ok(Vec::new());
             };
-            // Words are letters and digits only: never tsquery syntax.
-            let any = words.join(" | ");
+            // Words are letters and digits only: never tsquery syntax. A past turn's own words
+            // have weight A (its context, the turn before it, weight B: schema 3).
+            let any = words
+                .iter()
+                .map(|w| {
+                    if corpus == Corpus::Message {
+                        format!("{w}:A")
+                    } else {
+                        w.clone()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" | ");
             let rows = client
                 .query(
                     &format!(

@@ -349,4 +349,28 @@ INSERT INTO passages_fts(passages_fts, rank) VALUES ('secure-delete', 1);
     r#"
 ALTER TABLE memories ADD COLUMN subject TEXT;
 "#,
+    // 15: a past turn is also found by the words of the turn before it (its `context` column,
+    // ranked at half the weight of its own words): an answer ("Yes, last May") carries few of the
+    // words of the question it answers, and the question that asked it does. The previous turn is
+    // the live one at the position before, in the same conversation, when the turn is stored.
+    r#"
+DROP TRIGGER messages_fts_insert;
+DROP TABLE messages_fts;
+CREATE VIRTUAL TABLE messages_fts USING fts5(text, scope, context, content='', contentless_delete=1, tokenize='porter unicode61');
+INSERT INTO messages_fts(messages_fts, rank) VALUES ('secure-delete', 1);
+INSERT INTO messages_fts(rowid, text, scope, context)
+    SELECT m.id, COALESCE(m.search_text, m.content), 'u' || m.uid,
+           COALESCE((SELECT COALESCE(p.search_text, p.content) FROM messages p
+                     WHERE p.conversation_id = m.conversation_id AND p.position = m.position - 1
+                     ORDER BY p.superseded, p.id DESC LIMIT 1), '')
+    FROM messages m;
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, text, scope, context)
+    VALUES (new.id, COALESCE(new.search_text, new.content), 'u' || new.uid,
+            COALESCE((SELECT COALESCE(p.search_text, p.content) FROM messages p
+                      WHERE p.conversation_id = new.conversation_id
+                        AND p.position = new.position - 1
+                      ORDER BY p.superseded, p.id DESC LIMIT 1), ''));
+END;
+"#,
 ];

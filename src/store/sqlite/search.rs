@@ -42,12 +42,24 @@ fn quoted_any(words: &[String]) -> String {
         .join(" OR ")
 }
 
+/// The FTS columns a keyword search matches, and the bm25 weights of all the columns in order.
+/// The text counts; the scope tag (the same for all the user's rows) does not; a past turn's
+/// `context` (the words of the turn before it, schema 15) counts half, so that an answer is found
+/// by the words of the question it answers without outranking a turn that has them itself.
+fn searched_columns(corpus: Corpus) -> (&'static str, &'static str) {
+    match corpus {
+        Corpus::Message => ("{text context}", "1.0, 0.0, 0.5"),
+        Corpus::Memory | Corpus::Passage => ("text", "1.0, 0.0"),
+    }
+}
+
 /// The FTS query for one search: the rarest words within the budget, restricted to the user's
 /// scope tag when the user is small (the join on `uid` keeps only their rows in any case).
 fn keyword_query(
     connection: &Connection,
     cache: &CommonTerms,
     fts: &str,
+    columns: &str,
     uid: i64,
     words: &[String],
 ) -> StoreResult<Option<String>> {
@@ -57,7 +69,7 @@ fn keyword_query(
             connection,
             cache,
             fts,
-            &format!("text:\"{word}\""),
+            &format!("{columns}:\"{word}\""),
             ROWS_PER_TERM,
         )?;
         if rows > 0 && rows <= ROWS_PER_TERM {
@@ -68,7 +80,7 @@ fn keyword_query(
     if kept.is_empty() {
         return Ok(None);
     }
-    let any = format!("text:({})", quoted_any(&kept));
+    let any = format!("{columns}:({})", quoted_any(&kept));
     let scope = format!("scope:u{uid}");
     if bounded_count(connection, cache, fts, &scope, ROWS_PER_TERM)? <= ROWS_PER_TERM {
         return Ok(Some(format!("{scope} AND {any}")));
@@ -93,7 +105,8 @@ pub fn keyword_search(
         return Ok(Vec::new());
     }
     let (table, _, fts) = corpus_tables(corpus);
-    let Some(matching) = keyword_query(connection, cache, fts, uid, &words)? else {
+    let (columns, weights) = searched_columns(corpus);
+    let Some(matching) = keyword_query(connection, cache, fts, columns, uid, &words)? else {
         return Ok(Vec::new());
     };
     let live = live_condition(corpus);
@@ -101,11 +114,10 @@ pub fn keyword_search(
         Some(within) => within_condition(corpus, within, "?4")?,
         None => ("TRUE".to_owned(), String::new()),
     };
-    // Column weights: the text counts, the scope tag (same for all the user's rows) does not.
     let sql = format!(
-        "SELECT f.rowid, -bm25({fts}, 1.0, 0.0) AS score FROM {fts} f JOIN {table} t ON t.id = f.rowid
+        "SELECT f.rowid, -bm25({fts}, {weights}) AS score FROM {fts} f JOIN {table} t ON t.id = f.rowid
          WHERE {fts} MATCH ?1 AND t.uid = ?2 AND {live} AND {inside}
-         ORDER BY bm25({fts}, 1.0, 0.0) LIMIT ?3"
+         ORDER BY bm25({fts}, {weights}) LIMIT ?3"
     );
     let mut statement = connection.prepare_cached(&sql)?;
     let map = |row: &rusqlite::Row| Ok((row.get(0)?, row.get(1)?));
