@@ -16,7 +16,7 @@ use clap::Args;
 use super::{quantile_ms, rss_mib};
 use crate::embed::{normalize, Embedder, EmbeddingConfig, LocalEmbedder};
 use crate::memory::{MemoryService, RetrievalRequest};
-use crate::store::{Corpus, Embedding, NewMemory, UserScope};
+use crate::store::{Corpus, Embedding, NewMemory, NewMessage, UserScope};
 
 #[derive(Args, Clone)]
 pub struct RetrievalBench {
@@ -39,7 +39,29 @@ pub struct RetrievalBench {
     /// (each measurement gets a fresh one, dropped after).
     #[arg(long, env = "MEMPROXY_BENCH_DATABASE_URL", hide_env_values = true)]
     postgres: Option<String>,
+    /// What is stored and searched: facts (`memories`) or past turns (`turns`: conversations of
+    /// 20 turns, searched with the turn rules of `memory::neighbours` and the keyword context).
+    #[arg(long, value_enum, default_value = "memories")]
+    corpus: BenchCorpus,
 }
+
+#[derive(clap::ValueEnum, Clone, Copy, PartialEq, Eq)]
+enum BenchCorpus {
+    Memories,
+    Turns,
+}
+
+impl BenchCorpus {
+    fn corpus(self) -> Corpus {
+        match self {
+            BenchCorpus::Memories => Corpus::Memory,
+            BenchCorpus::Turns => Corpus::Message,
+        }
+    }
+}
+
+/// Turns per synthetic conversation (`--corpus turns`).
+const TURNS_PER_CONVERSATION: usize = 20;
 
 /// A small deterministic PRNG (xorshift64*): reproducible data without a dependency.
 pub(crate) struct Rng(pub u64);
@@ -221,6 +243,7 @@ pub async fn run(options: RetrievalBench) -> anyhow::Result<()> {
                 let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ size as u64 ^ (users as u64) << 32);
                 let row = measure(
                     store,
+                    options.corpus,
                     &embedder,
                     &pool_texts,
                     &pool_vectors,
@@ -286,6 +309,50 @@ pub(crate) fn synthetic_memory(
             vector,
         }),
     }
+}
+
+/// Turns `first..first + count` as conversations of [`TURNS_PER_CONVERSATION`] alternating user
+/// and assistant turns, each with its synthetic memory's text and vector.
+#[allow(clippy::too_many_arguments)]
+async fn insert_turns(
+    memory: &MemoryService,
+    scope: &UserScope,
+    first: usize,
+    count: usize,
+    pool_texts: &[String],
+    pool_vectors: &[Vec<f32>],
+    model: &str,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let numbers: Vec<usize> = (first..first + count).collect();
+    for (c, chunk) in numbers.chunks(TURNS_PER_CONVERSATION).enumerate() {
+        let mut turns = Vec::with_capacity(chunk.len());
+        let mut known = Vec::with_capacity(chunk.len());
+        for (position, &n) in chunk.iter().enumerate() {
+            let fact = synthetic_memory(n, pool_texts, pool_vectors, model, rng);
+            turns.push(NewMessage {
+                position: position as i64,
+                role: if position % 2 == 0 {
+                    "user"
+                } else {
+                    "assistant"
+                }
+                .to_owned(),
+                content: fact.text.clone(),
+                name: None,
+                tool_calls: None,
+                tool_call_id: None,
+                created_at_ms: fact.created_at_ms,
+            });
+            if let Some(embedding) = fact.embedding {
+                known.push((fact.text, embedding));
+            }
+        }
+        memory
+            .sync_embedded(scope, &format!("c{c}"), "default", turns, known)
+            .await?;
+    }
+    Ok(())
 }
 
 struct Row {
@@ -396,6 +463,7 @@ impl BenchDatabase {
 #[allow(clippy::too_many_arguments)]
 async fn measure(
     store: &Backend,
+    corpus: BenchCorpus,
     embedder: &Arc<dyn Embedder>,
     pool_texts: &[String],
     pool_vectors: &[Vec<f32>],
@@ -411,6 +479,20 @@ async fn measure(
     let started = Instant::now();
     let per_user = size / users;
     for user in 0..users {
+        if corpus == BenchCorpus::Turns {
+            insert_turns(
+                &memory,
+                &scope_of(user),
+                user * per_user,
+                per_user,
+                pool_texts,
+                pool_vectors,
+                &model,
+                rng,
+            )
+            .await?;
+            continue;
+        }
         let mut batch = Vec::with_capacity(per_user);
         for i in 0..per_user {
             let n = user * per_user + i;
@@ -455,7 +537,7 @@ async fn measure(
             let uid = store.find_user(&who)?.unwrap_or_default();
             let started = Instant::now();
             vectors
-                .search(uid, Corpus::Memory, &vector, 40)
+                .search(uid, corpus.corpus(), &vector, 40)
                 .map(|_| started.elapsed())
         })
         .await??;
@@ -466,6 +548,7 @@ async fn measure(
                 &scope,
                 RetrievalRequest {
                     query,
+                    corpora: vec![corpus.corpus()],
                     top_k: 10,
                     ..RetrievalRequest::default()
                 },

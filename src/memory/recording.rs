@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{MemoryResult, MemoryService};
-use crate::store::{Corpus, Embedding, NewMessage, StoredMessage, UserScope};
+use crate::store::{Corpus, Embedding, NewMessage, StoredMessage, Synced, UserScope};
 use crate::vector::Change;
 
 /// New turns embedded at once when turns are recorded off the request path (the post-processor
@@ -84,38 +84,8 @@ impl MemoryService {
             None => (Vec::new(), None),
         };
         let query_vector = known.first().map(|(_, e)| e.vector.clone());
-        let (scope_for_sync, conversation, agent) =
-            (scope.clone(), conversation.to_owned(), agent.to_owned());
         let (synced, missing) = self
-            .blocking(move |store, vectors| {
-                let synced = store.sync_messages_embedded(
-                    &scope_for_sync,
-                    &conversation,
-                    &agent,
-                    &messages,
-                    &known,
-                )?;
-                if let Some((_, uid, _)) = synced.embedded.first() {
-                    let changes: Vec<(u64, Change)> = synced
-                        .embedded
-                        .iter()
-                        .filter_map(|(id, _, generation)| {
-                            let message = synced.stored.iter().find(|m| m.id == *id)?;
-                            let (_, e) = known.iter().find(|(t, _)| *t == message.content)?;
-                            Some((*generation, Change::Add(*id, &e.vector)))
-                        })
-                        .collect();
-                    vectors.apply(*uid, Corpus::Message, &changes)?;
-                }
-                let missing: Vec<StoredMessage> = synced
-                    .stored
-                    .iter()
-                    .filter(|m| !m.content.trim().is_empty())
-                    .filter(|m| !synced.embedded.iter().any(|(id, _, _)| *id == m.id))
-                    .cloned()
-                    .collect();
-                Ok((synced, missing))
-            })
+            .sync_embedded(scope, conversation, agent, messages, known)
             .await?;
         let inline_limit = if query_vector.is_some() {
             0
@@ -138,6 +108,51 @@ impl MemoryService {
             stored: synced.stored,
             query: query_vectors,
         })
+    }
+
+    /// Stores turns with the vectors already known for some of them (`known`: text and its
+    /// embedding) in one transaction, adds those vectors to the user's index, and returns what
+    /// was stored and the stored turns still without a vector. No model is called.
+    pub(crate) async fn sync_embedded(
+        &self,
+        scope: &UserScope,
+        conversation: &str,
+        agent: &str,
+        messages: Vec<NewMessage>,
+        known: Vec<(String, Embedding)>,
+    ) -> MemoryResult<(Synced, Vec<StoredMessage>)> {
+        let (scope_for_sync, conversation, agent) =
+            (scope.clone(), conversation.to_owned(), agent.to_owned());
+        self.blocking(move |store, vectors| {
+            let synced = store.sync_messages_embedded(
+                &scope_for_sync,
+                &conversation,
+                &agent,
+                &messages,
+                &known,
+            )?;
+            if let Some((_, uid, _)) = synced.embedded.first() {
+                let changes: Vec<(u64, Change)> = synced
+                    .embedded
+                    .iter()
+                    .filter_map(|(id, _, generation)| {
+                        let message = synced.stored.iter().find(|m| m.id == *id)?;
+                        let (_, e) = known.iter().find(|(t, _)| *t == message.content)?;
+                        Some((*generation, Change::Add(*id, &e.vector)))
+                    })
+                    .collect();
+                vectors.apply(*uid, Corpus::Message, &changes)?;
+            }
+            let missing: Vec<StoredMessage> = synced
+                .stored
+                .iter()
+                .filter(|m| !m.content.trim().is_empty())
+                .filter(|m| !synced.embedded.iter().any(|(id, _, _)| *id == m.id))
+                .cloned()
+                .collect();
+            Ok((synced, missing))
+        })
+        .await
     }
 
     /// Writes vectors of rows and adds them to their users' indexes.
