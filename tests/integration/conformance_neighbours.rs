@@ -10,6 +10,22 @@ use memproxy::store::{Corpus, NewMessage, UserScope};
 use crate::backends::on_every_backend;
 use crate::conformance_memory::turn;
 
+/// Stores `log` in `conversation` and returns the new turns' ids.
+fn stored_ids(
+    store: &dyn Store,
+    user: &UserScope,
+    conversation: &str,
+    log: &[NewMessage],
+) -> Vec<i64> {
+    store
+        .sync_messages(user, conversation, "default", log)
+        .expect("sync")
+        .stored
+        .iter()
+        .map(|m| m.id)
+        .collect()
+}
+
 fn neighbours_area(store: &dyn Store) {
     let ana = UserScope::new("acme", "ana");
     let bob = UserScope::new("acme", "bob");
@@ -21,20 +37,8 @@ fn neighbours_area(store: &dyn Store) {
             )
         })
         .collect();
-    let ids: Vec<i64> = store
-        .sync_messages(&ana, "c1", "default", &log)
-        .expect("sync")
-        .stored
-        .iter()
-        .map(|m| m.id)
-        .collect();
-    let other: Vec<i64> = store
-        .sync_messages(&ana, "c2", "default", &log[..2])
-        .expect("sync c2")
-        .stored
-        .iter()
-        .map(|m| m.id)
-        .collect();
+    let ids = stored_ids(store, &ana, "c1", &log);
+    let other = stored_ids(store, &ana, "c2", &log[..2]);
     store
         .sync_messages(&bob, "c1", "default", &log)
         .expect("sync bob");
@@ -85,13 +89,7 @@ fn context_area(store: &dyn Store) {
             "The old lamps, and the lighthouse keeper's logbook.",
         ),
     ];
-    let ids: Vec<i64> = store
-        .sync_messages(&ana, "c1", "default", &log)
-        .expect("sync")
-        .stored
-        .iter()
-        .map(|m| m.id)
-        .collect();
+    let ids = stored_ids(store, &ana, "c1", &log);
     store
         .sync_messages(&bob, "c1", "default", &log[..2])
         .expect("sync bob");
