@@ -204,9 +204,10 @@ impl Evidence {
         evidence
     }
 
-    /// Whether the text rules read the user's language: when not, the gates that compare words
-    /// (dates, tense, the user's own words for a claim, vaguer variants) leave the facts alone,
-    /// and a capital is no sign of a name (German gives every noun one).
+    /// Whether the text rules read the user's language: when not, the gates that compare a fact
+    /// with the user's words (dates, tense, the user's own words for a claim, vaguer variants)
+    /// leave the facts alone, and a capital is no sign of a name (German gives every noun one).
+    /// The gates that read the fact alone still judge a fact in a language they read.
     pub fn has_rules(&self) -> bool {
         !self.unread
     }
@@ -259,12 +260,17 @@ impl Evidence {
     /// ([`knowing::GATES`]).
     pub fn check_knowing(&self, fact: &str, known: &[&str]) -> Result<(), Rejection> {
         check_form(fact)?;
-        // The rest reads words of the user's language: not judged by another's.
-        if self.unread {
+        // A gate judges only text in a language it reads ([`knowing::Reads`]): the fact's own,
+        // and the user's too when it compares the two.
+        let fact_read = crate::language::of(fact).is_some();
+        if !fact_read {
             return Ok(());
         }
         let read = knowing::Read::new(fact, known);
-        for (name, gate) in knowing::GATES {
+        for (name, reads, gate) in knowing::GATES {
+            if *reads == knowing::Reads::UsersWords && self.unread {
+                continue;
+            }
             if let Err(reason) = gate(self, &read) {
                 tracing::debug!(gate = name, reason = reason.as_str(), fact, "gate refused");
                 return Err(reason);

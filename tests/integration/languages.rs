@@ -132,3 +132,42 @@ async fn spanish_facts_meet_the_same_mechanisms() {
     assert!(report.contains("1 rejected (not_the_user)"), "{report}");
     assert!(report.contains("1 rejected (from_question)"), "{report}");
 }
+
+/// Small models write their facts in English when the user speaks German. The gates that read
+/// the fact alone judge such a fact (a musing, a passing plan, a question reported as a fact);
+/// the gates that look for its words among the user's leave it alone, since "lives" is not
+/// among "Ich wohne".
+#[tokio::test]
+async fn english_facts_of_a_german_conversation_meet_the_gates_that_read_the_fact() {
+    let h = harness_local_facts(|_| {}).await;
+    let said = "Ich wohne seit März in Leipzig. Heute Abend rufe ich meine Schwester Lena an. \
+                Vielleicht denke ich über einen Umzug nach Hamburg nach.";
+    let facts = vec![
+        fact(
+            "The user has lived in Leipzig since March.",
+            "Ich wohne seit März in Leipzig",
+            "statement",
+            "user",
+        ),
+        fact(
+            "The user will call their sister Lena tonight.",
+            "Heute Abend rufe ich meine Schwester Lena an",
+            "statement",
+            "user",
+        ),
+        fact(
+            "The user will think about moving to Hamburg.",
+            "Vielleicht denke ich über einen Umzug nach Hamburg nach",
+            "statement",
+            "user",
+        ),
+    ];
+    let reports = tell_facts(&h, "jo", said, facts, 1).await;
+    let stored = memories(&h, "jo").await;
+    assert_eq!(
+        stored,
+        ["The user has lived in Leipzig since March."],
+        "{reports:?}"
+    );
+    assert!(reports[0].contains("2 rejected (transient)"), "{reports:?}");
+}

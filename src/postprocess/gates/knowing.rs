@@ -71,30 +71,44 @@ impl<'a> Read<'a> {
 /// One gate: `Err` with the reason it refuses the fact.
 type Gate = fn(&Evidence, &Read<'_>) -> Result<(), Rejection>;
 
-/// Every gate, in the order asked.
-pub(super) const GATES: &[(&str, Gate)] = &[
-    ("addressed", addressed_name),
-    ("assistant_musing", assistant_musing),
-    ("musing", musing),
-    ("reported_question", reported_question),
-    ("restated_request", restated_request),
-    ("asked_interest", asked_interest),
-    ("no_referent", no_referent_gate),
-    ("passing", passing),
-    ("someone_else", someone_else_gate),
-    ("sensitive", sensitive),
-    ("invented_date", invented_date),
-    ("assistant_subject", assistant_subject),
-    ("advice", advice),
-    ("copy", copy),
-    ("person", person),
-    ("grounded", grounded),
-    ("predicate", predicate_said),
-    ("guessed_object", guessed_object),
-    ("only_asked", only_asked),
-    ("unvoiced_reading", unvoiced_reading),
-    ("promised", promised),
-    ("assistant_only", assistant_only),
+/// What a gate reads, and so whose language must be one the text rules read for it to judge.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Reads {
+    /// The fact alone (its words against the language's lists): it judges a fact written in a
+    /// language with rules, whatever language the user wrote in. Small models write their facts
+    /// in English when the user spoke German; "The user will think about it" is a musing either
+    /// way.
+    Fact,
+    /// The fact against the user's words (grounding, copies, dates, the user's own word for a
+    /// claim): both must be in a language with rules, or an English fact's words would be
+    /// looked for among German ones.
+    UsersWords,
+}
+
+/// Every gate, in the order asked, with what it reads.
+pub(super) const GATES: &[(&str, Reads, Gate)] = &[
+    ("addressed", Reads::UsersWords, addressed_name),
+    ("assistant_musing", Reads::Fact, assistant_musing),
+    ("musing", Reads::Fact, musing),
+    ("reported_question", Reads::Fact, reported_question),
+    ("restated_request", Reads::UsersWords, restated_request),
+    ("asked_interest", Reads::UsersWords, asked_interest),
+    ("no_referent", Reads::Fact, no_referent_gate),
+    ("passing", Reads::Fact, passing),
+    ("someone_else", Reads::UsersWords, someone_else_gate),
+    ("sensitive", Reads::UsersWords, sensitive),
+    ("invented_date", Reads::UsersWords, invented_date),
+    ("assistant_subject", Reads::Fact, assistant_subject),
+    ("advice", Reads::UsersWords, advice),
+    ("copy", Reads::UsersWords, copy),
+    ("person", Reads::Fact, person),
+    ("grounded", Reads::UsersWords, grounded),
+    ("predicate", Reads::UsersWords, predicate_said),
+    ("guessed_object", Reads::UsersWords, guessed_object),
+    ("only_asked", Reads::UsersWords, only_asked),
+    ("unvoiced_reading", Reads::UsersWords, unvoiced_reading),
+    ("promised", Reads::UsersWords, promised),
+    ("assistant_only", Reads::UsersWords, assistant_only),
 ];
 
 fn refuse(refused: bool, reason: Rejection) -> Result<(), Rejection> {
