@@ -324,6 +324,7 @@ mod tests {
             vector_rank: None,
             keyword_rank: None,
             subject: None,
+            replies_to: None,
             tokens: crate::tokens::count(text),
         }
     }

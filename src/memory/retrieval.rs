@@ -124,6 +124,9 @@ pub struct Hit {
     /// Whom a memory is about ([`crate::store::Memory::subject`]; `None` for other corpora).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
+    /// The turn before a past turn, as (role, text): what it may reply to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replies_to: Option<(String, String)>,
 }
 
 #[derive(Default)]
@@ -373,5 +376,6 @@ fn hit_of(
         vector_rank,
         keyword_rank,
         subject: document.subject,
+        replies_to: document.replies_to,
     }
 }

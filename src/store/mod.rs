@@ -335,7 +335,16 @@ pub struct Document {
     pub outdated: bool,
     /// Whom a memory is about ([`Memory::subject`]; `None` for other corpora).
     pub subject: Option<String>,
+    /// The turn before a past turn, as (role, text): what it may reply to (`None` for a
+    /// conversation's first turn and for other corpora).
+    pub replies_to: Option<(String, String)>,
 }
+
+/// The turn before the past turn `t` (both backends, inside a scalar subquery): the live one at
+/// the position before, in the same conversation.
+pub const PREVIOUS_TURN_SQL: &str = "FROM messages p
+     WHERE p.conversation_id = t.conversation_id AND p.position = t.position - 1
+     ORDER BY p.superseded, p.id DESC LIMIT 1";
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NewJob {

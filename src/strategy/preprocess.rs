@@ -280,7 +280,7 @@ async fn add_never_mentioned(
             || block
                 .turns
                 .iter()
-                .any(|(_, _, t)| unmentioned::mentions(t, words, true));
+                .any(|turn| unmentioned::mentions(&turn.text, words, true));
         !in_request && !shown
     });
     let never = memory
@@ -366,7 +366,7 @@ async fn retrieve_into(
             || block
                 .turns
                 .iter()
-                .any(|(_, _, text)| text.trim() == hit.text.trim());
+                .any(|turn| turn.text.trim() == hit.text.trim());
         let assistants = hit.corpus == Corpus::Message && hit.role.as_deref() == Some("assistant");
         if in_context
             || repeated
@@ -376,16 +376,23 @@ async fn retrieve_into(
         {
             continue;
         }
-        if hit.tokens > budget {
+        let role = hit.role.clone().unwrap_or_else(|| "user".to_owned());
+        let answers = match hit.corpus {
+            Corpus::Message => inject::question_before(&role, hit.replies_to.as_ref()),
+            _ => None,
+        };
+        let tokens = hit.tokens + answers.as_ref().map_or(0, |(_, q)| crate::tokens::count(q));
+        if tokens > budget {
             continue;
         }
-        budget -= hit.tokens;
+        budget -= tokens;
         match hit.corpus {
-            Corpus::Message => block.turns.push((
-                hit.created_at_ms,
-                hit.role.unwrap_or_else(|| "user".to_owned()),
-                hit.text,
-            )),
+            Corpus::Message => block.turns.push(inject::PastTurn {
+                at: hit.created_at_ms,
+                role,
+                text: hit.text,
+                answers,
+            }),
             _ => block.facts.push((hit.created_at_ms, hit.text)),
         }
     }

@@ -60,6 +60,7 @@ mod migrate;
 mod native;
 mod ollama;
 mod one_memory;
+mod past_turns;
 mod postgres_faults;
 mod process;
 mod quality;

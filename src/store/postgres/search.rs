@@ -17,7 +17,7 @@ use super::{bump_generation, find_uid, PostgresStore};
 use crate::store::keywords::{self, query_words};
 use crate::store::{
     content_hash, Corpus, Document, Embedding, Search, StoreError, StoreResult, UserScope, Within,
-    AGENT_CONVERSATION_PREFIX,
+    AGENT_CONVERSATION_PREFIX, PREVIOUS_TURN_SQL,
 };
 
 /// Arbitrary, fixed: the advisory lock key of vector index creation.
@@ -351,6 +351,15 @@ impl Search for PostgresStore {
             Corpus::Message => "t.name",
             _ => "NULL::TEXT",
         };
+        let previous = |column: &str| match corpus {
+            Corpus::Message => format!("(SELECT {column} {PREVIOUS_TURN_SQL})"),
+            _ => "NULL::TEXT".to_owned(),
+        };
+        let (previous_role, previous_text) = (
+            previous("p.role"),
+            previous("COALESCE(p.search_text, p.content)"),
+        );
+        let (previous_role, previous_text) = (&previous_role, &previous_text);
         self.run(|pool| async move {
             let client = pool.get().await?;
             let Some(uid) = find_uid(&**client, scope).await? else {
@@ -360,7 +369,8 @@ impl Search for PostgresStore {
                 .query(
                     &format!(
                         "SELECT t.id, {text}, t.created_at, {conversation}, {role},
-                             t.embedding_model, t.embedding::REAL[], {outdated}, {subject}, {author}
+                             t.embedding_model, t.embedding::REAL[], {outdated}, {subject}, {author},
+                             {previous_role}, {previous_text}
                          FROM {table} t WHERE t.uid = $1 AND {live} AND t.id = ANY($2)"
                     ),
                     &[&uid, &ids],
@@ -381,6 +391,7 @@ impl Search for PostgresStore {
                         outdated: row.get(7),
                         subject: row.get(8),
                         author: row.get(9),
+                        replies_to: row.get::<_, Option<String>>(10).zip(row.get(11)),
                         embedding: model
                             .zip(vector)
                             .map(|(model, vector)| Embedding { model, vector }),

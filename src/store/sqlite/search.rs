@@ -13,7 +13,9 @@ use super::{
     bump_generation, corpus_tables, find_uid, from_blob, live_condition, to_blob, within_condition,
 };
 use crate::store::keywords::{query_words, within_budget, CommonTerms, ROWS_PER_TERM};
-use crate::store::{Corpus, Document, Embedding, StoreError, StoreResult, UserScope, Within};
+use crate::store::{
+    Corpus, Document, Embedding, StoreError, StoreResult, UserScope, Within, PREVIOUS_TURN_SQL,
+};
 
 /// How many rows match an FTS query, counting at most `cap + 1` (cheap: no scoring).
 fn bounded_count(
@@ -253,9 +255,17 @@ pub fn documents(
         Corpus::Message => "t.name",
         _ => "NULL",
     };
+    let previous = |column: &str| match corpus {
+        Corpus::Message => format!("(SELECT {column} {PREVIOUS_TURN_SQL})"),
+        _ => "NULL".to_owned(),
+    };
+    let (previous_role, previous_text) = (
+        previous("p.role"),
+        previous("COALESCE(p.search_text, p.content)"),
+    );
     let sql = format!(
         "SELECT t.id, {text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding,
-             {outdated}, {subject}, {author}
+             {outdated}, {subject}, {author}, {previous_role}, {previous_text}
          FROM {table} t WHERE +t.uid = ? AND {live} AND t.id IN ({placeholders})"
     );
     let mut statement = connection.prepare(&sql)?;
@@ -274,6 +284,7 @@ pub fn documents(
                 outdated: row.get(7)?,
                 subject: row.get(8)?,
                 author: row.get(9)?,
+                replies_to: row.get::<_, Option<String>>(10)?.zip(row.get(11)?),
                 embedding: model.zip(blob).map(|(model, blob)| Embedding {
                     model,
                     vector: from_blob(&blob),

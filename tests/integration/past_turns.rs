@@ -1,0 +1,62 @@
+//! Past turns in implicit mode: a reply found again ("Yes, last May, with my cousin.") is shown
+//! with the other party's question it answers, since alone it says nothing of what it is about;
+//! a turn that follows no question is shown alone.
+
+use serde_json::{json, Value};
+
+use crate::common::{harness_with, implicit_chat, Harness};
+use crate::explicit::model_requests;
+
+/// The memory block the chat model was last sent.
+fn memory_block(h: &Harness) -> String {
+    let requests = model_requests(h);
+    let request = requests.last().cloned().unwrap_or(Value::Null);
+    request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_str())
+        .find(|text| text.contains("<memory>"))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_reply_found_again_is_shown_with_the_question_it_answers() {
+    let h = harness_with(|_| {}).await;
+    let told = json!([
+        {"role": "user", "content": "I am planning a weekend in Porto."},
+        {"role": "assistant", "content": "Porto is lovely. Have you ever been to the lighthouse museum there?"},
+        {"role": "user", "content": "Yes, last May, with my cousin."},
+        {"role": "assistant", "content": "Nice. What else do you like to do?"},
+        {"role": "user", "content": "I collect old lighthouse postcards."},
+        {"role": "assistant", "content": "A lovely hobby."},
+        {"role": "user", "content": "My cousin collects them too."},
+    ]);
+    assert_eq!(implicit_chat(&h, "lu", told).await.status(), 200);
+    let question = json!([{"role": "user", "content": "When did I visit the lighthouse museum?"}]);
+    assert_eq!(implicit_chat(&h, "lu", question).await.status(), 200);
+    let block = memory_block(&h);
+    assert!(
+        block.contains(
+            "user, answering the assistant's \"Have you ever been to the lighthouse museum there?\": \
+             \"Yes, last May, with my cousin.\""
+        ),
+        "{block}"
+    );
+    // Only the question is repeated, not the sentence before it.
+    assert!(!block.contains("Porto is lovely"), "{block}");
+    // The answer to a question that is not this one ("What else …?") is shown with it too; a
+    // turn after a statement ("A lovely hobby.") is shown alone.
+    assert!(
+        block.lines().any(|l| l.contains("postcards")
+            && l.contains("answering the assistant's \"What else do you like to do?\"")),
+        "{block}"
+    );
+    assert!(
+        block
+            .lines()
+            .any(|l| l.contains("] user: \"My cousin collects them too.\"")),
+        "{block}"
+    );
+}
