@@ -340,11 +340,20 @@ pub struct Document {
     pub replies_to: Option<(String, String)>,
 }
 
-/// The turn before the past turn `t` (both backends, inside a scalar subquery): the live one at
-/// the position before, in the same conversation.
-pub const PREVIOUS_TURN_SQL: &str = "FROM messages p
-     WHERE p.conversation_id = t.conversation_id AND p.position = t.position - 1
-     ORDER BY p.superseded, p.id DESC LIMIT 1";
+/// The columns (role, text) that read the turn before the past turn `t`, the live one at the
+/// position before in the same conversation ([`Document::replies_to`]); `null` twice for a corpus
+/// without turns. One SQL for both backends.
+pub fn previous_turn_columns(corpus: Corpus, null: &str) -> (String, String) {
+    let read = |column: &str| match corpus {
+        Corpus::Message => format!(
+            "(SELECT {column} FROM messages p
+              WHERE p.conversation_id = t.conversation_id AND p.position = t.position - 1
+              ORDER BY p.superseded, p.id DESC LIMIT 1)"
+        ),
+        _ => null.to_owned(),
+    };
+    (read("p.role"), read("COALESCE(p.search_text, p.content)"))
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct NewJob {

@@ -16,8 +16,8 @@ use tokio_postgres::GenericClient;
 use super::{bump_generation, find_uid, PostgresStore};
 use crate::store::keywords::{self, query_words};
 use crate::store::{
-    content_hash, Corpus, Document, Embedding, Search, StoreError, StoreResult, UserScope, Within,
-    AGENT_CONVERSATION_PREFIX, PREVIOUS_TURN_SQL,
+    content_hash, previous_turn_columns, Corpus, Document, Embedding, Search, StoreError,
+    StoreResult, UserScope, Within, AGENT_CONVERSATION_PREFIX,
 };
 
 /// Arbitrary, fixed: the advisory lock key of vector index creation.
@@ -351,14 +351,7 @@ impl Search for PostgresStore {
             Corpus::Message => "t.name",
             _ => "NULL::TEXT",
         };
-        let previous = |column: &str| match corpus {
-            Corpus::Message => format!("(SELECT {column} {PREVIOUS_TURN_SQL})"),
-            _ => "NULL::TEXT".to_owned(),
-        };
-        let (previous_role, previous_text) = (
-            previous("p.role"),
-            previous("COALESCE(p.search_text, p.content)"),
-        );
+        let (previous_role, previous_text) = previous_turn_columns(corpus, "NULL::TEXT");
         let (previous_role, previous_text) = (&previous_role, &previous_text);
         self.run(|pool| async move {
             let client = pool.get().await?;

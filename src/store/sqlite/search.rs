@@ -14,7 +14,7 @@ use super::{
 };
 use crate::store::keywords::{query_words, within_budget, CommonTerms, ROWS_PER_TERM};
 use crate::store::{
-    Corpus, Document, Embedding, StoreError, StoreResult, UserScope, Within, PREVIOUS_TURN_SQL,
+    previous_turn_columns, Corpus, Document, Embedding, StoreError, StoreResult, UserScope, Within,
 };
 
 /// How many rows match an FTS query, counting at most `cap + 1` (cheap: no scoring).
@@ -255,14 +255,7 @@ pub fn documents(
         Corpus::Message => "t.name",
         _ => "NULL",
     };
-    let previous = |column: &str| match corpus {
-        Corpus::Message => format!("(SELECT {column} {PREVIOUS_TURN_SQL})"),
-        _ => "NULL".to_owned(),
-    };
-    let (previous_role, previous_text) = (
-        previous("p.role"),
-        previous("COALESCE(p.search_text, p.content)"),
-    );
+    let (previous_role, previous_text) = previous_turn_columns(corpus, "NULL");
     let sql = format!(
         "SELECT t.id, {text}, t.created_at, {conversation}, {role}, t.embedding_model, t.embedding,
              {outdated}, {subject}, {author}, {previous_role}, {previous_text}
