@@ -1,15 +1,48 @@
-//! What a finished turn sets off, off the request path and in this order: the background save,
+//! A client's turn and what it sets off ([`Agents::start_turn`]). What a finished turn sets off
+//! runs off the request path and in this order: the background save,
 //! eviction ahead of the next turn, then the re-warming of a local upstream's prompt cache (after
 //! both: each changes what the server last processed). A save asked inside the agent's prompt
 //! ([`super::save_prompt`]) comes after eviction instead and is the re-warm. On a local upstream
 //! each gives way to turns ([`super::foreground`]).
 
+use std::sync::Arc;
+
+use tokio::task::JoinHandle;
+use tokio_util::task::TaskTracker;
+
 use super::foreground::Ran;
 use super::model::{ChatModel, UpstreamModel};
 use super::warm::is_local;
-use super::{Agents, Rewarm, TurnInput, TurnOutcome};
+use super::{Agents, Rewarm, TurnError, TurnInput, TurnOutcome};
+
+/// Where a client's turn runs and where what it sets off runs, both drained on shutdown.
+pub struct TurnTasks<'a> {
+    /// The turn itself: it changes memory, so it runs to completion even if the client goes away.
+    pub turns: &'a TaskTracker,
+    /// What a finished turn sets off ([`Agents::after_turn`]), drained first on shutdown.
+    pub after: &'a TaskTracker,
+}
 
 impl Agents {
+    /// Starts a client's turn in a task of its own; once it has finished, what it sets off runs
+    /// in another, never delaying the answer. The handle gives the turn's outcome.
+    pub fn start_turn(
+        self: &Arc<Self>,
+        model: UpstreamModel,
+        input: TurnInput,
+        tasks: TurnTasks<'_>,
+    ) -> JoinHandle<Result<TurnOutcome, TurnError>> {
+        let (agents, after) = (Arc::clone(self), tasks.after.clone());
+        tasks.turns.spawn(async move {
+            let outcome = agents.run_turn(&model, input.clone()).await;
+            if let Ok(done) = &outcome {
+                let (agents, done) = (Arc::clone(&agents), done.clone());
+                after.spawn(async move { agents.after_turn(&model, input, done).await });
+            }
+            outcome
+        })
+    }
+
     /// Whether background calls on `url` give way to turns (`explicit.yield_to_turns`).
     pub fn yields_on(&self, url: &str) -> bool {
         match self.config.yield_to_turns {

@@ -39,6 +39,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 pub use crate::config::explicit::{CoreMemoryAt, ExplicitConfig, Rewarm, Tools};
+pub use after::TurnTasks;
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
 pub use preview::Preview;
 pub use turn_types::{Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome};

@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 
-use crate::agent::{ModelError, TurnError, UpstreamModel};
+use crate::agent::{ModelError, TurnError, TurnTasks, UpstreamModel};
 use crate::error::ProxyError;
 use crate::identity::Scope;
 use crate::openai::ChatRequest;
@@ -42,18 +42,11 @@ pub async fn handle(
         upstream: Arc::clone(&state.upstream),
         headers: request_headers(&headers, authorization, false),
     };
-    let agents = Arc::clone(&state.agents);
-    let tasks = state.after_exchange.clone();
-    // The turn changes memory: it runs to completion even if the client goes away. What it
-    // sets off runs after it in a task of its own, never delaying the answer ([`Agents::after_turn`]).
-    let mut turn = state.tasks.spawn(async move {
-        let outcome = agents.run_turn(&model, input.clone()).await;
-        if let Ok(done) = &outcome {
-            let (agents, done) = (Arc::clone(&agents), done.clone());
-            tasks.spawn(async move { agents.after_turn(&model, input, done).await });
-        }
-        outcome
-    });
+    let tasks = TurnTasks {
+        turns: &state.tasks,
+        after: &state.after_exchange,
+    };
+    let mut turn = state.agents.start_turn(model, input, tasks);
     let answer = Answer {
         route,
         model: request.model.clone().unwrap_or_default(),
