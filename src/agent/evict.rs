@@ -7,12 +7,13 @@
 
 use super::context;
 use super::notes;
-use super::state::{clip, Turn};
+use super::state::Turn;
 use super::turn_types::TurnError;
 use super::Agents;
 use crate::postprocess::llm::Answer;
 use crate::store::{agent_conversation, now_ms, StoredMessage, Summary};
 use crate::tokens;
+use crate::tokens::clip;
 
 impl Agents {
     /// Evicts until the prompt is at most `target` tokens; returns how many messages left.

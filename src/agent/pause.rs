@@ -8,13 +8,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::state::{clip, system_notice, Turn};
+use super::state::{system_notice, Turn};
 use super::step::{Phase, Progress};
 use super::tools::{ClientCall, ToolOutcome};
 use super::turn_types::{ToolResult, TurnError, TurnInput};
 use super::Agents;
 use crate::memory::MemoryError;
 use crate::store::{now_ms, AgentMessage, UserScope};
+use crate::tokens::clip;
 
 /// What a paused turn needs to go on.
 #[derive(Clone, Debug, Serialize, Deserialize)]

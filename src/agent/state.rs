@@ -7,6 +7,7 @@ use super::context;
 use super::tools::{ClientTools, Registry};
 use crate::dates;
 use crate::store::{now_ms, AgentMessage, StepRecord, StoredMessage, Summary, UserScope};
+use crate::tokens::clip;
 
 /// The agent's memory as the turn has it in view.
 pub(super) struct InView {
@@ -190,15 +191,6 @@ fn buffered_wire(message: &AgentMessage) -> Value {
         wire["tool_call_id"] = json!(id);
     }
     wire
-}
-
-pub fn clip(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        return text.to_owned();
-    }
-    let mut clipped: String = text.chars().take(limit).collect();
-    clipped.push('…');
-    clipped
 }
 
 pub fn user_json(kind: &str, field: &str, text: &str, now: i64) -> String {

@@ -12,12 +12,13 @@ use serde_json::{json, Value};
 use super::context;
 use super::lenient::{self, PlainAnswer};
 use super::model::{ChatModel, ModelAnswer, ModelError};
-use super::state::{clip, raw_measure, system_notice, Turn};
+use super::state::{raw_measure, system_notice, Turn};
 use super::tools::{Tools, SEND_MESSAGE};
 use super::turn_types::{Ending, Stop, TurnError, TurnInput};
 use super::Agents;
 use crate::openai::Usage;
 use crate::store::StepRecord;
+use crate::tokens::clip;
 
 /// What the loop offers the model, narrowing as answers fail.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
