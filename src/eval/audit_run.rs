@@ -47,7 +47,7 @@ type Pair = (String, String, Vec<AuditedMemory>);
 /// The memories of one pair: from `runs.jsonl`, else from the store the run kept.
 fn memories_of(
     args: &AuditArgs,
-    pair: &super::run::PairResult,
+    pair: &super::pair::PairResult,
 ) -> anyhow::Result<Vec<AuditedMemory>> {
     if !pair.memories.is_empty() {
         return Ok(pair.memories.clone());

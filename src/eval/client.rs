@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::run::{PairResult, RunArgs};
+use super::pair::{PairResult, RunArgs};
 use super::score;
 use super::tap::{Call, Tap};
 use crate::config::Secret;

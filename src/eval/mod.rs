@@ -8,6 +8,7 @@ pub mod ceiling;
 mod client;
 pub mod dataset;
 mod locomo;
+pub mod pair;
 mod report;
 pub mod run;
 pub mod score;
@@ -67,7 +68,7 @@ pub struct EvalArgs {
     #[command(subcommand)]
     pub command: Option<EvalCommand>,
     #[command(flatten)]
-    pub run: run::RunArgs,
+    pub run: pair::RunArgs,
 }
 
 pub async fn run(args: EvalArgs) -> anyhow::Result<()> {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::run::{PairResult, RunArgs};
+use super::pair::{PairResult, RunArgs};
 use super::store_stats::StoreStats;
 use super::work::Work;
 use crate::bench::quantile_ms;

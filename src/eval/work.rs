@@ -1,11 +1,10 @@
 //! What a replay cost upstream: calls, tokens and prompt reuse per kind of work (chat, agent
 //! steps, extraction, reconciliation, summaries), added up from the eval tap's ledger.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::run::PairResult;
 use super::tap::Call;
 use crate::mode::Mode;
 
@@ -45,10 +44,10 @@ impl Work {
     }
 }
 
-/// Adds up the pair's upstream calls by kind. In explicit mode the first chat call of each client
+/// Adds up a pair's upstream calls by kind. In explicit mode the first chat call of each client
 /// request is the answer's and the others are agent steps (memory work).
 pub(super) fn account(
-    pair: &mut PairResult,
+    work: &mut BTreeMap<String, Work>,
     mode: Mode,
     calls: &[Call],
     requests: &[(usize, usize)],
@@ -64,8 +63,7 @@ pub(super) fn account(
             "chat" if mode == Mode::Explicit && !answering.contains(&index) => "agent_step",
             other => other,
         };
-        pair.work
-            .entry(kind.to_owned())
+        work.entry(kind.to_owned())
             .or_default()
             .add(&one_call(call));
     }
@@ -73,14 +71,13 @@ pub(super) fn account(
 
 /// Books the calls of the memory LLM's own upstream (`--memory-upstream`): every one is memory
 /// work, under its prompt's marker, or `memory` when it has none.
-pub(super) fn account_memory(pair: &mut PairResult, calls: &[Call]) {
+pub(super) fn account_memory(work: &mut BTreeMap<String, Work>, calls: &[Call]) {
     for call in calls {
         let kind = match call.kind.as_str() {
             "chat" => "memory",
             other => other,
         };
-        pair.work
-            .entry(kind.to_owned())
+        work.entry(kind.to_owned())
             .or_default()
             .add(&one_call(call));
     }

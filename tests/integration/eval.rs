@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use memproxy::eval::ceiling::EvalStrategy;
 use memproxy::eval::dataset::{self, Format};
-use memproxy::eval::run::{run, RunArgs};
+use memproxy::eval::pair::RunArgs;
+use memproxy::eval::run::run;
 use memproxy::mock::{MockUpstream, Reply};
 use memproxy::mode::Mode;
 use serde_json::{json, Value};
