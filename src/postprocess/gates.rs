@@ -259,16 +259,31 @@ impl Evidence {
     /// count as the user's): the form, then each of the named gates in turn
     /// ([`knowing::GATES`]).
     pub fn check_knowing(&self, fact: &str, known: &[&str]) -> Result<(), Rejection> {
+        self.check_reading(fact, known, !self.unread)
+    }
+
+    /// What a fact drawn from words in a language without rules meets: its form, and the gates
+    /// that read the fact alone when it is in a language with rules ([`knowing::Reads::Fact`]).
+    pub fn check_fact_alone(fact: &str) -> Result<(), Rejection> {
+        Evidence::default().check_reading(fact, &[], false)
+    }
+
+    /// The form, then the named gates: those that compare the fact with the user's words only
+    /// with `users_words` (the user's language has rules). A gate judges only text in a
+    /// language it reads ([`knowing::Reads`]).
+    fn check_reading(
+        &self,
+        fact: &str,
+        known: &[&str],
+        users_words: bool,
+    ) -> Result<(), Rejection> {
         check_form(fact)?;
-        // A gate judges only text in a language it reads ([`knowing::Reads`]): the fact's own,
-        // and the user's too when it compares the two.
-        let fact_read = crate::language::of(fact).is_some();
-        if !fact_read {
+        if crate::language::of(fact).is_none() {
             return Ok(());
         }
         let read = knowing::Read::new(fact, known);
         for (name, reads, gate) in knowing::GATES {
-            if *reads == knowing::Reads::UsersWords && self.unread {
+            if *reads == knowing::Reads::UsersWords && !users_words {
                 continue;
             }
             if let Err(reason) = gate(self, &read) {
