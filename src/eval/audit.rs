@@ -94,8 +94,6 @@ pub fn live_memories(store: &dyn Store, scope: &UserScope) -> StoreResult<Vec<Au
         .collect())
 }
 
-pub use super::audit_judge::Judge;
-
 /// Label counts over some audited memories, and the share of them that is wrong.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct AuditSummary {

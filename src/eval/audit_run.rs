@@ -9,8 +9,9 @@ use clap::Args;
 
 use super::audit::{
     agreement, live_memories, read_hand_labels, Agreement, AuditSummary, AuditedMemory, HandLabel,
-    Judge, Label,
+    Label,
 };
+use super::audit_judge::Judge;
 use super::client::EVAL_USER;
 use super::dataset;
 use super::run::read_runs;

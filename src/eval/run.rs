@@ -231,7 +231,7 @@ async fn run_pair(
                 .clone()
                 .or_else(|| args.model.clone())
                 .unwrap_or_default();
-            super::audit::Judge {
+            super::audit_judge::Judge {
                 http: reqwest::Client::new(),
                 url: args.judge_upstream.as_deref().unwrap_or(&args.upstream),
                 model: &model,
