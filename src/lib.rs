@@ -28,6 +28,7 @@ pub mod secret;
 pub mod server;
 pub mod store;
 pub mod strategy;
+pub mod text;
 pub mod tokens;
 pub mod upstream;
 pub mod vector;

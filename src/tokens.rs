@@ -1,5 +1,4 @@
-//! Token counting with a real BPE tokenizer (tiktoken's `cl100k_base`), for budgets; and text
-//! clipped to a length.
+//! Token counting with a real BPE tokenizer (tiktoken's `cl100k_base`), for budgets.
 //!
 //! Exact counts depend on the upstream model's tokenizer; cl100k is the OpenAI chat encoding and
 //! within a few percent of Llama/Qwen tokenizers on English text, far closer than characters / 4.
@@ -34,16 +33,6 @@ pub fn count(text: &str) -> usize {
 /// Tokens of a chat message as the upstream bills it: content plus ~4 tokens of framing.
 pub fn count_message(role: &str, content: &str) -> usize {
     count(role) + count(content) + 3
-}
-
-/// `text` cut to at most `limit` characters, marked with an ellipsis when cut.
-pub fn clip(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        return text.to_owned();
-    }
-    let mut clipped: String = text.chars().take(limit).collect();
-    clipped.push('…');
-    clipped
 }
 
 #[cfg(test)]

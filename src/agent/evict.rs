@@ -12,8 +12,8 @@ use super::turn_types::TurnError;
 use super::Agents;
 use crate::postprocess::llm::Answer;
 use crate::store::{agent_conversation, now_ms, StoredMessage, Summary};
+use crate::text::clip;
 use crate::tokens;
-use crate::tokens::clip;
 
 impl Agents {
     /// Evicts until the prompt is at most `target` tokens; returns how many messages left.

@@ -84,7 +84,7 @@ impl Agents {
             PLAIN_STEP,
             String::new(),
             status,
-            crate::tokens::clip(&answer.content, 300),
+            crate::text::clip(&answer.content, 300),
         );
         super::step::fill(record, &answer, latency);
         if let Some(text) = &reply {

@@ -61,7 +61,7 @@ pub(super) fn material(evicted: &[StoredMessage]) -> Vec<String> {
                     .is_some_and(|id| app_calls.contains(id))
                     && !message.content.contains(SENT) =>
             {
-                vec![crate::tokens::clip(&message.content, 300)]
+                vec![crate::text::clip(&message.content, 300)]
             }
             _ => Vec::new(),
         };

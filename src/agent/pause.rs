@@ -15,7 +15,7 @@ use super::turn_types::{ToolResult, TurnError, TurnInput};
 use super::Agents;
 use crate::memory::MemoryError;
 use crate::store::{now_ms, AgentMessage, UserScope};
-use crate::tokens::clip;
+use crate::text::clip;
 
 /// What a paused turn needs to go on.
 #[derive(Clone, Debug, Serialize, Deserialize)]

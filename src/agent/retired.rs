@@ -59,7 +59,7 @@ impl Retired {
     /// `text` without its stale sentences, `elided` standing where any went; `None` when nothing
     /// is left, the text itself when nothing went.
     pub fn without<'a>(&self, text: &'a str, elided: &str) -> Option<std::borrow::Cow<'a, str>> {
-        let sentences = sentences(text);
+        let sentences = crate::text::sentences(text);
         let fresh: Vec<&str> = sentences
             .iter()
             .copied()
@@ -78,23 +78,6 @@ impl Retired {
         }
         Some(std::borrow::Cow::Owned(kept))
     }
-}
-
-/// The sentences of `text`, each with its end mark.
-fn sentences(text: &str) -> Vec<&str> {
-    let mut found = Vec::new();
-    let mut from = 0;
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    for pair in chars.windows(2) {
-        let ((at, mark), (_, next)) = (pair[0], pair[1]);
-        if matches!(mark, '.' | '!' | '?') && next.is_whitespace() {
-            found.push(text[from..=at].trim());
-            from = at + 1;
-        }
-    }
-    found.push(text[from..].trim());
-    found.retain(|s| !s.is_empty());
-    found
 }
 
 #[cfg(test)]

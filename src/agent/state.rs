@@ -7,7 +7,7 @@ use super::context;
 use super::tools::{ClientTools, Registry};
 use crate::dates;
 use crate::store::{now_ms, AgentMessage, StepRecord, StoredMessage, Summary, UserScope};
-use crate::tokens::clip;
+use crate::text::clip;
 
 /// The agent's memory as the turn has it in view.
 pub(super) struct InView {

@@ -18,7 +18,7 @@ use super::turn_types::{Ending, Stop, TurnError, TurnInput};
 use super::Agents;
 use crate::openai::Usage;
 use crate::store::StepRecord;
-use crate::tokens::clip;
+use crate::text::clip;
 
 /// What the loop offers the model, narrowing as answers fail.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]

@@ -40,7 +40,7 @@ pub struct PastTurn {
 }
 
 /// The question a turn by `role` follows, when the turn before it (`previous`: role, text) is
-/// the other party's and ends with a question mark: that turn's last sentence, if it is short
+/// the other party's and ends with a question mark: the last sentence of its last line, if it is short
 /// enough to repeat ([`MAX_QUESTION_CHARS`]). Punctuation, not words, so it holds in any language
 /// that writes "?" (and the full-width "？").
 pub fn question_before(
@@ -52,19 +52,9 @@ pub fn question_before(
     if previous_role == role || !(text.ends_with('?') || text.ends_with('？')) {
         return None;
     }
-    let ends_sentence = |i: usize, c: char| {
-        c == '\n'
-            || matches!(c, '.' | '!' | '?' | '。' | '！' | '？')
-                && text[i + c.len_utf8()..].starts_with(char::is_whitespace)
-    };
-    let last = text.char_indices().next_back().map_or(0, |(i, _)| i);
-    let start = text[..last]
-        .char_indices()
-        .filter(|&(i, c)| ends_sentence(i, c))
-        .map(|(i, c)| i + c.len_utf8())
-        .next_back()
-        .unwrap_or(0);
-    let question = text[start..].trim();
+    // The last sentence of its last line: the question itself, not what led up to it.
+    let line = text.lines().map(str::trim).rfind(|line| !line.is_empty())?;
+    let question = *crate::text::sentences(line).last()?;
     (question.chars().count() <= MAX_QUESTION_CHARS)
         .then(|| (previous_role.clone(), question.to_owned()))
 }
