@@ -55,6 +55,20 @@ struct Sample {
     qa: Vec<Question>,
 }
 
+/// One retrieval measured: which searches, fused how, with which rules.
+#[derive(Clone)]
+struct Variant {
+    name: String,
+    vector: bool,
+    keyword: bool,
+    vector_weight: f64,
+    rrf_k: f64,
+    /// The turn rules of `memory::neighbours`.
+    turn_rules: bool,
+    /// The vector search's pseudo-relevance feedback (`memory::feedback`).
+    feedback: bool,
+}
+
 const CATEGORIES: [(u8, &str); 4] = [
     (1, "multi-hop"),
     (2, "temporal"),
@@ -192,48 +206,59 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
     );
 
     let defaults = RetrievalRequest::default();
-    // (name, vector, keyword, vector weight, rank-fusion constant, the turn rules of
-    // `memory::neighbours`): "fused" is the hybrid without those rules, for comparison.
-    let mut variants: Vec<(String, bool, bool, f64, f64, bool)> = vec![
-        (
-            "hybrid".into(),
-            true,
-            true,
-            defaults.vector_weight,
-            defaults.rrf_k,
-            true,
-        ),
-        (
-            "fused".into(),
-            true,
-            true,
-            defaults.vector_weight,
-            defaults.rrf_k,
-            false,
-        ),
-        ("vector".into(), true, false, 1.0, defaults.rrf_k, false),
-        ("keyword".into(), false, true, 1.0, defaults.rrf_k, false),
+    let hybrid = Variant {
+        name: "hybrid".into(),
+        vector: true,
+        keyword: true,
+        vector_weight: defaults.vector_weight,
+        rrf_k: defaults.rrf_k,
+        turn_rules: true,
+        feedback: true,
+    };
+    // "no-fb" is the hybrid without the vector search's feedback (`memory::feedback`), "fused"
+    // without the turn rules of `memory::neighbours` too; vector and keyword are each alone.
+    let mut variants = vec![
+        Variant {
+            name: "no-fb".into(),
+            feedback: false,
+            ..hybrid.clone()
+        },
+        Variant {
+            name: "fused".into(),
+            turn_rules: false,
+            feedback: false,
+            ..hybrid.clone()
+        },
+        Variant {
+            name: "vector".into(),
+            keyword: false,
+            turn_rules: false,
+            feedback: false,
+            ..hybrid.clone()
+        },
+        Variant {
+            name: "keyword".into(),
+            vector: false,
+            turn_rules: false,
+            feedback: false,
+            ..hybrid.clone()
+        },
     ];
     for weight in &options.vector_weights {
-        variants.push((
-            format!("hyb-v{weight}"),
-            true,
-            true,
-            *weight,
-            defaults.rrf_k,
-            true,
-        ));
+        variants.push(Variant {
+            name: format!("hyb-v{weight}"),
+            vector_weight: *weight,
+            ..hybrid.clone()
+        });
     }
     for k in &options.rrf_ks {
-        variants.push((
-            format!("hyb-k{k}"),
-            true,
-            true,
-            defaults.vector_weight,
-            *k,
-            true,
-        ));
+        variants.push(Variant {
+            name: format!("hyb-k{k}"),
+            rrf_k: *k,
+            ..hybrid.clone()
+        });
     }
+    variants.insert(0, hybrid);
     let mut report =
         json!({"conversations": samples.len(), "turns": turns_loaded, "k": ks, "variants": {}});
     println!(
@@ -247,8 +272,8 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
         "p50 ms",
         "p99 ms"
     );
-    for (name, vector, keyword, vector_weight, rrf_k, rules) in variants {
-        let name = name.as_str();
+    for variant in variants {
+        let name = variant.name.as_str();
         let mut tallies: BTreeMap<u8, Tally> = BTreeMap::new();
         let mut skipped = 0;
         for sample in samples {
@@ -266,16 +291,25 @@ pub async fn run(options: RetrievalEval) -> anyhow::Result<()> {
                     candidates: (2 * max_k).max(40),
                     // Ranking quality: no threshold, every candidate competes.
                     min_similarity: -1.0,
-                    vector,
-                    keyword,
-                    vector_weight,
-                    rrf_k,
-                    neighbour_weight: if rules {
+                    vector: variant.vector,
+                    keyword: variant.keyword,
+                    vector_weight: variant.vector_weight,
+                    rrf_k: variant.rrf_k,
+                    neighbour_weight: if variant.turn_rules {
                         defaults.neighbour_weight
                     } else {
                         0.0
                     },
-                    author_weight: if rules { defaults.author_weight } else { 1.0 },
+                    author_weight: if variant.turn_rules {
+                        defaults.author_weight
+                    } else {
+                        1.0
+                    },
+                    feedback_weight: if variant.feedback {
+                        defaults.feedback_weight
+                    } else {
+                        0.0
+                    },
                     ..RetrievalRequest::default()
                 };
                 let began = Instant::now();

@@ -11,6 +11,7 @@ pub mod cues;
 pub mod history;
 pub mod human_lines;
 pub use agent::AgentDetail;
+mod feedback;
 mod neighbours;
 mod open;
 mod recording;

@@ -53,6 +53,11 @@ pub struct RetrievalRequest {
     pub neighbour_window: i64,
     /// Factor on the past turns of the one participant the query names; 1 disables it.
     pub author_weight: f64,
+    /// Weight of the best past turns' mean vector added to the query's for a second vector
+    /// search (`feedback`); 0 disables it.
+    pub feedback_weight: f64,
+    /// How many of the best past turns lend their vectors to that second search.
+    pub feedback_docs: usize,
 }
 
 impl Default for RetrievalRequest {
@@ -76,6 +81,8 @@ impl Default for RetrievalRequest {
             neighbour_weight: 0.3,
             neighbour_window: 2,
             author_weight: 2.0,
+            feedback_weight: 1.0,
+            feedback_docs: 3,
         }
     }
 }
@@ -150,7 +157,6 @@ pub fn retrieve(
     let mut hits = Vec::new();
     for &corpus in &request.corpora {
         let query_vector = query.of(corpus);
-        let mut ranks: HashMap<i64, Ranks> = HashMap::new();
         let allowed: Option<HashSet<i64>> = match &request.within {
             Some(within) => Some(
                 store
@@ -163,47 +169,40 @@ pub fn retrieve(
         if allowed.as_ref().is_some_and(|ids| ids.is_empty()) {
             continue;
         }
-        if let Some(vector) = query_vector.filter(|_| request.vector) {
-            for (rank, (id, _)) in vectors
+        let search = |vector: &[f32]| -> StoreResult<Vec<i64>> {
+            Ok(vectors
                 .search_among(uid, corpus, vector, request.candidates, allowed.as_ref())?
                 .into_iter()
-                .enumerate()
-            {
-                ranks.entry(id).or_default().vector = Some(rank);
-            }
-        }
-        let keyword_hits = if request.keyword {
-            store.keyword_search(
-                scope,
-                corpus,
-                &request.query,
-                request.candidates,
-                request.within.as_ref(),
-            )?
+                .map(|(id, _)| id)
+                .collect())
+        };
+        let searched = query_vector.filter(|_| request.vector);
+        let by_vector = match searched {
+            Some(vector) => search(vector)?,
+            None => Vec::new(),
+        };
+        let by_keyword: Vec<i64> = if request.keyword {
+            store
+                .keyword_search(
+                    scope,
+                    corpus,
+                    &request.query,
+                    request.candidates,
+                    request.within.as_ref(),
+                )?
+                .into_iter()
+                .map(|(id, _)| id)
+                .collect()
         } else {
             Vec::new()
         };
-        for (rank, (id, _)) in keyword_hits.into_iter().enumerate() {
-            ranks.entry(id).or_default().keyword = Some(rank);
-        }
-        let ids: Vec<i64> = ranks.keys().copied().collect();
-        let mut found = Vec::new();
-        // Re-read from SQLite: only live rows of this user survive (the source of truth).
-        for document in store.documents(scope, corpus, &ids)? {
-            if request.current_only && document.outdated {
-                continue;
-            }
-            let rank = ranks.remove(&document.id).unwrap_or_default();
-            if let Some(hit) = score(
-                document,
-                rank,
-                request,
-                query_vector,
-                vectors.model(),
-                now_ms,
-            ) {
-                found.push(hit);
-            }
+        let mut read = Read::new(store, scope, corpus, request, query_vector, vectors.model());
+        let mut found = read.fuse(&by_vector, &by_keyword, now_ms)?;
+        if let Some(expanded) = searched
+            .filter(|_| corpus == Corpus::Message)
+            .and_then(|vector| read.feedback(vector, &found))
+        {
+            found = read.fuse(&search(&expanded)?, &by_keyword, now_ms)?;
         }
         if corpus == Corpus::Message {
             spread_to_neighbours(
@@ -239,6 +238,99 @@ pub fn retrieve(
         });
     }
     Ok(hits)
+}
+
+/// The documents of one corpus read for one query, each once, and how they are scored.
+struct Read<'a> {
+    store: &'a dyn Store,
+    scope: &'a UserScope,
+    corpus: Corpus,
+    request: &'a RetrievalRequest,
+    query_vector: Option<&'a [f32]>,
+    model: &'a str,
+    /// Live documents read so far (outdated ones too unless `current_only`), by id.
+    documents: HashMap<i64, Document>,
+    /// Ids asked for, found or not (gone, another user's, left out as outdated).
+    asked: HashSet<i64>,
+}
+
+impl<'a> Read<'a> {
+    fn new(
+        store: &'a dyn Store,
+        scope: &'a UserScope,
+        corpus: Corpus,
+        request: &'a RetrievalRequest,
+        query_vector: Option<&'a [f32]>,
+        model: &'a str,
+    ) -> Self {
+        Read {
+            store,
+            scope,
+            corpus,
+            request,
+            query_vector,
+            model,
+            documents: HashMap::new(),
+            asked: HashSet::new(),
+        }
+    }
+
+    /// Scored hits of the documents in either ranking (ids, best first), fused by reciprocal
+    /// rank. Documents are re-read from the store, the source of truth: only this user's live
+    /// rows survive.
+    fn fuse(
+        &mut self,
+        by_vector: &[i64],
+        by_keyword: &[i64],
+        now_ms: i64,
+    ) -> StoreResult<Vec<Hit>> {
+        let mut ranks: HashMap<i64, Ranks> = HashMap::new();
+        for (rank, &id) in by_vector.iter().enumerate() {
+            ranks.entry(id).or_default().vector = Some(rank);
+        }
+        for (rank, &id) in by_keyword.iter().enumerate() {
+            ranks.entry(id).or_default().keyword = Some(rank);
+        }
+        let new: Vec<i64> = ranks
+            .keys()
+            .copied()
+            .filter(|id| self.asked.insert(*id))
+            .collect();
+        for document in self.store.documents(self.scope, self.corpus, &new)? {
+            if !(self.request.current_only && document.outdated) {
+                self.documents.insert(document.id, document);
+            }
+        }
+        let mut found: Vec<Hit> = ranks
+            .into_iter()
+            .filter_map(|(id, rank)| {
+                let document = self.documents.get(&id)?;
+                score(
+                    document,
+                    rank,
+                    self.request,
+                    self.query_vector,
+                    self.model,
+                    now_ms,
+                )
+            })
+            .collect();
+        // Best first, ties by id: the feedback and every later step see one order.
+        found.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        Ok(found)
+    }
+
+    /// The query's vector moved towards the best hits of `found`, for a second vector search
+    /// ([`super::feedback`]); `None` when feedback is off or no best hit has a vector.
+    fn feedback(&self, query: &[f32], found: &[Hit]) -> Option<Vec<f32>> {
+        let best = found
+            .iter()
+            .filter_map(|hit| self.documents.get(&hit.id)?.embedding.as_ref())
+            .filter(|embedding| embedding.model == self.model)
+            .take(self.request.feedback_docs)
+            .map(|embedding| embedding.vector.as_slice());
+        super::feedback::expanded(query, best, self.request.feedback_weight)
+    }
 }
 
 /// A found past turn shares its score with its neighbours ([`super::neighbours::shares`]); a
@@ -278,7 +370,7 @@ fn spread_to_neighbours(
         }
         // A share of scores that already carry the recency weight: not weighted again.
         let score = shared.get(&document.id).copied().unwrap_or(0.0);
-        found.push(hit_of(document, score, similarity, None, None));
+        found.push(hit_of(&document, score, similarity, None, None));
     }
     Ok(())
 }
@@ -311,14 +403,14 @@ fn similarity(query_vector: Option<&[f32]>, document: &Document, model: &str) ->
 }
 
 fn score(
-    document: Document,
+    document: &Document,
     rank: Ranks,
     request: &RetrievalRequest,
     query_vector: Option<&[f32]>,
     model: &str,
     now_ms: i64,
 ) -> Option<Hit> {
-    let similarity = similarity(query_vector, &document, model);
+    let similarity = similarity(query_vector, document, model);
     // A keyword match is evidence on its own; a vector-only match must be similar enough.
     let relevant =
         rank.keyword.is_some() || similarity.is_some_and(|s| s >= request.min_similarity);
@@ -332,7 +424,7 @@ fn score(
     .into_iter()
     .filter_map(|(rank, weight)| Some(weight / (request.rrf_k.max(0.0) + rank? as f64 + 1.0)))
     .sum();
-    let score = with_recency(fused, &document, request, now_ms);
+    let score = with_recency(fused, document, request, now_ms);
     Some(hit_of(
         document,
         score,
@@ -356,7 +448,7 @@ fn with_recency(fused: f64, document: &Document, request: &RetrievalRequest, now
 
 /// A hit of `document` at its final `score`.
 fn hit_of(
-    document: Document,
+    document: &Document,
     score: f64,
     similarity: Option<f32>,
     vector_rank: Option<usize>,
@@ -366,16 +458,16 @@ fn hit_of(
         tokens: 0,
         corpus: document.corpus,
         id: document.id,
-        text: document.text,
+        text: document.text.clone(),
         created_at_ms: document.created_at_ms,
-        conversation: document.conversation,
-        role: document.role,
-        author: document.author,
+        conversation: document.conversation.clone(),
+        role: document.role.clone(),
+        author: document.author.clone(),
         score,
         similarity,
         vector_rank,
         keyword_rank,
-        subject: document.subject,
-        replies_to: document.replies_to,
+        subject: document.subject.clone(),
+        replies_to: document.replies_to.clone(),
     }
 }
