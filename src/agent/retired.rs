@@ -8,8 +8,6 @@
 
 use std::collections::HashSet;
 
-use crate::postprocess::gates;
-
 /// Share of a sentence's content words (in percent) a retired line must hold for the sentence
 /// to restate it.
 const RESTATES: usize = 75;
@@ -36,7 +34,12 @@ impl Retired {
         if retired.is_empty() {
             return None;
         }
-        let words = |lines: Vec<&str>| lines.into_iter().map(gates::content_words).collect();
+        let words = |lines: Vec<&str>| {
+            lines
+                .into_iter()
+                .map(crate::language::content_words)
+                .collect()
+        };
         Some(Self {
             retired: words(retired),
             live: words(live),
@@ -45,7 +48,7 @@ impl Retired {
 
     /// Whether `sentence` restates a retired line more closely than any live one.
     fn stale(&self, sentence: &str) -> bool {
-        let said = gates::content_words(sentence);
+        let said = crate::language::content_words(sentence);
         let share = |of: &[HashSet<String>]| {
             of.iter()
                 .map(|line| said.intersection(line).count() * 100 / said.len().max(1))

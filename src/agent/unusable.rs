@@ -183,7 +183,7 @@ pub(super) fn restates(reply: &str, question: &str) -> bool {
     if negated || said.chars().any(|c| c.is_ascii_digit()) {
         return false;
     }
-    use crate::postprocess::gates::content_words;
+    use crate::language::content_words;
     let framing: std::collections::HashSet<String> =
         content_words(&crate::language::words().unusable_framing.join(" "))
             .into_iter()

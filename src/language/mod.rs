@@ -6,7 +6,10 @@
 //! the gates. The lists of the single gates (`postprocess::gates::*`) are
 //! here too, each field named after its gate (`subject_leading` is `gates::subject`'s).
 
+mod compare;
 mod english;
+
+pub use compare::{content_words, names_of_others, only_adds_to};
 
 use english::English;
 
@@ -155,6 +158,10 @@ pub struct WordLists {
     pub consolidate_negations: &'static [&'static str],
     /// Words too common to help a keyword search (they would match nearly every row).
     pub keywords_stopwords: &'static [&'static str],
+    /// Words that say whose someone is, before the noun and the name ("my brother Tomas").
+    pub names_owners: &'static [&'static str],
+    /// Words that give a name ("a cat named Mochi").
+    pub names_naming: &'static [&'static str],
 }
 
 /// The word lists of the language the rules read ([`current`]'s).

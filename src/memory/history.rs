@@ -8,7 +8,6 @@
 
 use super::{MemoryResult, MemoryService};
 use crate::embed::cosine;
-use crate::postprocess::gates;
 use crate::store::{FormerFact, UserScope};
 
 /// Former facts read (newest first) and weighed against the question: a bound on the work a
@@ -37,7 +36,7 @@ pub fn worth_showing(former: Vec<FormerFact>, live: &[String]) -> Vec<FormerFact
         let only_added_to = fact
             .replaced_by
             .as_deref()
-            .is_some_and(|new| gates::only_adds_to(new, text));
+            .is_some_and(|new| crate::language::only_adds_to(new, text));
         let repeated = shown.iter().any(|s| s.text.trim() == text);
         if text.is_empty() || said_again || only_added_to || repeated {
             continue;

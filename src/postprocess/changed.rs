@@ -14,9 +14,9 @@
 
 use serde_json::{json, Value};
 
-use super::gates::content_words;
 use super::llm::{json_object, Answer};
 use super::PostProcessor;
+use crate::language::content_words;
 use crate::strategy::inject::quoted;
 
 /// An older live memory a new fact may have made untrue.

@@ -17,10 +17,11 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
-use super::gates::{self, content_words};
+use super::gates;
 use super::llm::{json_object, Answer};
 use super::PostProcessor;
 use crate::embed::cosine;
+use crate::language::content_words;
 use crate::memory::NewFact;
 use crate::store::{now_ms, Corpus, Job, Memory, Page, Source, UserScope};
 

@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 
 use super::grounding::sentences;
+use crate::language::content_words;
 
 mod addressed;
 mod asked;
@@ -35,7 +36,7 @@ pub use form::check_form;
 pub use instruction::reads_as_instruction;
 pub use person::check_person;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
-pub use subject::{names_of_others, no_referent, someone_else};
+pub use subject::{no_referent, someone_else};
 
 /// The word lists of the language the gates read ([`crate::language`]).
 fn lists() -> &'static crate::language::WordLists {
@@ -345,13 +346,6 @@ pub fn covers(memory: &str, fact: &str) -> bool {
     !fact.is_empty() && share(&fact, |w| memory.contains(w)) >= COVERED_SHARE
 }
 
-/// Whether `new` only adds to `old`: every content word of `old` is still in it ("has a dog" →
-/// "has a dog named Pixel"), so `old` did not stop being true.
-pub fn only_adds_to(new: &str, old: &str) -> bool {
-    let (new, old) = (content_words(new), content_words(old));
-    !old.is_empty() && old.is_subset(&new)
-}
-
 /// A fact's words without the ones that only date it: the NOOP and UPDATE checks ask whether
 /// what a fact says is kept, and a memory that keeps it without its date still says it (a
 /// small model's rewrite of "moved to Porto in October 2026" into "lives in Porto" must not be
@@ -367,18 +361,6 @@ pub(super) fn without_dates(words: HashSet<String>) -> HashSet<String> {
     words
         .into_iter()
         .filter(|w| !dates.contains(w) && !w.chars().all(|c| c.is_ascii_digit()))
-        .collect()
-}
-
-/// The words of `text` that carry content: lowercased, crudely stemmed, without stop words.
-pub(crate) fn content_words(text: &str) -> HashSet<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| w.chars().count() > 1)
-        .map(str::to_lowercase)
-        // A stop word is known by its own form ("assistant", whose stem is "assist").
-        .filter(|w| !lists().stop_words.contains(&w.as_str()))
-        .map(|w| stem(&w))
-        .filter(|w| !lists().stop_words.contains(&w.as_str()))
         .collect()
 }
 

@@ -419,7 +419,7 @@ async fn follow_names(
     let asked = question.to_lowercase();
     let texts: Vec<&str> = block.facts.iter().map(|(_, text)| text.as_str()).collect();
     let mut names: Vec<String> = Vec::new();
-    for name in crate::postprocess::gates::names_of_others(&texts) {
+    for name in crate::language::names_of_others(&texts) {
         if !asked.contains(&name) && !names.contains(&name) && names.len() < NAMES_FOLLOWED {
             names.push(name);
         }

@@ -192,7 +192,7 @@ fn former_facts_on_generated_texts() {
                 prop_assert!(!live.iter().any(|l| l.trim() == fact.text.trim()));
                 prop_assert!(!shown[..k].iter().any(|s| s.text.trim() == fact.text.trim()));
                 if let Some(new) = &fact.replaced_by {
-                    prop_assert!(!gates::only_adds_to(new, &fact.text));
+                    prop_assert!(!memproxy::language::only_adds_to(new, &fact.text));
                 }
             }
             Ok(())
@@ -213,7 +213,7 @@ fn question_cues_and_followed_names_on_generated_texts() {
             let _ = cues::asks_about_the_assistant(&question);
             let texts: Vec<&str> = facts.iter().map(String::as_str).collect();
             let all = facts.join(" ").to_lowercase();
-            for name in gates::names_of_others(&texts) {
+            for name in memproxy::language::names_of_others(&texts) {
                 prop_assert!(!name.is_empty());
                 prop_assert!(all.contains(&name), "{name} is not in {all}");
             }

@@ -72,6 +72,8 @@ static WORDS: WordLists = WordLists {
     gates_date_words: &rule_words::GATES_DATE_WORDS,
     consolidate_negations: &rule_words::CONSOLIDATE_NEGATIONS,
     keywords_stopwords: rule_words::KEYWORDS_STOPWORDS,
+    names_owners: &rule_words::NAMES_OWNERS,
+    names_naming: &rule_words::NAMES_NAMING,
 };
 
 /// The English rules.

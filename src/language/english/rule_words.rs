@@ -227,3 +227,10 @@ pub(super) const KEYWORDS_STOPWORDS: &[&str] = &[
     "there", "these", "they", "this", "to", "up", "us", "was", "we", "were", "what", "when",
     "where", "which", "who", "why", "will", "with", "would", "you", "your",
 ];
+
+/// Words that say whose someone is, before the noun and the name ("my brother Tomas", "The
+/// user's sister Ana").
+pub(super) const NAMES_OWNERS: [&str; 7] = ["my", "our", "user's", "users", "their", "his", "her"];
+
+/// Words that give a name ("a cat named Mochi").
+pub(super) const NAMES_NAMING: [&str; 2] = ["named", "called"];

@@ -6,7 +6,7 @@
 //! booked it."). Pure functions: the implicit gates and explicit mode's core-memory hygiene both
 //! call them.
 
-use super::content_words;
+use crate::language::{content_words, names_of_others};
 
 #[derive(Clone, Debug, PartialEq)]
 enum Subject {
@@ -24,36 +24,6 @@ fn words(text: &str) -> Vec<String> {
             lower.trim_end_matches("'s").replace('\'', "")
         })
         .collect()
-}
-
-/// Names the user gave to someone else ("my dog Pixel", "my brother Tomas", "a cat named Mochi",
-/// "The user's sister Ana", "The user lives with their dog Pixel"), lowercased: a clause that
-/// opens with one is about them.
-pub fn names_of_others(texts: &[&str]) -> Vec<String> {
-    let mut names = Vec::new();
-    for text in texts {
-        let raw: Vec<&str> = text
-            .split(|c: char| !c.is_alphanumeric() && c != '\'')
-            .filter(|w| !w.is_empty())
-            .collect();
-        for (index, word) in raw.iter().enumerate() {
-            let capitalized = word.chars().next().is_some_and(char::is_uppercase);
-            if !capitalized || *word == "I" || index == 0 {
-                continue;
-            }
-            let before = raw[index - 1].to_lowercase();
-            let owner = index >= 2
-                && matches!(
-                    raw[index - 2].to_lowercase().as_str(),
-                    "my" | "our" | "user's" | "users" | "their" | "his" | "her"
-                );
-            let noun = before.chars().next().is_some_and(char::is_lowercase);
-            if (owner && noun) || matches!(before.as_str(), "named" | "called") {
-                names.push(word.to_lowercase());
-            }
-        }
-    }
-    names
 }
 
 /// Names the user gave themselves ("I'm Marta", "my name is Ana", "The user is Marta."),

@@ -1,0 +1,83 @@
+//! The words of a text as the rules compare them, through the current language ([`super::current`]):
+//! its content words, whether one text only adds to another, and the names it gives to other
+//! people. On the ground floor, so that retrieval, injection and the gates read texts the same way
+//! without reaching into one another.
+
+use std::collections::HashSet;
+
+use super::{current, words};
+
+/// The words of `text` that carry content: lowercased, stemmed, without stop words.
+pub fn content_words(text: &str) -> HashSet<String> {
+    let stop = words().stop_words;
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| w.chars().count() > 1)
+        .map(str::to_lowercase)
+        // A stop word is known by its own form ("assistant", whose stem is "assist").
+        .filter(|w| !stop.contains(&w.as_str()))
+        .map(|w| current().stem(&w))
+        .filter(|w| !stop.contains(&w.as_str()))
+        .collect()
+}
+
+/// Whether `new` only adds to `old`: every content word of `old` is still in it ("has a dog" →
+/// "has a dog named Pixel"), so `old` did not stop being true.
+pub fn only_adds_to(new: &str, old: &str) -> bool {
+    let (new, old) = (content_words(new), content_words(old));
+    !old.is_empty() && old.is_subset(&new)
+}
+
+/// Names the user gave to someone else ("my dog Pixel", "my brother Tomas", "a cat named Mochi",
+/// "The user's sister Ana", "The user lives with their dog Pixel"), lowercased: a capitalised word
+/// after an owner's word and a noun, or after a word of naming.
+pub fn names_of_others(texts: &[&str]) -> Vec<String> {
+    let lists = words();
+    let mut names = Vec::new();
+    for text in texts {
+        let raw: Vec<&str> = text
+            .split(|c: char| !c.is_alphanumeric() && c != '\'')
+            .filter(|w| !w.is_empty())
+            .collect();
+        for (index, word) in raw.iter().enumerate() {
+            let capitalized = word.chars().next().is_some_and(char::is_uppercase);
+            if !capitalized || *word == "I" || index == 0 {
+                continue;
+            }
+            let before = raw[index - 1].to_lowercase();
+            let owner = index >= 2
+                && lists
+                    .names_owners
+                    .contains(&raw[index - 2].to_lowercase().as_str());
+            let noun = before.chars().next().is_some_and(char::is_lowercase);
+            if (owner && noun) || lists.names_naming.contains(&before.as_str()) {
+                names.push(word.to_lowercase());
+            }
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_given_to_others_are_found() {
+        let names = names_of_others(&[
+            "The user's brother Tomas is turning 30.",
+            "I adopted a cat named Mochi.",
+            "Yesterday I met Ana.",
+        ]);
+        assert_eq!(names, ["tomas", "mochi"]);
+    }
+
+    #[test]
+    fn a_rewrite_that_only_adds_keeps_the_old_text_true() {
+        assert!(only_adds_to(
+            "The user has a dog named Pixel.",
+            "The user has a dog."
+        ));
+        assert!(!only_adds_to("The user has a cat.", "The user has a dog."));
+        assert!(content_words("The dogs played").contains(&current().stem("dog")));
+    }
+}
