@@ -26,6 +26,7 @@ macro_rules! in_transaction {
 }
 
 mod agent_log;
+mod agent_row;
 mod agents;
 mod facts;
 mod integrity;

@@ -4,7 +4,7 @@
 
 use tokio_postgres::{GenericClient, Row};
 
-use super::agents::{ensure_agent, invalidate_system};
+use super::agent_row::{ensure_agent, invalidate_system};
 use super::{ensure_uid, find_uid, PostgresStore};
 use crate::store::blocks::{self, CoreBlock, SharedBlock, SharedBlocks};
 use crate::store::{now_ms, StoreError, StoreResult, UserScope};

@@ -5,27 +5,13 @@
 use crate::store::AGENT_CONVERSATION_PREFIX;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
 
+use super::agent_row::{agent_row, AGENT_COLUMNS};
 use super::recall::{conversation_id, message_row, MESSAGE_COLUMNS};
 use super::{bump_generation, ensure_uid, find_uid, to_blob};
 use crate::store::{
-    agent_conversation, now_ms, AgentCounts, AgentMessage, AgentRecord, CoreBlock, Corpus,
-    Embedding, Page, StepRecord, StoreError, StoreResult, StoredMessage, Summary, UserScope,
+    agent_conversation, now_ms, AgentCounts, AgentMessage, AgentRecord, Corpus, Embedding, Page,
+    StepRecord, StoreError, StoreResult, StoredMessage, Summary, UserScope,
 };
-
-const AGENT_COLUMNS: &str =
-    "name, system_message, pressure_alerted, created_at, updated_at, tags, memory_epoch";
-
-fn agent_row(row: &rusqlite::Row) -> rusqlite::Result<AgentRecord> {
-    Ok(AgentRecord {
-        name: row.get(0)?,
-        system_message: row.get(1)?,
-        pressure_alerted: row.get(2)?,
-        created_at_ms: row.get(3)?,
-        updated_at_ms: row.get(4)?,
-        tags: serde_json::from_str(&row.get::<_, String>(5)?).unwrap_or_default(),
-        memory_epoch: row.get(6)?,
-    })
-}
 
 /// Replaces an agent's tags; `false` when the agent does not exist.
 pub fn set_tags(
@@ -42,48 +28,6 @@ pub fn set_tags(
         "UPDATE agents SET tags = ?3, updated_at = ?4 WHERE uid = ?1 AND name = ?2",
         params![uid, agent, text, now_ms()],
     )? > 0)
-}
-
-pub fn find(
-    connection: &Connection,
-    scope: &UserScope,
-    agent: &str,
-) -> StoreResult<Option<AgentRecord>> {
-    let Some(uid) = find_uid(connection, scope)? else {
-        return Ok(None);
-    };
-    Ok(connection
-        .query_row(
-            &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE uid = ?1 AND name = ?2"),
-            params![uid, agent],
-            agent_row,
-        )
-        .optional()?)
-}
-
-pub fn ensure(
-    tx: &Transaction,
-    scope: &UserScope,
-    agent: &str,
-    blocks: &[CoreBlock],
-) -> StoreResult<AgentRecord> {
-    let uid = ensure_uid(tx, scope)?;
-    let now = now_ms();
-    let created = tx.execute(
-        "INSERT OR IGNORE INTO agents (uid, name, created_at, updated_at) VALUES (?1, ?2, ?3, ?3)",
-        params![uid, agent, now],
-    )?;
-    if created > 0 {
-        conversation_id(tx, uid, &agent_conversation(agent), agent)?;
-        for block in blocks {
-            super::agents::put_starting_block(tx, scope, agent, block)?;
-        }
-    }
-    Ok(tx.query_row(
-        &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE uid = ?1 AND name = ?2"),
-        params![uid, agent],
-        agent_row,
-    )?)
 }
 
 pub fn list(connection: &Connection, scope: &UserScope) -> StoreResult<Vec<AgentRecord>> {
@@ -116,16 +60,6 @@ pub fn set_state(
              pressure_alerted = ?5, updated_at = ?6
          WHERE uid = ?1 AND name = ?2",
         params![uid, agent, text, epoch, pressure_alerted, now_ms()],
-    )?;
-    Ok(())
-}
-
-/// Marks the compiled system message stale (a block or the archive changed).
-pub fn invalidate_system(tx: &Transaction, uid: i64, agent: &str) -> StoreResult<()> {
-    tx.execute(
-        "UPDATE agents SET system_message = NULL, memory_epoch = memory_epoch + 1
-         WHERE uid = ?1 AND name = ?2",
-        params![uid, agent],
     )?;
     Ok(())
 }
@@ -284,7 +218,7 @@ pub fn context(
         return Ok((None, Vec::new()));
     };
     let conversation = agent_conversation(agent);
-    let summary = super::agents::summary(connection, scope, &conversation)?;
+    let summary = super::recall::summary(connection, scope, &conversation)?;
     let after = summary.as_ref().map_or(-1, |s| s.through_position);
     let mut statement = connection.prepare_cached(&format!(
         "SELECT {MESSAGE_COLUMNS} FROM messages m JOIN conversations c ON c.id = m.conversation_id
@@ -301,7 +235,7 @@ pub fn counts(connection: &Connection, scope: &UserScope, agent: &str) -> StoreR
         return Ok(AgentCounts::default());
     };
     let conversation = agent_conversation(agent);
-    let after = super::agents::summary(connection, scope, &conversation)?
+    let after = super::recall::summary(connection, scope, &conversation)?
         .map_or(-1, |s| s.through_position);
     let (messages, in_context): (i64, i64) = connection.query_row(
         "SELECT COUNT(*), COALESCE(SUM(m.position > ?3), 0) FROM messages m

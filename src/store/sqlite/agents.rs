@@ -2,12 +2,11 @@
 
 use super::SqliteStore;
 use crate::store::Agents;
-use rusqlite::{params, Connection, OptionalExtension, Transaction};
+use rusqlite::{params, Connection, Transaction};
 
 use super::{bump_generation, ensure_uid, find_uid, to_blob};
 use crate::store::{
-    blocks, now_ms, CoreBlock, Corpus, Embedding, Page, Passage, StoreError, StoreResult, Summary,
-    UserScope,
+    blocks, CoreBlock, Corpus, Embedding, Page, Passage, StoreError, StoreResult, UserScope,
 };
 
 /// The agent's own blocks, each replaced by an attached shared block of its label, then the
@@ -53,7 +52,7 @@ pub fn put_block(
     if let Some(id) = super::shared::attached_id(tx, uid, agent, &block.label)? {
         return super::shared::write_value(tx, uid, id, block);
     }
-    insert_own(
+    super::agent_row::insert_own(
         tx,
         uid,
         agent,
@@ -61,46 +60,6 @@ pub fn put_block(
         "DO UPDATE SET value = excluded.value, char_limit = excluded.char_limit,
              read_only = excluded.read_only, updated_at = excluded.updated_at",
     )
-}
-
-/// Writes one of the agent's own blocks; `on_conflict` says what an existing one of its label
-/// becomes. The compiled system message is dropped.
-fn insert_own(
-    tx: &Transaction,
-    uid: i64,
-    agent: &str,
-    block: &CoreBlock,
-    on_conflict: &str,
-) -> StoreResult<()> {
-    tx.execute(
-        &format!(
-            "INSERT INTO core_blocks (uid, agent, label, value, char_limit, read_only, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (uid, agent, label) {on_conflict}"
-        ),
-        params![
-            uid,
-            agent,
-            block.label,
-            block.value,
-            block.char_limit,
-            block.read_only,
-            now_ms()
-        ],
-    )?;
-    super::agent_log::invalidate_system(tx, uid, agent)
-}
-
-/// Gives a new agent a starting block, unless it already has its own with that label (written
-/// by an operator or an import before the agent's first turn).
-pub fn put_starting_block(
-    tx: &Transaction,
-    scope: &UserScope,
-    agent: &str,
-    block: &CoreBlock,
-) -> StoreResult<()> {
-    blocks::check_block(block)?;
-    let uid = ensure_uid(tx, scope)?;
-    insert_own(tx, uid, agent, block, "DO NOTHING")
 }
 
 /// Deletes one of the agent's own blocks. A shared block is detached, not deleted through one
@@ -129,7 +88,7 @@ pub fn delete_block(
         params![uid, agent, label],
     )?;
     if deleted > 0 {
-        super::agent_log::invalidate_system(tx, uid, agent)?;
+        super::agent_row::invalidate_system(tx, uid, agent)?;
     }
     Ok(deleted > 0)
 }
@@ -204,59 +163,6 @@ pub fn passages(
         )?
         .collect::<Result<Vec<_>, _>>()?;
     Ok(rows)
-}
-
-pub fn summary(
-    connection: &Connection,
-    scope: &UserScope,
-    conversation: &str,
-) -> StoreResult<Option<Summary>> {
-    let Some(uid) = find_uid(connection, scope)? else {
-        return Ok(None);
-    };
-    Ok(connection
-        .query_row(
-            "SELECT c.external_id, s.text, s.through_position, s.updated_at
-             FROM summaries s JOIN conversations c ON c.id = s.conversation_id
-             WHERE s.uid = ?1 AND c.external_id = ?2",
-            params![uid, conversation],
-            |row| {
-                Ok(Summary {
-                    conversation: row.get(0)?,
-                    text: row.get(1)?,
-                    through_position: row.get(2)?,
-                    updated_at_ms: row.get(3)?,
-                })
-            },
-        )
-        .optional()?)
-}
-
-pub fn put_summary(tx: &Transaction, scope: &UserScope, summary: &Summary) -> StoreResult<()> {
-    let uid = ensure_uid(tx, scope)?;
-    let conversation_id: Option<i64> = tx
-        .query_row(
-            "SELECT id FROM conversations WHERE uid = ?1 AND external_id = ?2",
-            params![uid, summary.conversation],
-            |row| row.get(0),
-        )
-        .optional()?;
-    let conversation_id = conversation_id
-        .ok_or_else(|| StoreError::NotFound(format!("conversation '{}'", summary.conversation)))?;
-    tx.execute(
-        "INSERT INTO summaries (conversation_id, uid, text, through_position, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text,
-             through_position = excluded.through_position, updated_at = excluded.updated_at",
-        params![
-            conversation_id,
-            uid,
-            summary.text,
-            summary.through_position,
-            summary.updated_at_ms
-        ],
-    )?;
-    Ok(())
 }
 
 impl Agents for SqliteStore {
@@ -335,10 +241,10 @@ impl Agents for SqliteStore {
         agent: &str,
         blocks: &[crate::store::CoreBlock],
     ) -> StoreResult<crate::store::AgentRecord> {
-        if let Some(found) = self.read(|c| super::agent_log::find(c, scope, agent))? {
+        if let Some(found) = self.read(|c| super::agent_row::find(c, scope, agent))? {
             return Ok(found);
         }
-        self.write(|tx| super::agent_log::ensure(tx, scope, agent, blocks))
+        self.write(|tx| super::agent_row::ensure(tx, scope, agent, blocks))
     }
 
     fn list_agents(&self, scope: &UserScope) -> StoreResult<Vec<crate::store::AgentRecord>> {
@@ -346,7 +252,7 @@ impl Agents for SqliteStore {
     }
 
     fn agent_memory_epoch(&self, scope: &UserScope, agent: &str) -> StoreResult<i64> {
-        self.read(|c| Ok(super::agent_log::find(c, scope, agent)?.map_or(0, |a| a.memory_epoch)))
+        self.read(|c| Ok(super::agent_row::find(c, scope, agent)?.map_or(0, |a| a.memory_epoch)))
     }
 
     fn set_agent_state(

@@ -5,6 +5,7 @@
 //! leaves nothing half-written. Schema changes are migrations recorded in `schema_migrations`.
 
 mod agent_log;
+mod agent_row;
 mod agents;
 mod facts;
 mod integrity;

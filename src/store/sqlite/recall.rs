@@ -7,7 +7,8 @@ use rusqlite::{params, Connection, OptionalExtension, Row, Transaction};
 use super::{ensure_uid, find_uid, require_uid};
 use crate::store::history;
 use crate::store::{
-    now_ms, Conversation, NewMessage, Page, PortableMessage, StoreResult, StoredMessage, UserScope,
+    now_ms, Conversation, NewMessage, Page, PortableMessage, StoreError, StoreResult,
+    StoredMessage, Summary, UserScope,
 };
 
 pub(super) const MESSAGE_COLUMNS: &str = "m.id, c.external_id, m.position, m.role, m.content, \
@@ -303,6 +304,59 @@ pub fn set_extraction_progress(
     Ok(())
 }
 
+pub fn summary(
+    connection: &Connection,
+    scope: &UserScope,
+    conversation: &str,
+) -> StoreResult<Option<Summary>> {
+    let Some(uid) = find_uid(connection, scope)? else {
+        return Ok(None);
+    };
+    Ok(connection
+        .query_row(
+            "SELECT c.external_id, s.text, s.through_position, s.updated_at
+             FROM summaries s JOIN conversations c ON c.id = s.conversation_id
+             WHERE s.uid = ?1 AND c.external_id = ?2",
+            params![uid, conversation],
+            |row| {
+                Ok(Summary {
+                    conversation: row.get(0)?,
+                    text: row.get(1)?,
+                    through_position: row.get(2)?,
+                    updated_at_ms: row.get(3)?,
+                })
+            },
+        )
+        .optional()?)
+}
+
+pub fn put_summary(tx: &Transaction, scope: &UserScope, summary: &Summary) -> StoreResult<()> {
+    let uid = ensure_uid(tx, scope)?;
+    let conversation_id: Option<i64> = tx
+        .query_row(
+            "SELECT id FROM conversations WHERE uid = ?1 AND external_id = ?2",
+            params![uid, summary.conversation],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let conversation_id = conversation_id
+        .ok_or_else(|| StoreError::NotFound(format!("conversation '{}'", summary.conversation)))?;
+    tx.execute(
+        "INSERT INTO summaries (conversation_id, uid, text, through_position, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT (conversation_id) DO UPDATE SET text = excluded.text,
+             through_position = excluded.through_position, updated_at = excluded.updated_at",
+        params![
+            conversation_id,
+            uid,
+            summary.text,
+            summary.through_position,
+            summary.updated_at_ms
+        ],
+    )?;
+    Ok(())
+}
+
 impl RecallLog for SqliteStore {
     fn sync_messages_embedded(
         &self,
@@ -370,10 +424,10 @@ impl RecallLog for SqliteStore {
         scope: &UserScope,
         conversation: &str,
     ) -> StoreResult<Option<crate::store::Summary>> {
-        self.read(|c| super::agents::summary(c, scope, conversation))
+        self.read(|c| summary(c, scope, conversation))
     }
 
     fn put_summary(&self, scope: &UserScope, summary: &crate::store::Summary) -> StoreResult<()> {
-        self.write(|tx| super::agents::put_summary(tx, scope, summary))
+        self.write(|tx| put_summary(tx, scope, summary))
     }
 }

@@ -165,13 +165,13 @@ fn attach(
     let uid = ensure_uid(tx, scope)?;
     let (id, block) = find(tx, uid, name)?
         .ok_or_else(|| StoreError::NotFound(format!("shared block '{name}'")))?;
-    super::agent_log::ensure(tx, scope, agent, starting)?;
+    super::agent_row::ensure(tx, scope, agent, starting)?;
     blocks::check_attach(&attached(tx, uid, agent)?, &block)?;
     tx.execute(
         "INSERT OR IGNORE INTO block_attachments (uid, agent, block_id) VALUES (?1, ?2, ?3)",
         params![uid, agent, id],
     )?;
-    super::agent_log::invalidate_system(tx, uid, agent)
+    super::agent_row::invalidate_system(tx, uid, agent)
 }
 
 fn detach(tx: &Transaction, scope: &UserScope, agent: &str, name: &str) -> StoreResult<bool> {
@@ -186,7 +186,7 @@ fn detach(tx: &Transaction, scope: &UserScope, agent: &str, name: &str) -> Store
         params![uid, agent, id],
     )?;
     if removed > 0 {
-        super::agent_log::invalidate_system(tx, uid, agent)?;
+        super::agent_row::invalidate_system(tx, uid, agent)?;
     }
     Ok(removed > 0)
 }

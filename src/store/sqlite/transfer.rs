@@ -84,7 +84,7 @@ pub fn export(connection: &Connection, scope: &UserScope) -> StoreResult<Option<
                 .messages
                 .push(PortableMessage::exported(stored, embedding));
         }
-        if let Some(summary) = agents::summary(connection, scope, conversation)? {
+        if let Some(summary) = recall::summary(connection, scope, conversation)? {
             bundle.summaries.push(summary);
         }
     }
@@ -242,7 +242,7 @@ pub fn import(
         counts.passages += 1;
     }
     for summary in &bundle.summaries {
-        agents::put_summary(tx, scope, summary)?;
+        recall::put_summary(tx, scope, summary)?;
         counts.summaries += 1;
     }
     Ok(counts)
