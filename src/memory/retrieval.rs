@@ -196,7 +196,16 @@ pub fn retrieve(
         } else {
             Vec::new()
         };
-        let mut read = Read::new(store, scope, corpus, request, query_vector, vectors.model());
+        let mut read = Read {
+            store,
+            scope,
+            corpus,
+            request,
+            query_vector,
+            model: vectors.model(),
+            documents: HashMap::new(),
+            asked: HashSet::new(),
+        };
         let mut found = read.fuse(&by_vector, &by_keyword, now_ms)?;
         if let Some(expanded) = searched
             .filter(|_| corpus == Corpus::Message)
@@ -254,27 +263,7 @@ struct Read<'a> {
     asked: HashSet<i64>,
 }
 
-impl<'a> Read<'a> {
-    fn new(
-        store: &'a dyn Store,
-        scope: &'a UserScope,
-        corpus: Corpus,
-        request: &'a RetrievalRequest,
-        query_vector: Option<&'a [f32]>,
-        model: &'a str,
-    ) -> Self {
-        Read {
-            store,
-            scope,
-            corpus,
-            request,
-            query_vector,
-            model,
-            documents: HashMap::new(),
-            asked: HashSet::new(),
-        }
-    }
-
+impl Read<'_> {
     /// Scored hits of the documents in either ranking (ids, best first), fused by reciprocal
     /// rank. Documents are re-read from the store, the source of truth: only this user's live
     /// rows survive.
