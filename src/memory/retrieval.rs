@@ -214,15 +214,7 @@ pub fn retrieve(
             found = read.fuse(&search(&expanded)?, &by_keyword, now_ms)?;
         }
         if corpus == Corpus::Message {
-            spread_to_neighbours(
-                store,
-                scope,
-                &mut found,
-                request,
-                allowed.as_ref(),
-                query_vector,
-                vectors.model(),
-            )?;
+            read.spread_to_neighbours(&mut found, allowed.as_ref())?;
             prefer_named_author(&mut found, request);
         }
         hits.extend(found);
@@ -280,16 +272,7 @@ impl Read<'_> {
         for (rank, &id) in by_keyword.iter().enumerate() {
             ranks.entry(id).or_default().keyword = Some(rank);
         }
-        let new: Vec<i64> = ranks
-            .keys()
-            .copied()
-            .filter(|id| self.asked.insert(*id))
-            .collect();
-        for document in self.store.documents(self.scope, self.corpus, &new)? {
-            if !(self.request.current_only && document.outdated) {
-                self.documents.insert(document.id, document);
-            }
-        }
+        self.read(ranks.keys().copied())?;
         let mut found: Vec<Hit> = ranks
             .into_iter()
             .filter_map(|(id, rank)| {
@@ -309,6 +292,60 @@ impl Read<'_> {
         Ok(found)
     }
 
+    /// Reads the documents of `ids` not read yet: each id is asked of the store once per query.
+    fn read(&mut self, ids: impl Iterator<Item = i64>) -> StoreResult<()> {
+        let new: Vec<i64> = ids.filter(|id| self.asked.insert(*id)).collect();
+        if new.is_empty() {
+            return Ok(());
+        }
+        for document in self.store.documents(self.scope, self.corpus, &new)? {
+            if !(self.request.current_only && document.outdated) {
+                self.documents.insert(document.id, document);
+            }
+        }
+        Ok(())
+    }
+
+    /// A found past turn shares its score with its neighbours ([`super::neighbours::shares`]);
+    /// a neighbour not found yet is brought in when it is as similar to the query as a
+    /// vector-only match must be (`min_similarity`): next to a relevant turn is no reason to
+    /// inject small talk.
+    fn spread_to_neighbours(
+        &mut self,
+        found: &mut Vec<Hit>,
+        allowed: Option<&HashSet<i64>>,
+    ) -> StoreResult<()> {
+        let scores: HashMap<i64, f64> = found.iter().map(|hit| (hit.id, hit.score)).collect();
+        let mut shared = super::neighbours::shares(
+            self.store,
+            self.scope,
+            &scores,
+            self.request.neighbour_weight,
+            self.request.neighbour_window,
+            allowed,
+        )?;
+        for hit in found.iter_mut() {
+            if let Some(extra) = shared.remove(&hit.id) {
+                hit.score += extra;
+            }
+        }
+        let mut new: Vec<(i64, f64)> = shared.into_iter().collect();
+        new.sort_by_key(|(id, _)| *id);
+        self.read(new.iter().map(|(id, _)| *id))?;
+        for (id, score) in new {
+            let Some(document) = self.documents.get(&id) else {
+                continue;
+            };
+            let similarity = similarity(self.query_vector, document, self.model);
+            if !similarity.is_some_and(|s| s >= self.request.min_similarity) {
+                continue;
+            }
+            // A share of scores that already carry the recency weight: not weighted again.
+            found.push(hit_of(document, score, similarity, None, None));
+        }
+        Ok(())
+    }
+
     /// The query's vector moved towards the best hits of `found`, for a second vector search
     /// ([`super::feedback`]); `None` when feedback is off or no best hit has a vector.
     fn feedback(&self, query: &[f32], found: &[Hit]) -> Option<Vec<f32>> {
@@ -320,48 +357,6 @@ impl Read<'_> {
             .map(|embedding| embedding.vector.as_slice());
         super::feedback::expanded(query, best, self.request.feedback_weight)
     }
-}
-
-/// A found past turn shares its score with its neighbours ([`super::neighbours::shares`]); a
-/// neighbour not found yet is brought in when it is as similar to the query as a vector-only
-/// match must be (`min_similarity`): next to a relevant turn is no reason to inject small talk.
-fn spread_to_neighbours(
-    store: &dyn Store,
-    scope: &UserScope,
-    found: &mut Vec<Hit>,
-    request: &RetrievalRequest,
-    allowed: Option<&HashSet<i64>>,
-    query_vector: Option<&[f32]>,
-    model: &str,
-) -> StoreResult<()> {
-    let scores: HashMap<i64, f64> = found.iter().map(|hit| (hit.id, hit.score)).collect();
-    let mut shared = super::neighbours::shares(
-        store,
-        scope,
-        &scores,
-        request.neighbour_weight,
-        request.neighbour_window,
-        allowed,
-    )?;
-    for hit in found.iter_mut() {
-        if let Some(extra) = shared.remove(&hit.id) {
-            hit.score += extra;
-        }
-    }
-    let new: Vec<i64> = shared.keys().copied().collect();
-    for document in store.documents(scope, Corpus::Message, &new)? {
-        if request.current_only && document.outdated {
-            continue;
-        }
-        let similarity = similarity(query_vector, &document, model);
-        if !similarity.is_some_and(|s| s >= request.min_similarity) {
-            continue;
-        }
-        // A share of scores that already carry the recency weight: not weighted again.
-        let score = shared.get(&document.id).copied().unwrap_or(0.0);
-        found.push(hit_of(&document, score, similarity, None, None));
-    }
-    Ok(())
 }
 
 /// When the query names exactly one of the found turns' authors, that author's turns count
