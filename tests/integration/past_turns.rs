@@ -23,7 +23,11 @@ fn memory_block(h: &Harness) -> String {
 
 #[tokio::test]
 async fn a_reply_found_again_is_shown_with_the_question_it_answers() {
-    let h = harness_with(|_| {}).await;
+    // What is shown, not the pre-processor's time bound (2 s by default, tested in
+    // `implicit`): on a loaded machine running the whole suite against PostgreSQL the bound can
+    // pass and the request goes on without memory, which says nothing of the rendering.
+    let h =
+        harness_with(|c| c.memory.preprocess_timeout = std::time::Duration::from_secs(30)).await;
     let told = json!([
         {"role": "user", "content": "I am planning a weekend in Porto."},
         {"role": "assistant", "content": "Porto is lovely. Have you ever been to the lighthouse museum there?"},
