@@ -1,7 +1,7 @@
 //! `POST /v1/chat/completions` (and `/{mode}/v1/chat/completions`), the Chat Completions surface:
 //! the client's request read as it came (its bytes go upstream untouched when nothing changes
 //! them) and handed to the conversation core ([`crate::server::core`]), whose answer is already in
-//! this API's shape.
+//! this API's shape and is sent as it is.
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -57,7 +57,8 @@ pub async fn handle(
         client_body: Some(body),
         route,
     };
-    handle_request(state, context, headers, exchange).await
+    let answer = handle_request(state, context, headers, exchange).await?;
+    Ok(answer.into_response())
 }
 
 /// The Chat Completions surface.

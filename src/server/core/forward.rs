@@ -1,11 +1,10 @@
 //! The forward every exchange with memory ends in, on any surface and any upstream: the request
 //! sent (the recorder's clock paused meanwhile), memproxy's headers on the answer (the mode, what
-//! the strategy did), and the answer relayed as it came, whole or as a stream tee, while the
-//! surface's [`Reading`] gives the recorder its replies.
+//! the strategy did), and the answer handed on as it came ([`Answer`]), whole or as a stream tee,
+//! while the surface's [`Reading`] gives the recorder its replies.
 
-use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
-use axum::response::Response;
+use axum::body::Bytes;
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method};
 use futures_util::StreamExt;
 
 use crate::error::ProxyError;
@@ -15,6 +14,7 @@ use crate::openai::accumulate::{AssistantReply, Watch};
 use crate::openai::Usage;
 use crate::upstream::response_headers;
 
+use super::answer::{Answer, AnswerBody};
 use super::exchange::ExchangeRecorder;
 use super::stream::{TeeSettings, TeeStream};
 use crate::server::SharedState;
@@ -31,7 +31,7 @@ pub struct Outgoing<'a> {
 }
 
 /// What the answer to it needs: the strategy's report for the headers, how to read it.
-pub struct Answer<'a> {
+pub struct Relaying<'a> {
     pub mode: Mode,
     pub rewrite: &'a crate::strategy::Rewrite,
     pub wants_stream: bool,
@@ -39,14 +39,14 @@ pub struct Answer<'a> {
     pub deadline: tokio::time::Instant,
 }
 
-/// Sends the request (the recorder's clock paused while the upstream works) and relays its
+/// Sends the request (the recorder's clock paused while the upstream works) and hands on its
 /// answer with memproxy's headers; a failure to send is recorded and returned.
 pub async fn forward(
     state: &SharedState,
     outgoing: Outgoing<'_>,
     mut recorder: ExchangeRecorder,
-    answer: Answer<'_>,
-) -> Result<Response, ProxyError> {
+    answer: Relaying<'_>,
+) -> Result<Answer, ProxyError> {
     recorder.pause();
     let sent = outgoing
         .upstream
@@ -68,7 +68,8 @@ pub async fn forward(
         HeaderValue::from_static(answer.mode.as_str()),
     );
     rewrite_headers(&mut relayed, answer.mode, answer.rewrite);
-    relay_answer(
+    let counted = answer.rewrite.tokens_after;
+    let mut relayed = relay_answer(
         state,
         upstream,
         relayed,
@@ -77,7 +78,11 @@ pub async fn forward(
         answer.reading,
         answer.deadline,
     )
-    .await
+    .await?;
+    if answer.mode != Mode::Passthrough && counted > 0 {
+        relayed.prompt_tokens = u64::try_from(counted).ok();
+    }
+    Ok(relayed)
 }
 
 /// Reads a whole 2xx answer's replies and usage; `Err` says why the body is no answer at all
@@ -97,8 +102,8 @@ pub struct Reading {
     pub framing: crate::openai::sse::Framing,
 }
 
-/// Relays the upstream's answer (a stream event by event, or the whole body) as it came, except
-/// for `relayed` headers, while the recorder learns the reply; the error of a broken or stalled
+/// The upstream's answer (a stream event by event, or the whole body) as it came, except for
+/// `relayed` headers, while the recorder learns the reply; the error of a broken or stalled
 /// answer ends it, and is recorded.
 async fn relay_answer(
     state: &SharedState,
@@ -108,7 +113,7 @@ async fn relay_answer(
     wants_stream: bool,
     reading: Reading,
     deadline: tokio::time::Instant,
-) -> Result<Response, ProxyError> {
+) -> Result<Answer, ProxyError> {
     let status = upstream.status();
     let is_stream = upstream
         .headers()
@@ -128,7 +133,12 @@ async fn relay_answer(
             deadline,
         };
         let tee = TeeStream::new(upstream.bytes_stream().boxed(), settings, recorder);
-        return Ok(build_response(status, relayed, Body::from_stream(tee)));
+        return Ok(Answer {
+            status,
+            headers: relayed,
+            body: AnswerBody::Stream(tee.boxed()),
+            prompt_tokens: None,
+        });
     }
 
     // Whole body: read it (bounded by the total deadline), relay it as is, learn from it.
@@ -155,7 +165,7 @@ async fn relay_answer(
         };
         recorder.finish(Vec::new(), None, outcome);
     }
-    Ok(build_response(status, relayed, Body::from(bytes)))
+    Ok(Answer::whole(status, relayed, bytes))
 }
 
 /// What the strategy did, for clients and comparisons (architecture §2).
@@ -189,11 +199,4 @@ fn rewrite_headers(headers: &mut HeaderMap, mode: Mode, rewrite: &crate::strateg
             .collect();
         put("x-memproxy-degraded", printable);
     }
-}
-
-pub fn build_response(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
 }

@@ -1,7 +1,10 @@
 //! The conversation core every API surface hands its request to ([`handle_request`]): the mode,
 //! explicit mode's agent loop, or memory and the forward through [`prepare`]. The upstream
-//! speaks Chat Completions, so the core reads its answers in that shape; each surface converts the
-//! request to it and the answer back.
+//! speaks Chat Completions, so the core reads its answers in that shape and hands them back as a
+//! value ([`Answer`]), not an HTTP response; each surface converts the request to it and the
+//! answer back.
+
+pub(in crate::server) mod answer;
 
 pub(in crate::server) mod exchange;
 pub(in crate::server) mod explicit;
@@ -16,7 +19,6 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::http::{header, HeaderMap, HeaderValue};
-use axum::response::Response;
 
 use crate::error::ProxyError;
 use crate::identity::resolve_mode;
@@ -27,6 +29,7 @@ use crate::upstream::request_headers;
 
 use crate::server::auth::RequestContext;
 use crate::server::SharedState;
+pub(in crate::server) use answer::{Answer, AnswerBody};
 use forward::Reading;
 
 /// The mode named by a route prefix; an unknown prefix is an unknown route.
@@ -57,7 +60,7 @@ pub async fn handle_request(
     context: RequestContext,
     headers: HeaderMap,
     exchange: Exchange,
-) -> Result<Response, ProxyError> {
+) -> Result<Answer, ProxyError> {
     let started = Instant::now();
     let Exchange {
         route_mode,

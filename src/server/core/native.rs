@@ -22,6 +22,7 @@ use crate::openai::{ChatMessage, ChatRequest};
 use crate::strategy::Plan;
 use crate::upstream::{request_headers, response_headers, Upstream};
 
+use super::answer::Answer;
 use super::forward::Reading;
 use crate::server::auth::RequestContext;
 use crate::server::SharedState;
@@ -62,7 +63,7 @@ pub async fn handle(
     mode: Mode,
     headers: HeaderMap,
     native: Native,
-) -> Result<Response, ProxyError> {
+) -> Result<Answer, ProxyError> {
     let started = Instant::now();
     let mode = super::prepare::mode_for(mode, &native.neutral);
     let scope = super::prepare::admit(&state, &context, &headers, &native.neutral)?;
@@ -151,7 +152,7 @@ pub async fn relay_raw(
         config.idle_timeout,
         started + config.total_timeout,
     );
-    Ok(super::forward::build_response(
+    Ok(crate::server::core::surface::build(
         status,
         headers,
         axum::body::Body::from_stream(body),

@@ -9,7 +9,6 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::http::HeaderMap;
-use axum::response::Response;
 
 use crate::error::ProxyError;
 use crate::identity::Scope;
@@ -18,8 +17,9 @@ use crate::openai::ChatRequest;
 use crate::strategy::Rewrite;
 use crate::upstream::Upstream;
 
+use super::answer::Answer;
 use super::exchange::ExchangeRecorder;
-use super::forward::{forward, Answer, Outgoing, Reading};
+use super::forward::{forward, Outgoing, Reading, Relaying};
 use crate::server::auth::RequestContext;
 use crate::server::SharedState;
 
@@ -76,7 +76,7 @@ pub async fn with_memory(
     neutral: ChatRequest,
     surface: Surface,
     started: Instant,
-) -> Result<Response, ProxyError> {
+) -> Result<Answer, ProxyError> {
     let deadline = tokio::time::Instant::from_std(started) + state.upstream.config.total_timeout;
     let rewrite =
         crate::strategy::prepare(&state.memory, &state.config.memory, mode, &scope, &neutral).await;
@@ -101,7 +101,7 @@ pub async fn with_memory(
         headers: surface.headers,
         body,
     };
-    let answer = Answer {
+    let answer = Relaying {
         mode,
         rewrite: &rewrite,
         wants_stream: surface.wants_stream,

@@ -1,61 +1,12 @@
-//! What every translating API surface (`messages`, `responses`) does with the core's Chat
-//! Completions answer before putting it in its own shape: keep memproxy's headers and the request
-//! ids, tell a stream from a whole body, hand the stream on as bytes, build the answer, and name
-//! the tools that were left out.
+//! What the translating API surfaces (`messages`, `responses`, `ollama`) share once they have the
+//! core's answer ([`super::Answer`]): building their own answer (a stream, a JSON body), naming
+//! the tools that were left out, reading an upstream error's message, and asking the upstream on
+//! a client's behalf.
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::stream::BoxStream;
-use futures_util::StreamExt;
-
-/// The core's answer taken apart for translation.
-pub struct CoreAnswer {
-    pub status: StatusCode,
-    /// All of the core's headers (for relaying an error as it is).
-    pub all_headers: HeaderMap,
-    /// The headers a translated answer keeps: `x-memproxy-*`, `x-request-id`,
-    /// `x-upstream-request-id`, and `retry-after` (every API's SDK waits as it says).
-    pub kept: HeaderMap,
-    pub streamed: bool,
-    pub body: Body,
-}
-
-impl CoreAnswer {
-    pub fn of(response: Response) -> CoreAnswer {
-        let (parts, body) = response.into_parts();
-        let mut kept = HeaderMap::new();
-        for (name, value) in &parts.headers {
-            let text = name.as_str();
-            if text.starts_with("x-memproxy-")
-                || text == "x-request-id"
-                || text == "x-upstream-request-id"
-                || name == header::RETRY_AFTER
-            {
-                kept.append(name.clone(), value.clone());
-            }
-        }
-        let streamed = parts
-            .headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        CoreAnswer {
-            status: parts.status,
-            all_headers: parts.headers,
-            kept,
-            streamed,
-            body,
-        }
-    }
-
-    /// The body as a byte stream (for a stream translator).
-    pub fn into_stream(body: Body) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
-        body.into_data_stream()
-            .map(|chunk| chunk.map_err(std::io::Error::other))
-            .boxed()
-    }
-}
 
 /// An SSE answer with the kept headers.
 pub fn event_stream(

@@ -21,7 +21,8 @@ use crate::server::auth::RequestContext;
 use crate::server::core::forward::Reading;
 use crate::server::core::native::{Call, Native};
 use crate::server::core::route_mode;
-use crate::server::core::surface::{self, CoreAnswer};
+use crate::server::core::surface;
+use crate::server::core::{Answer, AnswerBody};
 use crate::server::extract::{ApiPath, LimitedBody};
 use crate::server::SharedState;
 
@@ -116,7 +117,9 @@ async fn native(call: Call) -> Response {
                     framing: Default::default(),
                 },
             };
-            crate::server::core::native::handle(state, context, mode, headers, request).await
+            crate::server::core::native::handle(state, context, mode, headers, request)
+                .await
+                .map(crate::server::core::Answer::into_response)
         }
         // Anthropic is the judge of its own API: what memproxy cannot read goes as it is.
         Err(why) => {
@@ -170,7 +173,7 @@ async fn translated(
     };
     let mut response =
         match crate::server::core::handle_request(state, context, headers, exchange).await {
-            Ok(response) => translate(response, &model, &sent).await,
+            Ok(answer) => translate(answer, &model, &sent),
             Err(error) => super::error_response(&error),
         };
     surface::name_dropped_tools(response.headers_mut(), &dropped_tools);
@@ -179,28 +182,19 @@ async fn translated(
 
 /// A Chat Completions answer (whole, streamed or an error) in Anthropic's shape; memproxy's own
 /// headers and the request id are kept.
-async fn translate(response: Response, model: &str, sent: &[ChatMessage]) -> Response {
-    let answer = CoreAnswer::of(response);
-    if answer.status.is_success() && answer.streamed {
-        // `message_start` comes before the upstream's usage: it carries the prompt's size as
-        // memproxy counted it (the upstream's own count follows in `message_delta`).
-        let counted = answer
-            .kept
-            .get("x-memproxy-prompt-tokens-after")
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.parse().ok())
-            .filter(|&after| after > 0)
-            .unwrap_or_else(|| crate::strategy::compact::total_tokens(sent) as u64);
-        let input = CoreAnswer::into_stream(answer.body);
-        let events = events::translate(input, model, counted);
-        return surface::event_stream(answer.status, answer.kept, events);
-    }
-    let bytes = match axum::body::to_bytes(answer.body, usize::MAX).await {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            let error = ProxyError::UpstreamBroken(error.to_string());
-            return super::error_response(&error);
+fn translate(answer: Answer, model: &str, sent: &[ChatMessage]) -> Response {
+    let kept = answer.kept_headers();
+    let bytes = match answer.body {
+        AnswerBody::Stream(input) => {
+            // `message_start` comes before the upstream's usage: it carries the prompt's size as
+            // memproxy counted it (the upstream's own count follows in `message_delta`).
+            let counted = answer
+                .prompt_tokens
+                .unwrap_or_else(|| crate::strategy::compact::total_tokens(sent) as u64);
+            let events = events::translate(input, model, counted);
+            return surface::event_stream(answer.status, kept, events);
         }
+        AnswerBody::Whole(bytes) => bytes,
     };
     let out = if answer.status.is_success() {
         match serde_json::from_slice::<Value>(&bytes) {
@@ -217,7 +211,7 @@ async fn translate(response: Response, model: &str, sent: &[ChatMessage]) -> Res
     } else {
         super::error_body(answer.status.as_u16(), &surface::error_message(&bytes))
     };
-    surface::json(answer.status, answer.kept, &out)
+    surface::json(answer.status, kept, &out)
 }
 
 /// `POST /v1/messages/count_tokens`: relayed to a Messages upstream; without one, the prompt's

@@ -25,7 +25,8 @@ use crate::mode::Mode;
 
 use crate::server::auth::RequestContext;
 use crate::server::core::route_mode;
-use crate::server::core::surface::{self, CoreAnswer};
+use crate::server::core::surface;
+use crate::server::core::{Answer, AnswerBody};
 use crate::server::extract::LimitedBody;
 use crate::server::SharedState;
 
@@ -146,28 +147,25 @@ async fn conversation(
         },
     };
     match crate::server::core::handle_request(state, context, headers, exchange).await {
-        Ok(response) => translate(response, route, &model, started).await,
+        Ok(answer) => translate(answer, route, &model, started),
         Err(error) => error_response(&error),
     }
 }
 
 /// A Chat Completions answer (whole, streamed or an error) in Ollama's shape; memproxy's own
 /// headers and the request id are kept.
-async fn translate(response: Response, route: Route, model: &str, started: Instant) -> Response {
-    let answer = CoreAnswer::of(response);
-    if answer.status.is_success() && answer.streamed {
-        let lines =
-            super::events::translate(CoreAnswer::into_stream(answer.body), route, model, started);
-        let mut headers = answer.kept;
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/x-ndjson"),
-        );
-        return surface::build(answer.status, headers, axum::body::Body::from_stream(lines));
-    }
-    let bytes = match axum::body::to_bytes(answer.body, usize::MAX).await {
-        Ok(bytes) => bytes,
-        Err(error) => return error_response(&ProxyError::UpstreamBroken(error.to_string())),
+fn translate(answer: Answer, route: Route, model: &str, started: Instant) -> Response {
+    let mut headers = answer.kept_headers();
+    let bytes = match answer.body {
+        AnswerBody::Stream(input) => {
+            let lines = super::events::translate(input, route, model, started);
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/x-ndjson"),
+            );
+            return surface::build(answer.status, headers, axum::body::Body::from_stream(lines));
+        }
+        AnswerBody::Whole(bytes) => bytes,
     };
     let out = if answer.status.is_success() {
         match serde_json::from_slice::<Value>(&bytes) {
@@ -185,7 +183,7 @@ async fn translate(response: Response, route: Route, model: &str, started: Insta
     } else {
         error_body(&surface::error_message(&bytes))
     };
-    surface::json(answer.status, answer.kept, &out)
+    surface::json(answer.status, headers, &out)
 }
 
 /// A model route's request with its prefix checked and its body read: relayed as it is to an

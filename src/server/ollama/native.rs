@@ -70,7 +70,9 @@ pub async fn handle(call: Call, route: Route) -> Response {
                     framing: Framing::Lines,
                 },
             };
-            crate::server::core::native::handle(state, context, mode, headers, request).await
+            crate::server::core::native::handle(state, context, mode, headers, request)
+                .await
+                .map(crate::server::core::Answer::into_response)
         }
         // Ollama is the judge of its own API: what memproxy cannot read (or a request that only
         // loads the model) goes as it is.

@@ -29,7 +29,8 @@ use crate::server::auth::RequestContext;
 use crate::server::core::forward::Reading;
 use crate::server::core::native::{Call, Native};
 use crate::server::core::route_mode;
-use crate::server::core::surface::{self, CoreAnswer};
+use crate::server::core::surface;
+use crate::server::core::{Answer, AnswerBody};
 use crate::server::extract::{ApiPath, LimitedBody};
 use crate::server::SharedState;
 
@@ -135,8 +136,8 @@ async fn handle(
         client_body: None,
         route: ROUTE,
     };
-    let response = crate::server::core::handle_request(state, context, headers, exchange).await?;
-    let mut response = translate(response, skeleton, log).await?;
+    let answer = crate::server::core::handle_request(state, context, headers, exchange).await?;
+    let mut response = translate(answer, skeleton, log)?;
     surface::name_dropped_tools(response.headers_mut(), &translated.dropped_tools);
     Ok(response)
 }
@@ -225,36 +226,29 @@ async fn native(
             framing: Default::default(),
         },
     };
-    crate::server::core::native::handle(state, context, mode, headers, request).await
+    crate::server::core::native::handle(state, context, mode, headers, request)
+        .await
+        .map(crate::server::core::Answer::into_response)
 }
 
 /// The Chat Completions answer as a Responses answer; errors keep their (shared OpenAI) shape.
-async fn translate(
-    response: Response,
-    skeleton: Value,
-    log: Logger,
-) -> Result<Response, ProxyError> {
-    let answer = CoreAnswer::of(response);
+fn translate(answer: Answer, skeleton: Value, log: Logger) -> Result<Response, ProxyError> {
     if !answer.status.is_success() {
         // The upstream's (or memproxy's) error, already in the OpenAI shape this API uses.
-        return Ok(surface::build(
-            answer.status,
-            answer.all_headers,
-            answer.body,
-        ));
+        return Ok(answer.into_response());
     }
-    if answer.streamed {
-        let input = CoreAnswer::into_stream(answer.body);
-        let translator = Translator::new(
-            skeleton,
-            Some(Box::new(move |done| Box::pin(async move { log.log(done) }))),
-        );
-        let events = events::translate(input, translator);
-        return Ok(surface::event_stream(answer.status, answer.kept, events));
-    }
-    let bytes = axum::body::to_bytes(answer.body, usize::MAX)
-        .await
-        .map_err(|error| ProxyError::UpstreamBroken(error.to_string()))?;
+    let kept = answer.kept_headers();
+    let bytes = match answer.body {
+        AnswerBody::Stream(input) => {
+            let translator = Translator::new(
+                skeleton,
+                Some(Box::new(move |done| Box::pin(async move { log.log(done) }))),
+            );
+            let events = events::translate(input, translator);
+            return Ok(surface::event_stream(answer.status, kept, events));
+        }
+        AnswerBody::Whole(bytes) => bytes,
+    };
     let completion: Value = serde_json::from_slice(&bytes)
         .ok()
         .filter(|c: &Value| c["choices"][0]["message"].is_object())
@@ -263,7 +257,7 @@ async fn translate(
         })?;
     let done = reply::complete(skeleton, &completion);
     log.log(done.clone());
-    Ok(surface::json(answer.status, answer.kept, &done))
+    Ok(surface::json(answer.status, kept, &done))
 }
 
 /// This user's logged response `id`, or a 404.

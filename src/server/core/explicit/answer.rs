@@ -6,9 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderValue};
-use axum::response::Response;
+use axum::body::Bytes;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
@@ -17,18 +16,19 @@ use crate::error::ProxyError;
 use crate::identity::Scope;
 
 use super::failure;
+use crate::server::core::Answer;
 use crate::server::SharedState;
 
 /// What the answer needs besides the turn's outcome.
 #[derive(Clone)]
-pub(super) struct Answer {
+pub(super) struct Shape {
     pub route: &'static str,
     pub model: String,
     pub include_usage: bool,
     pub started: std::time::Instant,
 }
 
-impl Answer {
+impl Shape {
     /// Books a finished turn in the metrics; returns memproxy's own time (total − LLM time).
     pub fn record(&self, state: &SharedState, outcome: &TurnOutcome) -> Duration {
         let llm = Duration::from_secs_f64(outcome.llm_ms / 1e3);
@@ -117,10 +117,10 @@ enum Early {
 pub(super) fn early_stream(
     state: SharedState,
     scope: Scope,
-    answer: Answer,
+    answer: Shape,
     turn: TurnHandle,
     keepalive: Duration,
-) -> Response {
+) -> Answer {
     const KEEPALIVE: &[u8] = b": memproxy agent working\n\n";
     let body = futures_util::stream::unfold(Early::Waiting(turn), move |early| {
         let (state, answer) = (Arc::clone(&state), answer.clone());
@@ -162,13 +162,10 @@ pub(super) fn early_stream(
     let body = futures_util::stream::once(async { Bytes::from_static(KEEPALIVE) })
         .chain(body)
         .map(Ok::<_, std::io::Error>);
-    let mut response = sse_response(Body::from_stream(body));
-    let headers = response.headers_mut();
-    headers.insert("x-memproxy-mode", HeaderValue::from_static("explicit"));
-    if let Ok(agent) = HeaderValue::from_str(&scope.agent) {
-        headers.insert("x-memproxy-agent", agent);
-    }
-    response
+    let mut answer = Answer::event_stream(HeaderMap::new(), body.boxed());
+    answer.put("x-memproxy-mode", "explicit");
+    answer.put("x-memproxy-agent", &scope.agent);
+    answer
 }
 
 /// A failed turn as the in-stream error event: the upstream's own OpenAI error body when it sent
@@ -206,7 +203,7 @@ fn usage_json(outcome: &TurnOutcome) -> Value {
     })
 }
 
-pub(super) fn whole(outcome: &TurnOutcome, model: &str) -> Response {
+pub(super) fn whole(outcome: &TurnOutcome, model: &str) -> Answer {
     let (message, finish) = match &outcome.ending {
         Ending::Reply { text, .. } => (json!({"role": "assistant", "content": text}), "stop"),
         Ending::ToolCalls(calls) => {
@@ -235,21 +232,10 @@ pub(super) fn whole(outcome: &TurnOutcome, model: &str) -> Response {
         }],
         "usage": usage_json(outcome),
     });
-    let mut response = Response::new(Body::from(body.to_string()));
-    response.headers_mut().insert(
+    let mut headers = HeaderMap::new();
+    headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    response
-}
-
-pub(super) fn sse_response(body: Body) -> Response {
-    let mut response = Response::new(body);
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    response
+    Answer::whole(StatusCode::OK, headers, Bytes::from(body.to_string()))
 }

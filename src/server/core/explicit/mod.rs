@@ -8,9 +8,8 @@ mod input;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
-use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
-use axum::response::Response;
+use axum::http::{HeaderMap, StatusCode};
+use futures_util::StreamExt;
 
 use crate::agent::{ModelError, TurnError, TurnTasks, UpstreamModel};
 use crate::error::ProxyError;
@@ -18,10 +17,11 @@ use crate::identity::Scope;
 use crate::openai::ChatRequest;
 use crate::upstream::request_headers;
 
-use answer::{early_stream, sse_response, whole, Answer};
+use answer::{early_stream, whole, Shape};
 pub(in crate::server) use input::turn_input;
 
 use crate::server::auth::RequestContext;
+use crate::server::core::Answer;
 use crate::server::SharedState;
 
 pub async fn handle(
@@ -32,7 +32,7 @@ pub async fn handle(
     scope: Scope,
     started: Instant,
     route: &'static str,
-) -> Result<Response, ProxyError> {
+) -> Result<Answer, ProxyError> {
     let input = turn_input(&request, &scope)?;
     let authorization = state.upstream.authorization(
         context.client_authorization.as_ref(),
@@ -47,7 +47,7 @@ pub async fn handle(
         after: &state.after_exchange,
     };
     let mut turn = state.agents.start_turn(model, input, tasks);
-    let answer = Answer {
+    let answer = Shape {
         route,
         model: request.model.clone().unwrap_or_default(),
         include_usage: request.client_wants_usage(),
@@ -73,35 +73,28 @@ pub async fn handle(
             }
         };
     let overhead = answer.record(&state, &outcome);
-    let mut response = if request.is_stream() {
-        sse_response(Body::from_stream(futures_util::stream::iter(
-            answer
-                .events(&outcome)
-                .into_iter()
-                .map(Ok::<_, std::io::Error>),
-        )))
+    let mut reply = if request.is_stream() {
+        let events = answer
+            .events(&outcome)
+            .into_iter()
+            .map(Ok::<_, std::io::Error>);
+        Answer::event_stream(HeaderMap::new(), futures_util::stream::iter(events).boxed())
     } else {
         whole(&outcome, &answer.model)
     };
-    let answer_headers = response.headers_mut();
-    let mut put = |name: &'static str, value: String| {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            answer_headers.insert(HeaderName::from_static(name), value);
-        }
-    };
-    put("x-memproxy-mode", "explicit".to_owned());
-    put("x-memproxy-agent", scope.agent.clone());
-    put("x-memproxy-turn", outcome.turn.clone());
-    put("x-memproxy-steps", outcome.model_calls.to_string());
-    put("x-memproxy-stop", outcome.ending.stop_name().to_owned());
-    put(
+    reply.put("x-memproxy-mode", "explicit");
+    reply.put("x-memproxy-agent", &scope.agent);
+    reply.put("x-memproxy-turn", &outcome.turn);
+    reply.put("x-memproxy-steps", &outcome.model_calls.to_string());
+    reply.put("x-memproxy-stop", outcome.ending.stop_name());
+    reply.put(
         "x-memproxy-overhead-ms",
-        format!("{:.1}", overhead.as_secs_f64() * 1e3),
+        &format!("{:.1}", overhead.as_secs_f64() * 1e3),
     );
-    Ok(response)
+    Ok(reply)
 }
 
-pub(in crate::server) fn failure(error: TurnError) -> Result<Response, ProxyError> {
+pub(in crate::server) fn failure(error: TurnError) -> Result<Answer, ProxyError> {
     match error {
         TurnError::Model(ModelError::Rejected {
             status,
@@ -109,14 +102,10 @@ pub(in crate::server) fn failure(error: TurnError) -> Result<Response, ProxyErro
             body,
         }) => {
             // The upstream's own error, as it sent it (design: upstream failures relayed).
-            let mut response = Response::new(Body::from(body));
-            *response.status_mut() =
-                StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-            *response.headers_mut() = *headers;
-            response
-                .headers_mut()
-                .insert("x-memproxy-mode", HeaderValue::from_static("explicit"));
-            Ok(response)
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            let mut answer = Answer::whole(status, *headers, body);
+            answer.put("x-memproxy-mode", "explicit");
+            Ok(answer)
         }
         TurnError::Model(ModelError::Proxy(error)) => Err(error),
         TurnError::Model(ModelError::ContextLength(message)) => Err(
