@@ -386,3 +386,60 @@ async fn a_request_with_no_messages_is_refused_in_each_apis_shape() {
         "nothing went upstream"
     );
 }
+
+/// The `input_tokens` of a stream's `message_start` (its first data line).
+async fn message_start_input_tokens(response: reqwest::Response) -> u64 {
+    let text = response.text().await.expect("stream");
+    let start = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .find(|event| event["type"] == "message_start")
+        .unwrap_or_else(|| panic!("no message_start in {text}"));
+    start["message"]["usage"]["input_tokens"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no input_tokens in {start}"))
+}
+
+#[tokio::test]
+async fn a_streams_message_start_counts_the_prompt_memproxy_sent() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    let told = messages(
+        &h,
+        "/implicit/v1/messages",
+        "noor",
+        ask("My cat is called Saffron."),
+    );
+    assert_eq!(told.await.status(), 200);
+    eventually("the fact is extracted", || async {
+        memories(&h, "noor")
+            .await
+            .iter()
+            .any(|m| m.contains("Saffron"))
+    })
+    .await;
+
+    let mut asked = ask("What is my cat called?");
+    asked["stream"] = json!(true);
+    // Passthrough: nothing added, the prompt as the client sent it.
+    let bare = messages(&h, "/passthrough/v1/messages", "noor", asked.clone()).await;
+    assert!(!bare
+        .headers()
+        .contains_key("x-memproxy-prompt-tokens-after"));
+    let bare = message_start_input_tokens(bare).await;
+    assert!(bare > 0);
+    // Implicit: the memory block is part of the prompt, and message_start says so, with the
+    // count memproxy reports in its header.
+    let recalled = messages(&h, "/implicit/v1/messages", "noor", asked).await;
+    assert_eq!(recalled.status(), 200);
+    let reported: u64 = recalled.headers()["x-memproxy-prompt-tokens-after"]
+        .to_str()
+        .expect("header")
+        .parse()
+        .expect("a count");
+    let seen = h.mock.chat_requests(None).last().cloned().expect("request");
+    assert!(seen.to_string().contains("Saffron"), "injected: {seen}");
+    let counted = message_start_input_tokens(recalled).await;
+    assert_eq!(counted, reported);
+    assert!(counted > bare, "{counted} with memory, {bare} without");
+}
