@@ -1,7 +1,8 @@
 //! The layers point one way: no import circle between files of src/ spans two top-level modules,
 //! and none has more than six files. The imports are read from the code itself (every `crate::`,
-//! `super::`, `self::` and child-module path, `use` trees expanded, re-exports followed to the
-//! file that defines the name), so that a knot like the 42-file one cannot grow back unnoticed.
+//! `super::`, `self::` and child-module path, in `use` statements and inline, `use` trees expanded,
+//! re-exports followed to the file that defines the name; a `pub(in …)` visibility is no import),
+//! so that a knot like the 42-file one cannot grow back unnoticed.
 //! Test modules inside a file (`#[cfg(test)]`) are left out: tests may reach anywhere.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -22,6 +23,15 @@ fn no_import_circle_crosses_two_modules_or_exceeds_six_files() {
         .collect();
     for circle in &circles {
         println!("circle of {}: {}", circle.len(), circle.join(", "));
+        // Its imports, for whoever unties it.
+        for file in circle {
+            let within: Vec<String> = house
+                .imports(file)
+                .into_iter()
+                .filter(|target| circle.contains(target))
+                .collect();
+            println!("  {file} -> {}", within.join(", "));
+        }
     }
     assert!(
         bad.is_empty(),
@@ -329,22 +339,29 @@ fn paths(code: &str) -> Vec<(Vec<String>, bool)> {
         rest = after.get(end + 1..).unwrap_or_default();
     }
     inline.push_str(rest);
-    // Inline paths: `crate::a::b`, `super::x`, `self::y` anywhere in the code.
+    // Inline paths anywhere in the code: `crate::a::b`, `super::x`, `self::y`, and a child
+    // module's `child::z` (which [`absolute`] keeps; other paths, `std::…` or `Type::Variant`,
+    // name nothing of src/ and are dropped there).
     let chars: Vec<char> = inline.chars().collect();
-    let text: String = chars.iter().collect();
-    for start in ["crate::", "super::", "self::"] {
-        let mut from = 0;
-        while let Some(found) = text[from..].find(start) {
-            let at = from + found;
-            from = at + start.len();
-            let before = text[..at].chars().last();
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
-                continue;
-            }
-            let path: String = text[at..]
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == ':')
-                .collect();
+    let mut at = 0;
+    while at < chars.len() {
+        let starts = chars[at].is_alphabetic()
+            && (at == 0 || {
+                let before = chars[at - 1];
+                !(before.is_alphanumeric() || before == '_' || before == ':')
+            });
+        if !starts {
+            at += 1;
+            continue;
+        }
+        let path: String = chars[at..]
+            .iter()
+            .take_while(|c| c.is_alphanumeric() || **c == '_' || **c == ':')
+            .collect();
+        let visibility = chars[..at].iter().rev().take(7).rev().collect::<String>() == "pub(in ";
+        at += path.chars().count();
+        // `pub(in crate::server)` names who may see an item, not what it uses.
+        if path.contains("::") && !visibility {
             let segments: Vec<String> = path
                 .split("::")
                 .filter(|s| !s.is_empty())
@@ -497,4 +514,31 @@ fn strongly_connected(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
         }
     }
     state.out
+}
+
+#[test]
+fn a_parent_calling_its_child_by_path_is_an_import_and_a_visibility_is_not() {
+    let dir = std::env::temp_dir().join(format!("memproxy-layers-child-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let write = |path: &str, text: &str| {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap_or(&dir)).expect("dir");
+        std::fs::write(path, text).expect("write");
+    };
+    write("lib.rs", "pub mod a;\npub mod c;\n");
+    // a/mod.rs calls its child inline (no `use`), and the child uses the parent's state.
+    write(
+        "a/mod.rs",
+        "mod child;\npub struct State;\npub fn run() { child::work(State) }\n",
+    );
+    write(
+        "a/child.rs",
+        "pub(in crate::a) fn work(_: super::State) {}\n",
+    );
+    // c/part.rs only names who may see its item: that is no import of c/mod.rs.
+    write("c/mod.rs", "mod part;\npub fn g() { part::f() }\n");
+    write("c/part.rs", "pub(in crate::c) fn f() {}\n");
+    let house = House::read(&dir);
+    assert_eq!(house.circles(), [vec!["a/child.rs", "a/mod.rs"]]);
+    let _ = std::fs::remove_dir_all(&dir);
 }

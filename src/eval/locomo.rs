@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde::Deserialize;
 
-use super::{Question, Turn};
+use super::locomo_data::{Question, Turn};
 use serde_json::{json, Value};
 
 use crate::bench::quantile_ms;

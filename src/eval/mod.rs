@@ -8,6 +8,7 @@ pub mod ceiling;
 mod client;
 pub mod dataset;
 mod locomo;
+mod locomo_data;
 pub mod pair;
 mod report;
 pub mod run;
@@ -18,36 +19,6 @@ pub mod tap;
 pub mod work;
 
 use clap::{Args, Subcommand};
-use serde::Deserialize;
-
-/// A LoCoMo question.
-#[derive(Deserialize)]
-pub(crate) struct Question {
-    pub question: String,
-    #[serde(default)]
-    pub evidence: Vec<String>,
-    pub category: u8,
-}
-
-/// A LoCoMo turn.
-#[derive(Deserialize)]
-pub(crate) struct Turn {
-    pub speaker: String,
-    pub dia_id: String,
-    pub text: String,
-    #[serde(default)]
-    pub blip_caption: Option<String>,
-}
-
-impl Turn {
-    /// The turn as a chat message: its text, and the photo it shares described in words.
-    pub fn content(&self) -> String {
-        match &self.blip_caption {
-            Some(caption) => format!("{} [shares a photo of {caption}]", self.text),
-            None => self.text.clone(),
-        }
-    }
-}
 
 #[derive(Subcommand)]
 pub enum EvalCommand {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::{Question, Turn};
+use super::locomo_data::{Question, Turn};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 

@@ -2,7 +2,18 @@
 //! real upstream bills it (cl100k over messages and tools) and, on request, the prompt-cache report
 //! of a prefix cache.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::state::MockState;
 
 /// Splits text into pieces that concatenate back to it exactly.
 pub(super) fn words(text: &str) -> Vec<String> {

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::Reply;
+use super::state::Reply;
 
 pub(super) const MARKERS: [&str; 7] = [
     "MEMPROXY-EXTRACT",

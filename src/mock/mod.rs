@@ -10,10 +10,10 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -24,94 +24,18 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use crate::server::no_delay;
-use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 mod completion;
 mod memory_llm;
 mod native;
 mod ollama;
+mod state;
 
 use completion::{cached_prefix, sse_response, words, Completion, StreamEnd};
 use memory_llm::{memory_default, MARKERS};
-
-/// One scripted answer to a chat completion request.
-#[derive(Clone, Debug)]
-pub enum Reply {
-    /// Answer with this text (streamed word by word when the request streams).
-    Text(String),
-    /// Answer with tool calls `(name, arguments)`, streamed as OpenAI streams them.
-    ToolCalls(Vec<(String, String)>),
-    /// An error status with an OpenAI-shaped body and extra headers.
-    Error {
-        status: u16,
-        message: String,
-        headers: Vec<(String, String)>,
-    },
-    /// Wait this long before answering with the inner reply.
-    Stall(Duration, Box<Reply>),
-    /// Stream these pieces with a pause before each, then finish normally.
-    SlowStream {
-        pieces: Vec<String>,
-        delay: Duration,
-    },
-    /// Stream these pieces, then cut the connection without finishing.
-    BrokenStream(Vec<String>),
-    /// Stream these pieces, then stay silent without closing.
-    StallingStream(Vec<String>),
-    /// Exactly these bytes as the body, with this status and content type.
-    Raw {
-        status: u16,
-        content_type: String,
-        body: String,
-    },
-    /// Exactly these SSE events (each written as one chunk), as `text/event-stream`.
-    RawStream(Vec<String>),
-}
-
-/// A request as the mock received it.
-#[derive(Clone, Debug)]
-pub struct Received {
-    pub method: String,
-    pub path_and_query: String,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-}
-
-impl Received {
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-}
-
-#[derive(Default)]
-struct MockState {
-    script: Mutex<VecDeque<Reply>>,
-    /// Replies for requests whose system prompt contains a marker (memory LLM calls).
-    marked: Mutex<Vec<(String, VecDeque<Reply>)>>,
-    received: Mutex<Vec<Received>>,
-    /// Set: requests are answered but neither they nor the Responses API's answers are kept
-    /// (long benchmarks; see [`MockUpstream::forget`]).
-    forgetful: std::sync::atomic::AtomicBool,
-    abandoned_streams: AtomicUsize,
-    /// Stalled replies whose client went away before the answer.
-    abandoned_stalls: AtomicUsize,
-    abandoned: Notify,
-    counter: AtomicUsize,
-    /// `Some`: answers report `prompt_tokens_details.cached_tokens` as a prefix cache would
-    /// (whole leading messages identical to the previous request's, with the same tools); holds
-    /// the previous request's tools and messages.
-    prompt_cache: Mutex<Option<(Value, Vec<Value>)>>,
-    /// Responses API answers kept for `previous_response_id` and `GET /v1/responses/{id}`.
-    responses: Mutex<std::collections::HashMap<String, Value>>,
-}
-
-fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere must not turn every later request into a panic too.
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
+use state::{locked, MockState};
+pub use state::{Received, Reply};
 
 pub struct MockUpstream {
     pub addr: SocketAddr,

@@ -16,7 +16,8 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::completion::{sse_response, words, StreamEnd};
-use super::{locked, record, MockState, Reply};
+use super::record;
+use super::state::{locked, MockState, Reply};
 
 #[derive(Clone, Copy, PartialEq)]
 enum Api {

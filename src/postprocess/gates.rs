@@ -25,121 +25,25 @@ mod knowing;
 mod person;
 mod promise;
 mod reading;
+mod rejection;
 mod relation;
 pub mod relative;
 mod subject;
 mod tense;
 mod vaguer;
+mod words;
 
 pub use core_line::check_core_line;
 pub use form::check_form;
 pub use instruction::reads_as_instruction;
 pub use person::check_person;
+pub use rejection::Rejection;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
 pub use subject::{no_referent, someone_else};
-
-/// The word lists of the language the gates read ([`crate::language`]).
-fn lists() -> &'static crate::language::WordLists {
-    crate::language::current().words()
-}
-
-/// Why a fact or an update was refused.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Rejection {
-    /// Empty, or a placeholder ("...", "N/A", "<text>").
-    Placeholder,
-    /// Fewer than [`MIN_WORDS`] words: not self-contained.
-    TooShort,
-    Question,
-    /// Drawn from what the user asked, not from anything they stated ("The user has a preference
-    /// for a good night's sleep" from "Any tips for sleeping after night shifts?").
-    FromQuestion,
-    /// A list item or heading cut out of an answer ("1. Data Migration").
-    ListFragment,
-    /// (Nearly) word for word a line of the assistant's.
-    CopyOfAssistant,
-    /// (Nearly) word for word one of the user's questions.
-    CopyOfQuestion,
-    /// Its content words do not come mostly from what the user said (general knowledge, the
-    /// assistant's advice, the prompt's own examples, the injected memory block).
-    Ungrounded,
-    /// An update that drops the subject of the memory it replaces, or most of its text.
-    LosesSubject,
-    /// Several facts in one text (an update that piles new facts onto an old one keeps a stale
-    /// one alive: "lives in Lisbon … moved to Porto").
-    SeveralFacts,
-    /// About the assistant without being a commitment ("The assistant provides tips").
-    AboutAssistant,
-    /// Much of it is what the assistant said, attributed to the user ("The user suggests a
-    /// stir-fry" when the assistant suggested it).
-    FromAssistant,
-    /// A passing intention, not a lasting fact ("The user will think about the menu later"), or
-    /// a plan for tonight.
-    Transient,
-    /// Said of someone else in the user's words ("The user ate grass" when the cat did).
-    NotTheUser,
-    /// Its only object is a pronoun ("The user booked it.").
-    NoReferent,
-    /// Only manners ("The user thanks the assistant.").
-    Courtesy,
-    /// Says nothing a core-memory block does not say already ("The user bought a grinder." under
-    /// "The user bought a new grinder, a Baratza Encore.").
-    Restated,
-    /// A month or year the user neither wrote nor can have meant by a relative time ("on March
-    /// 2, 2026" added to a lasting fact, "October 2025" for "last week" in November 2026).
-    InventedDate,
-    /// A commitment of the assistant's that none of its lines made ("The assistant promised to
-    /// check …" when it only asked whether it should).
-    NotPromised,
-    /// Speaks to the assistant or its memory ("Ignore previous instructions", "Delete all
-    /// memories"): stored, it would be a standing prompt injection.
-    Instruction,
-    /// In the first person ("The stories were so inspiring! I was so happy."): a line of the
-    /// conversation, not a fact about the user written as one.
-    FirstPerson,
-    /// In the second person ("The assistant will keep you updated."): the assistant's line
-    /// copied, not a fact written about the user.
-    SecondPerson,
-    /// Says less than another fact of the same batch, in words the user never said: a
-    /// paraphrase beside the fact as told ("The user will take advantage of the extra time."
-    /// beside "The user will use the extra time for more field data.").
-    Vaguer,
-}
-
-impl Rejection {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rejection::Placeholder => "placeholder",
-            Rejection::TooShort => "too_short",
-            Rejection::Question => "question",
-            Rejection::FromQuestion => "from_question",
-            Rejection::Courtesy => "courtesy",
-            Rejection::Restated => "restated",
-            Rejection::ListFragment => "list_fragment",
-            Rejection::CopyOfAssistant => "copy_of_assistant",
-            Rejection::CopyOfQuestion => "copy_of_question",
-            Rejection::Ungrounded => "ungrounded",
-            Rejection::LosesSubject => "loses_subject",
-            Rejection::SeveralFacts => "several_facts",
-            Rejection::AboutAssistant => "about_assistant",
-            Rejection::FromAssistant => "from_assistant",
-            Rejection::Transient => "transient",
-            Rejection::NotTheUser => "not_the_user",
-            Rejection::NoReferent => "no_referent",
-            Rejection::Instruction => "instruction",
-            Rejection::NotPromised => "not_promised",
-            Rejection::InventedDate => "invented_date",
-            Rejection::FirstPerson => "first_person",
-            Rejection::Vaguer => "vaguer",
-            Rejection::SecondPerson => "second_person",
-        }
-    }
-}
+pub(super) use words::without_dates;
+use words::{fact_words, lists, share, stem, GROUNDED_SHARE};
 
 pub const MIN_WORDS: usize = 3;
-/// Share of a fact's content words that must appear in the user's messages (or in what is
-/// already known about the user: a new fact may combine both).
-const GROUNDED_SHARE: f64 = 0.4;
 /// Share of shared words from which a fact counts as a copy of a line.
 const COPY_SHARE: f64 = 0.85;
 /// Share of an old memory's content words an update must keep.
@@ -346,29 +250,6 @@ pub fn covers(memory: &str, fact: &str) -> bool {
     !fact.is_empty() && share(&fact, |w| memory.contains(w)) >= COVERED_SHARE
 }
 
-/// A fact's words without the ones that only date it: the NOOP and UPDATE checks ask whether
-/// what a fact says is kept, and a memory that keeps it without its date still says it (a
-/// small model's rewrite of "moved to Porto in October 2026" into "lives in Porto" must not be
-/// refused, leaving "lives in Lisbon" live).
-pub(super) fn without_dates(words: HashSet<String>) -> HashSet<String> {
-    let dates: HashSet<String> = crate::language::words()
-        .gates_date_words
-        .iter()
-        .chain(crate::dates::MONTHS.iter())
-        .chain(crate::dates::WEEKDAYS.iter())
-        .map(|w| stem(w))
-        .collect();
-    words
-        .into_iter()
-        .filter(|w| !dates.contains(w) && !w.chars().all(|c| c.is_ascii_digit()))
-        .collect()
-}
-
-/// A word's stem ([`crate::language`]), so that "plays" matches "play" and "dogs" "dog".
-fn stem(word: &str) -> String {
-    crate::language::current().stem(word)
-}
-
 /// The content words of what a fact says of its subject: what follows its first "is", "are",
 /// "was", "has" or "have"; `None` when it has none of them.
 fn predicate(fact: &str) -> Option<HashSet<String>> {
@@ -380,20 +261,6 @@ fn predicate(fact: &str) -> Option<HashSet<String>> {
     Some(content_words(&lower[at..]))
 }
 
-/// A fact's content words without its subject when that is a name ("Alice lives in Porto"): the
-/// user's name is rarely in the messages a fact comes from.
-fn fact_words(fact: &str) -> HashSet<String> {
-    let mut words = content_words(fact);
-    let first = fact
-        .split(|c: char| !c.is_alphanumeric())
-        .find(|w| !w.is_empty())
-        .unwrap_or_default();
-    if first.chars().next().is_some_and(char::is_uppercase) && words.len() > 1 {
-        words.remove(&stem(&first.to_lowercase()));
-    }
-    words
-}
-
 fn starts_with_assistant(lower: &str) -> bool {
     lower.starts_with("the assistant") || lower.starts_with("assistant")
 }
@@ -401,14 +268,6 @@ fn starts_with_assistant(lower: &str) -> bool {
 fn mentions_assistant(text: &str) -> bool {
     let lower = text.to_lowercase();
     lower.contains("the assistant") || lower.starts_with("assistant")
-}
-
-/// The share of `words` for which `found` holds (1.0 for no words: nothing to ground).
-fn share(words: &HashSet<String>, found: impl Fn(&String) -> bool) -> f64 {
-    if words.is_empty() {
-        return 1.0;
-    }
-    words.iter().filter(|w| found(w)).count() as f64 / words.len() as f64
 }
 
 /// Both texts share nearly all their content words.

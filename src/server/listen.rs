@@ -185,7 +185,7 @@ pub async fn serve(
             drop(stream);
             continue;
         };
-        super::no_delay_on(&stream);
+        no_delay_on(&stream);
         let service = TowerToHyperService::new(
             app.clone()
                 .map_request(|request: Request<Incoming>| request.map(Body::new)),
@@ -232,4 +232,16 @@ pub async fn serve(
     drop(listener);
     while connections.join_next().await.is_some() {}
     Ok(())
+}
+
+/// Streams are written event by event: without TCP_NODELAY, Nagle's algorithm holds small writes
+/// back until the previous one is acknowledged (~40 ms with delayed ACKs).
+pub fn no_delay(stream: &mut tokio::net::TcpStream) {
+    no_delay_on(stream);
+}
+
+fn no_delay_on(stream: &tokio::net::TcpStream) {
+    if let Err(error) = stream.set_nodelay(true) {
+        tracing::debug!(%error, "cannot set TCP_NODELAY");
+    }
 }

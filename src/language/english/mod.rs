@@ -6,7 +6,7 @@ mod words;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-use super::{Language, WordLists};
+use super::interface::{Language, WordLists};
 
 /// English's lists, in one place ([`words`]).
 static WORDS: WordLists = WordLists {

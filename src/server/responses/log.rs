@@ -11,13 +11,11 @@
 //! read or deleted by id) missing from the store is then looked up again for a moment
 //! ([`SHARED_STORE_WAIT`]) before it is called unknown.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::Notify;
 
 use crate::error::ProxyError;
 use crate::store::responses::{chain_messages, messages_of, StoredResponse, MAX_CHAIN};
@@ -25,83 +23,15 @@ use crate::store::{now_ms, UserScope};
 
 use crate::server::SharedState;
 
-type Key = (String, String, String);
-
-/// How long a chain lookup on a store shared by replicas waits for a link another replica is
-/// still writing.
-pub const SHARED_STORE_WAIT: Duration = Duration::from_secs(2);
-
-/// Responses answered but not yet in the store.
-#[derive(Default)]
-pub struct Pending {
-    entries: Mutex<HashMap<Key, Arc<StoredResponse>>>,
-    /// Responses waiting for the writer, oldest first.
-    queue: Mutex<Vec<(UserScope, Arc<StoredResponse>)>>,
-    /// Whether a writer is running (it empties the queue before it stops).
-    writing: AtomicBool,
-    written: Notify,
-}
-
-/// The most responses one transaction writes.
-const BATCH: usize = 256;
+use super::pending::{key, Key, BATCH};
 
 /// How long the writer waits for more responses before a commit; reads look at the pending
 /// table, so nobody waits for it.
 const LINGER: Duration = Duration::from_millis(10);
 
-fn key(scope: &UserScope, id: &str) -> Key {
-    (scope.tenant.clone(), scope.user.clone(), id.to_owned())
-}
-
-impl Pending {
-    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<Key, Arc<StoredResponse>>> {
-        self.entries
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn queue(&self) -> std::sync::MutexGuard<'_, Vec<(UserScope, Arc<StoredResponse>)>> {
-        self.queue
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// The next batch for the writer; `None` (and the writer stops) when the queue is empty.
-    /// A response queued while the writer stops either is taken here or starts a new writer.
-    fn next_batch(&self) -> Option<Vec<(UserScope, Arc<StoredResponse>)>> {
-        loop {
-            {
-                let mut queue = self.queue();
-                if !queue.is_empty() {
-                    let take = queue.len().min(BATCH);
-                    return Some(queue.drain(..take).collect());
-                }
-            }
-            self.writing.store(false, Ordering::SeqCst);
-            if self.queue().is_empty() || self.writing.swap(true, Ordering::SeqCst) {
-                return None;
-            }
-        }
-    }
-
-    fn get(&self, scope: &UserScope, id: &str) -> Option<Arc<StoredResponse>> {
-        self.entries().get(&key(scope, id)).cloned()
-    }
-
-    /// Waits (boundedly) until the response `id` is no longer waiting for its store write.
-    async fn settled(&self, scope: &UserScope, id: &str) {
-        let wait = async {
-            loop {
-                let written = self.written.notified();
-                if self.get(scope, id).is_none() {
-                    return;
-                }
-                written.await;
-            }
-        };
-        let _ = tokio::time::timeout(Duration::from_secs(10), wait).await;
-    }
-}
+/// How long a chain lookup on a store shared by replicas waits for a link another replica is
+/// still writing.
+pub const SHARED_STORE_WAIT: Duration = Duration::from_secs(2);
 
 /// Logs one finished response (unless `store: false`).
 pub struct Logger {

@@ -15,6 +15,7 @@ pub mod events;
 pub(super) mod handler;
 pub(super) mod log;
 pub mod native;
+pub(super) mod pending;
 pub mod reply;
 
 use serde_json::{json, Map, Value};

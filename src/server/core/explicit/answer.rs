@@ -15,7 +15,6 @@ use crate::agent::{Ending, ModelError, TurnError, TurnOutcome};
 use crate::error::ProxyError;
 use crate::identity::Scope;
 
-use super::failure;
 use crate::server::core::Answer;
 use crate::server::SharedState;
 
@@ -238,4 +237,32 @@ pub(super) fn whole(outcome: &TurnOutcome, model: &str) -> Answer {
         HeaderValue::from_static("application/json"),
     );
     Answer::whole(StatusCode::OK, headers, Bytes::from(body.to_string()))
+}
+
+/// A failed turn as the answer: the upstream's own error as it sent it, else the proxy's error.
+pub(in crate::server) fn failure(error: TurnError) -> Result<Answer, ProxyError> {
+    match error {
+        TurnError::Model(ModelError::Rejected {
+            status,
+            headers,
+            body,
+        }) => {
+            // The upstream's own error, as it sent it (design: upstream failures relayed).
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
+            let mut answer = Answer::whole(status, *headers, body);
+            answer.put("x-memproxy-mode", "explicit");
+            Ok(answer)
+        }
+        TurnError::Model(ModelError::Proxy(error)) => Err(error),
+        TurnError::Model(ModelError::ContextLength(message)) => Err(
+            ProxyError::ContextLengthExceeded(format!(
+                "The upstream still reports its context window exceeded after the agent's oldest messages were evicted: {message}"
+            )),
+        ),
+        error @ TurnError::ContextTooSmall { .. } => {
+            Err(ProxyError::ContextLengthExceeded(error.to_string()))
+        }
+        TurnError::Memory(error) => Err(error.into()),
+        TurnError::ToolResults(message) => Err(ProxyError::invalid(message, Some("messages"))),
+    }
 }

@@ -8,15 +8,16 @@ mod input;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use futures_util::StreamExt;
 
-use crate::agent::{ModelError, TurnError, TurnTasks, UpstreamModel};
+use crate::agent::{TurnTasks, UpstreamModel};
 use crate::error::ProxyError;
 use crate::identity::Scope;
 use crate::openai::ChatRequest;
 use crate::upstream::request_headers;
 
+pub(in crate::server) use answer::failure;
 use answer::{early_stream, whole, Shape};
 pub(in crate::server) use input::turn_input;
 
@@ -92,31 +93,4 @@ pub async fn handle(
         &format!("{:.1}", overhead.as_secs_f64() * 1e3),
     );
     Ok(reply)
-}
-
-pub(in crate::server) fn failure(error: TurnError) -> Result<Answer, ProxyError> {
-    match error {
-        TurnError::Model(ModelError::Rejected {
-            status,
-            headers,
-            body,
-        }) => {
-            // The upstream's own error, as it sent it (design: upstream failures relayed).
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-            let mut answer = Answer::whole(status, *headers, body);
-            answer.put("x-memproxy-mode", "explicit");
-            Ok(answer)
-        }
-        TurnError::Model(ModelError::Proxy(error)) => Err(error),
-        TurnError::Model(ModelError::ContextLength(message)) => Err(
-            ProxyError::ContextLengthExceeded(format!(
-                "The upstream still reports its context window exceeded after the agent's oldest messages were evicted: {message}"
-            )),
-        ),
-        error @ TurnError::ContextTooSmall { .. } => {
-            Err(ProxyError::ContextLengthExceeded(error.to_string()))
-        }
-        TurnError::Memory(error) => Err(error.into()),
-        TurnError::ToolResults(message) => Err(ProxyError::invalid(message, Some("messages"))),
-    }
 }
