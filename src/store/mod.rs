@@ -340,15 +340,24 @@ pub struct Document {
     pub replies_to: Option<(String, String)>,
 }
 
-/// The columns (role, text) that read the turn before the past turn `t`, the live one at the
-/// position before in the same conversation ([`Document::replies_to`]); `null` twice for a corpus
-/// without turns. One SQL for both backends.
+/// The columns (role, text) that read the turn before the past turn `t` ([`Document::replies_to`]):
+/// the live one at the position before in the same conversation, or, for the first turn of a
+/// branch (an edited message, a regenerated answer), the one at that position in the conversation
+/// it branched from, where the turns before the fork are; `null` twice for a corpus without
+/// turns. One SQL for both backends; the keyword context of a stored turn reads the same turn
+/// (SQLite migration 16, PostgreSQL schema 4).
 pub fn previous_turn_columns(corpus: Corpus, null: &str) -> (String, String) {
     let read = |column: &str| match corpus {
         Corpus::Message => format!(
-            "(SELECT {column} FROM messages p
-              WHERE p.conversation_id = t.conversation_id AND p.position = t.position - 1
-              ORDER BY p.superseded, p.id DESC LIMIT 1)"
+            "COALESCE(
+               (SELECT {column} FROM messages p
+                WHERE p.conversation_id = t.conversation_id AND p.position = t.position - 1
+                ORDER BY p.superseded, p.id DESC LIMIT 1),
+               (SELECT {column} FROM conversations b
+                JOIN conversations f ON f.uid = b.uid AND f.external_id = b.parent
+                JOIN messages p ON p.conversation_id = f.id
+                WHERE b.id = t.conversation_id AND p.position = t.position - 1
+                ORDER BY p.superseded, p.id DESC LIMIT 1))"
         ),
         _ => null.to_owned(),
     };

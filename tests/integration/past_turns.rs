@@ -64,3 +64,51 @@ async fn a_reply_found_again_is_shown_with_the_question_it_answers() {
         "{block}"
     );
 }
+
+#[tokio::test]
+async fn an_edited_reply_in_a_branch_is_found_and_shown_with_the_question_before_the_fork() {
+    let h =
+        harness_with(|c| c.memory.preprocess_timeout = std::time::Duration::from_secs(30)).await;
+    let opening = [
+        json!({"role": "user", "content": "I am planning a weekend in Porto."}),
+        json!({"role": "assistant", "content": "Porto is lovely. Have you ever been to the lighthouse museum there?"}),
+    ];
+    let with = |reply: &str| {
+        let mut messages = opening.to_vec();
+        messages.push(json!({"role": "user", "content": reply}));
+        Value::Array(messages)
+    };
+    assert_eq!(
+        implicit_chat(&h, "bo", with("Not yet, it is on my list."))
+            .await
+            .status(),
+        200
+    );
+    h.next_exchange().await;
+    // The user edits their answer: the history leaves the stored log at the answer, which goes
+    // to a branch whose first turn is the answer, with the question in the parent conversation.
+    assert_eq!(
+        implicit_chat(&h, "bo", with("Yes, last May, with my cousin."))
+            .await
+            .status(),
+        200
+    );
+    h.next_exchange().await;
+    let conversations = crate::common::get_json(&h, "/memproxy/v1/users/bo/conversations").await;
+    assert!(
+        conversations["data"]
+            .as_array()
+            .is_some_and(|list| list.iter().any(|c| c["parent"].is_string())),
+        "a branch: {conversations}"
+    );
+    let question = json!([{"role": "user", "content": "When did I visit the lighthouse museum?"}]);
+    assert_eq!(implicit_chat(&h, "bo", question).await.status(), 200);
+    let block = memory_block(&h);
+    assert!(
+        block.contains(
+            "user, answering the assistant's \"Have you ever been to the lighthouse museum there?\": \
+             \"Yes, last May, with my cousin.\""
+        ),
+        "{block}"
+    );
+}

@@ -9,7 +9,12 @@ use crate::store::{StoreError, StoreResult};
 /// Arbitrary, fixed: the advisory lock key of schema migrations.
 const MIGRATION_LOCK: i64 = 0x6d65_6d70_0001;
 
-const MIGRATIONS: [(i32, &str); 3] = [(1, SCHEMA_V1), (2, SCHEMA_V2), (3, SCHEMA_V3)];
+const MIGRATIONS: [(i32, &str); 4] = [
+    (1, SCHEMA_V1),
+    (2, SCHEMA_V2),
+    (3, SCHEMA_V3),
+    (4, SCHEMA_V4),
+];
 
 /// Whom each memory is about (`Memory::subject`); NULL for the memories before it.
 const SCHEMA_V2: &str = "ALTER TABLE memories ADD COLUMN subject TEXT;";
@@ -42,6 +47,34 @@ BEGIN
 END $$;
 CREATE TRIGGER messages_context BEFORE INSERT ON messages
     FOR EACH ROW EXECUTE FUNCTION messages_context();
+"#;
+
+/// The first turn of a branch (an edited message, a regenerated answer) has the turn before it in
+/// the conversation it branched from, not in its own: its `context` is read there when its own
+/// conversation has none. The branches' first turns stored before get theirs.
+const SCHEMA_V4: &str = r#"
+CREATE OR REPLACE FUNCTION messages_context() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.context := COALESCE(
+        (SELECT COALESCE(p.search_text, p.content) FROM messages p
+         WHERE p.conversation_id = NEW.conversation_id AND p.position = NEW.position - 1
+         ORDER BY p.superseded, p.id DESC LIMIT 1),
+        (SELECT COALESCE(p.search_text, p.content) FROM conversations b
+         JOIN conversations f ON f.uid = b.uid AND f.external_id = b.parent
+         JOIN messages p ON p.conversation_id = f.id
+         WHERE b.id = NEW.conversation_id AND p.position = NEW.position - 1
+         ORDER BY p.superseded, p.id DESC LIMIT 1));
+    RETURN NEW;
+END $$;
+UPDATE messages m SET context = (
+    SELECT COALESCE(p.search_text, p.content) FROM conversations b
+    JOIN conversations f ON f.uid = b.uid AND f.external_id = b.parent
+    JOIN messages p ON p.conversation_id = f.id
+    WHERE b.id = m.conversation_id AND p.position = m.position - 1
+    ORDER BY p.superseded, p.id DESC LIMIT 1)
+WHERE m.context IS NULL AND EXISTS (
+    SELECT 1 FROM conversations b
+    WHERE b.id = m.conversation_id AND b.parent IS NOT NULL AND m.position = b.fork_position);
 "#;
 
 /// Every table of memory carries `uid`, so every query is scoped by (tenant, user). Vectors are

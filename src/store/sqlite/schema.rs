@@ -373,4 +373,91 @@ CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
                       ORDER BY p.superseded, p.id DESC LIMIT 1), ''));
 END;
 "#,
+    // 16: the first turn of a branch (an edited message, a regenerated answer) has the turn
+    // before it in the conversation it branched from, not in its own: its keyword context is
+    // read there when its own conversation has none. The branches' first turns stored before are
+    // indexed again.
+    r#"
+DROP TRIGGER messages_fts_insert;
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, text, scope, context)
+    VALUES (new.id, COALESCE(new.search_text, new.content), 'u' || new.uid,
+            COALESCE((SELECT COALESCE(p.search_text, p.content) FROM messages p
+                      WHERE p.conversation_id = new.conversation_id
+                        AND p.position = new.position - 1
+                      ORDER BY p.superseded, p.id DESC LIMIT 1),
+                     (SELECT COALESCE(p.search_text, p.content) FROM conversations b
+                      JOIN conversations f ON f.uid = b.uid AND f.external_id = b.parent
+                      JOIN messages p ON p.conversation_id = f.id
+                      WHERE b.id = new.conversation_id AND p.position = new.position - 1
+                      ORDER BY p.superseded, p.id DESC LIMIT 1), ''));
+END;
+DELETE FROM messages_fts WHERE rowid IN (
+    SELECT m.id FROM messages m JOIN conversations b ON b.id = m.conversation_id
+    WHERE b.parent IS NOT NULL AND m.position = b.fork_position);
+INSERT INTO messages_fts(rowid, text, scope, context)
+    SELECT m.id, COALESCE(m.search_text, m.content), 'u' || m.uid,
+           COALESCE((SELECT COALESCE(p.search_text, p.content) FROM conversations f
+                     JOIN messages p ON p.conversation_id = f.id
+                     WHERE f.uid = b.uid AND f.external_id = b.parent
+                       AND p.position = m.position - 1
+                     ORDER BY p.superseded, p.id DESC LIMIT 1), '')
+    FROM messages m JOIN conversations b ON b.id = m.conversation_id
+    WHERE b.parent IS NOT NULL AND m.position = b.fork_position;
+"#,
 ];
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::Connection;
+
+    use super::MIGRATIONS;
+
+    /// The rows of `messages_fts` whose keyword context matches `word`.
+    fn context_matches(db: &Connection, word: &str) -> Vec<i64> {
+        let mut statement = db
+            .prepare("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1 ORDER BY rowid")
+            .expect("prepare");
+        let rows = statement
+            .query_map([format!("context: {word}")], |row| row.get(0))
+            .expect("query");
+        rows.collect::<Result<_, _>>().expect("rows")
+    }
+
+    #[test]
+    fn migration_16_gives_a_branchs_first_turn_the_question_before_the_fork() {
+        let db = Connection::open_in_memory().expect("db");
+        for migration in &MIGRATIONS[..15] {
+            db.execute_batch(migration).expect("migration up to 15");
+        }
+        db.execute_batch(
+            "INSERT INTO users (id, tenant, name, created_at) VALUES (1, 't', 'u', 0);
+             INSERT INTO conversations (id, uid, external_id, created_at, updated_at)
+                 VALUES (1, 1, 'c', 0, 0);
+             INSERT INTO conversations (id, uid, external_id, created_at, updated_at, parent, fork_position)
+                 VALUES (2, 1, 'c-b', 0, 0, 'c', 2);
+             INSERT INTO messages (id, uid, conversation_id, position, role, content, created_at, token_count, content_hash)
+                 VALUES (1, 1, 1, 0, 'user', 'I am planning a weekend.', 0, 5, 'a'),
+                        (2, 1, 1, 1, 'assistant', 'Have you seen the lighthouse?', 0, 5, 'b'),
+                        (3, 1, 1, 2, 'user', 'Not yet.', 0, 2, 'c'),
+                        (4, 1, 2, 2, 'user', 'Yes, last May.', 0, 3, 'd');",
+        )
+        .expect("rows at version 15");
+        // Before: the branch's first turn has no context (its conversation has no turn before).
+        assert_eq!(context_matches(&db, "lighthouse"), [3]);
+        db.execute_batch(MIGRATIONS[15]).expect("migration 16");
+        assert_eq!(context_matches(&db, "lighthouse"), [3, 4]);
+        // A turn stored after it gets the same from the trigger, and the others keep theirs.
+        db.execute_batch(
+            "INSERT INTO conversations (id, uid, external_id, created_at, updated_at, parent, fork_position)
+                 VALUES (3, 1, 'c-c', 0, 0, 'c', 2);
+             INSERT INTO messages (id, uid, conversation_id, position, role, content, created_at, token_count, content_hash)
+                 VALUES (5, 1, 3, 2, 'user', 'Twice, with my cousin.', 0, 4, 'e'),
+                        (6, 1, 3, 3, 'assistant', 'Lovely.', 0, 1, 'f');",
+        )
+        .expect("a branch stored after");
+        assert_eq!(context_matches(&db, "lighthouse"), [3, 4, 5]);
+        assert_eq!(context_matches(&db, "cousin"), [6]);
+        assert_eq!(context_matches(&db, "planning"), [2]);
+    }
+}
