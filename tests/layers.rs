@@ -53,13 +53,7 @@ fn no_import_circle_crosses_two_modules_or_exceeds_six_files() {
 
 #[test]
 fn the_check_finds_a_circle_through_a_re_export_and_a_use_tree() {
-    let dir = std::env::temp_dir().join(format!("memproxy-layers-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let write = |path: &str, text: &str| {
-        let path = dir.join(path);
-        std::fs::create_dir_all(path.parent().unwrap_or(&dir)).expect("dir");
-        std::fs::write(path, text).expect("write");
-    };
+    let (dir, write) = scratch("memproxy-layers");
     write("lib.rs", "pub mod a;\npub mod b;\n");
     write("a/mod.rs", "mod inner;\npub use inner::Thing;\n");
     write(
@@ -74,6 +68,19 @@ fn the_check_finds_a_circle_through_a_re_export_and_a_use_tree() {
     let house = House::read(&dir);
     assert_eq!(house.circles(), [vec!["a/inner.rs", "b/other.rs"]]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An empty scratch src/ directory, and a writer of files into it.
+fn scratch(name: &str) -> (PathBuf, impl Fn(&str, &str)) {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let root = dir.clone();
+    let write = move |path: &str, text: &str| {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap_or(&root)).expect("dir");
+        std::fs::write(path, text).expect("write");
+    };
+    (dir, write)
 }
 
 /// The top-level modules a circle's files belong to.
@@ -518,13 +525,7 @@ fn strongly_connected(edges: &[Vec<usize>]) -> Vec<Vec<usize>> {
 
 #[test]
 fn a_parent_calling_its_child_by_path_is_an_import_and_a_visibility_is_not() {
-    let dir = std::env::temp_dir().join(format!("memproxy-layers-child-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    let write = |path: &str, text: &str| {
-        let path = dir.join(path);
-        std::fs::create_dir_all(path.parent().unwrap_or(&dir)).expect("dir");
-        std::fs::write(path, text).expect("write");
-    };
+    let (dir, write) = scratch("memproxy-layers-child");
     write("lib.rs", "pub mod a;\npub mod c;\n");
     // a/mod.rs calls its child inline (no `use`), and the child uses the parent's state.
     write(

@@ -21,6 +21,22 @@ fn memory_block(h: &Harness) -> String {
         .to_owned()
 }
 
+/// Asks when `user` visited the lighthouse museum; asserts that the memory block shows their
+/// answer with the assistant's question it answers, and returns the block.
+async fn asked_about_the_museum(h: &Harness, user: &str) -> String {
+    let question = json!([{"role": "user", "content": "When did I visit the lighthouse museum?"}]);
+    assert_eq!(implicit_chat(h, user, question).await.status(), 200);
+    let block = memory_block(h);
+    assert!(
+        block.contains(
+            "user, answering the assistant's \"Have you ever been to the lighthouse museum there?\": \
+             \"Yes, last May, with my cousin.\""
+        ),
+        "{block}"
+    );
+    block
+}
+
 #[tokio::test]
 async fn a_reply_found_again_is_shown_with_the_question_it_answers() {
     // What is shown, not the pre-processor's time bound (2 s by default, tested in
@@ -38,16 +54,7 @@ async fn a_reply_found_again_is_shown_with_the_question_it_answers() {
         {"role": "user", "content": "My cousin collects them too."},
     ]);
     assert_eq!(implicit_chat(&h, "lu", told).await.status(), 200);
-    let question = json!([{"role": "user", "content": "When did I visit the lighthouse museum?"}]);
-    assert_eq!(implicit_chat(&h, "lu", question).await.status(), 200);
-    let block = memory_block(&h);
-    assert!(
-        block.contains(
-            "user, answering the assistant's \"Have you ever been to the lighthouse museum there?\": \
-             \"Yes, last May, with my cousin.\""
-        ),
-        "{block}"
-    );
+    let block = asked_about_the_museum(&h, "lu").await;
     // Only the question is repeated, not the sentence before it.
     assert!(!block.contains("Porto is lovely"), "{block}");
     // The answer to a question that is not this one ("What else …?") is shown with it too; a
@@ -101,14 +108,5 @@ async fn an_edited_reply_in_a_branch_is_found_and_shown_with_the_question_before
             .is_some_and(|list| list.iter().any(|c| c["parent"].is_string())),
         "a branch: {conversations}"
     );
-    let question = json!([{"role": "user", "content": "When did I visit the lighthouse museum?"}]);
-    assert_eq!(implicit_chat(&h, "bo", question).await.status(), 200);
-    let block = memory_block(&h);
-    assert!(
-        block.contains(
-            "user, answering the assistant's \"Have you ever been to the lighthouse museum there?\": \
-             \"Yes, last May, with my cousin.\""
-        ),
-        "{block}"
-    );
+    asked_about_the_museum(&h, "bo").await;
 }
