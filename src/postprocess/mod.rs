@@ -14,6 +14,7 @@ pub mod gates;
 pub mod grounding;
 mod jobs;
 pub mod llm;
+mod processor;
 pub mod prompts;
 mod reconcile;
 mod restated;
@@ -36,21 +37,12 @@ use crate::mode::Mode;
 use crate::openai::ChatMessage;
 use crate::store::{now_ms, Job, NewJob, NewMessage, UserScope};
 use crate::strategy::compact;
-use crate::strategy::MemoryConfig;
 
 pub use fact::{parse_facts, Fact};
 use llm::MemoryLlm;
+pub use processor::{JobHandler, PostProcessor};
 use prompts::Prompts;
 pub use reconcile::FactOutcome;
-
-/// A handler of one kind of durable job that a part above the post-processor owns (agent
-/// messaging): the workers reach it by the job's kind through [`PostProcessor::register`], so the
-/// post-processor never names that part (the layers point one way).
-#[async_trait]
-pub trait JobHandler: Send + Sync + 'static {
-    /// Runs one job of the user `scope`: its report, or the error that retries it.
-    async fn run(&self, job: &Job, scope: &UserScope) -> Result<String, String>;
-}
 
 pub const EXTRACT: &str = "extract";
 pub const SUMMARIZE: &str = "summarize";
@@ -86,21 +78,6 @@ fn memory_llm(config: &crate::config::Config) -> Result<MemoryLlm, llm::LlmError
         llm_config.max_tokens,
         config.upstream.first_byte_timeout,
     )
-}
-
-pub struct PostProcessor {
-    memory: Arc<MemoryService>,
-    config: MemoryConfig,
-    llm: Arc<MemoryLlm>,
-    prompts: Prompts,
-    metrics: Arc<Metrics>,
-    wake: Notify,
-    /// Handlers of the job kinds that parts above the post-processor own (agent messaging),
-    /// by kind: registered at start-up, before the workers run.
-    handlers: std::sync::RwLock<HashMap<String, Arc<dyn JobHandler>>>,
-    /// The model of the latest chat seen, for memory LLM calls that come with none (a fact
-    /// saved over MCP) when `memory.llm.model` is not set.
-    last_model: std::sync::Mutex<String>,
 }
 
 impl PostProcessor {

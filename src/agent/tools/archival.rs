@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
-use super::{function, page_schema, paged, required, Tool, ToolOutcome, ToolScope};
+use super::kit::{function, page_schema, paged, required, Tool, ToolOutcome, ToolScope};
 use crate::agent::lenient::page_arg;
 use crate::agent::one_memory;
 use crate::dates;

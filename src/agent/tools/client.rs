@@ -15,7 +15,8 @@ use serde_json::{Map, Value};
 
 pub use crate::agent::turn_types::ClientCall;
 
-use super::{Effect, Registry, Tool, ToolOutcome, ToolScope};
+use super::kit::{Effect, Tool, ToolOutcome, ToolScope};
+use super::registry::Registry;
 
 /// One client function as the agent sees it.
 pub struct ClientTool {

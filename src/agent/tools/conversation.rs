@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
 use super::archival::searched;
-use super::{function, page_schema, paged, required, Tool, ToolOutcome, ToolScope};
+use super::kit::{function, page_schema, paged, required, Tool, ToolOutcome, ToolScope};
 use crate::agent::lenient::page_arg;
 use crate::dates;
 use crate::store::{agent_conversation, Corpus, Page};

@@ -4,8 +4,9 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
-use super::{function, required, Effect, Tool, ToolOutcome, ToolScope, Tools};
+use super::kit::{function, required, Effect, Tool, ToolOutcome, ToolScope};
 use crate::agent::lenient::text_arg;
+use crate::agent::Tools;
 use crate::agent::{hygiene, one_memory};
 use crate::memory::human_lines::HUMAN;
 

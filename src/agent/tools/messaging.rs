@@ -12,7 +12,7 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
-use super::{function, required, Tool, ToolOutcome, ToolScope};
+use super::kit::{function, required, Tool, ToolOutcome, ToolScope};
 use crate::agent::mail;
 use crate::agent::turn_types::{Ending, TurnInput};
 use crate::store::AgentRecord;

@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 
+use super::kit::{function, required, Effect, Tool, ToolOutcome, ToolScope};
 use super::names::{SEND_MESSAGE, SENT};
-use super::{function, required, Effect, Tool, ToolOutcome, ToolScope};
 
 pub struct SendMessage;
 
