@@ -109,6 +109,24 @@ impl Upstream {
         &self.base
     }
 
+    /// GET `path` at the base URL's origin (its scheme, host and port): a server's own routes
+    /// beside the API it serves (llama.cpp's `/props`), bounded by the first-byte timeout.
+    pub async fn get_at_origin(
+        &self,
+        path: &str,
+        headers: HeaderMap,
+    ) -> Result<reqwest::Response, ProxyError> {
+        let url = reqwest::Url::parse(&self.base)
+            .and_then(|base| base.join(path))
+            .map_err(|error| ProxyError::Internal(format!("upstream URL: {error}")))?;
+        let request = self.client.get(url).headers(headers).send();
+        match tokio::time::timeout(self.config.first_byte_timeout, request).await {
+            Err(_) => Err(ProxyError::UpstreamTimeout(self.config.first_byte_timeout)),
+            Ok(Err(error)) => Err(self.classify(error)),
+            Ok(Ok(response)) => Ok(response),
+        }
+    }
+
     /// The base URL as it may be shown (no credentials), and `text` with it in place of the real one.
     pub fn shown(&self, text: &str) -> String {
         text.replace(&self.base, &crate::secret::shown_url(&self.base))

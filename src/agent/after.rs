@@ -12,7 +12,6 @@ use tokio_util::task::TaskTracker;
 
 use super::foreground::Ran;
 use super::model::{ChatModel, UpstreamModel};
-use super::warm::is_local;
 use super::{Agents, Rewarm, TurnError, TurnInput, TurnOutcome};
 
 /// Where a client's turn runs and where what it sets off runs, both drained on shutdown.
@@ -43,23 +42,25 @@ impl Agents {
         })
     }
 
-    /// Whether background calls on `url` give way to turns (`explicit.yield_to_turns`).
-    pub fn yields_on(&self, url: &str) -> bool {
+    /// Whether background calls on the chat upstream give way to turns
+    /// (`explicit.yield_to_turns`; `auto` where it is local with one prompt cache).
+    pub fn yields_on(&self, one_local_cache: bool) -> bool {
         match self.config.yield_to_turns {
             Rewarm::Always => true,
             Rewarm::Never => false,
-            Rewarm::Auto => is_local(url),
+            Rewarm::Auto => one_local_cache,
         }
     }
 
     /// Runs the work a finished turn sets off; every problem is logged, never raised.
     pub async fn after_turn(&self, model: &UpstreamModel, input: TurnInput, done: TurnOutcome) {
         let url = model.upstream.base_url().to_owned();
-        let yields = self.yields_on(&url);
+        let one_cache = self.one_local_cache(model).await;
+        let yields = self.yields_on(one_cache);
         // Turns started up to now, this one included: a re-warm is for the state it left.
         let since = self.foreground.turns_started();
         let save = self.needs_save(&input, &done);
-        let in_prompt = save && self.saves_in_prompt(&input, &url);
+        let in_prompt = save && self.saves_in_prompt(&input, &url, one_cache);
         if save && !in_prompt {
             // The memory LLM on a server of its own takes no turn's time.
             let gives_way = yields && self.memory_llm_on(&url);
@@ -87,7 +88,7 @@ impl Agents {
             }
         }
         let changed = (save && self.memory_llm_on(&url)) || evicted;
-        if !self.needs_rewarm(&input, &done, &url, changed) {
+        if !self.needs_rewarm(&input, &done, one_cache, changed) {
             return;
         }
         if !yields {

@@ -6,6 +6,7 @@
 //! blocks, log, archival passages, summary, step trace) lives in the memory layer.
 
 mod after;
+mod caches;
 mod calls;
 mod compact;
 pub mod context;
@@ -81,6 +82,8 @@ pub struct Agents {
     token_scales: Mutex<HashMap<String, f64>>,
     /// The turns running now: background model calls give way to them.
     foreground: foreground::Foreground,
+    /// What each chat upstream said of its prompt caches, by base URL ([`caches`]).
+    caches: Mutex<HashMap<String, caches::PromptCaches>>,
 }
 
 impl Agents {
@@ -98,6 +101,7 @@ impl Agents {
             locks: Mutex::new(HashMap::new()),
             token_scales: Mutex::new(HashMap::new()),
             foreground: foreground::Foreground::default(),
+            caches: Mutex::new(HashMap::new()),
         }
     }
 

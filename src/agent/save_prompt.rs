@@ -36,8 +36,9 @@ impl Agents {
     /// Whether this turn's background save is asked inside the agent's prompt
     /// (`explicit.save_in_prompt`): `auto` where a prompt of its own would evict the agent's
     /// from the cache the re-warm keeps, i.e. the memory LLM is the chat model on the chat
-    /// upstream at `url` and the re-warm applies there.
-    pub fn saves_in_prompt(&self, input: &TurnInput, url: &str) -> bool {
+    /// upstream at `url` and the re-warm applies there (`one_local_cache`:
+    /// [`Agents::one_local_cache`]).
+    pub fn saves_in_prompt(&self, input: &TurnInput, url: &str, one_local_cache: bool) -> bool {
         match self.config.save_in_prompt {
             Rewarm::Always => true,
             Rewarm::Never => false,
@@ -46,7 +47,7 @@ impl Agents {
                     .summarizer
                     .model()
                     .is_none_or(|model| model == input.model);
-                self.memory_llm_on(url) && same_model && self.rewarms_on(url)
+                self.memory_llm_on(url) && same_model && self.rewarms_on(one_local_cache)
             }
         }
     }

@@ -10,7 +10,8 @@
 //! turn in it, core memory) with `max_tokens: 1`, off the request path, after any background
 //! save. The next turn then reuses all of it but its recall and its own new messages. One prompt-only request;
 //! `explicit.rewarm_cache` decides when (`auto`: only for an upstream on this machine or a
-//! private network, where nobody bills the input tokens).
+//! private network, where nobody bills the input tokens, and only one that keeps a single prompt
+//! cache: [`super::caches`]).
 
 use std::net::IpAddr;
 use std::time::Instant;
@@ -57,23 +58,50 @@ impl Agents {
         &self,
         input: &TurnInput,
         outcome: &TurnOutcome,
-        upstream_url: &str,
+        one_local_cache: bool,
         cache_lost: bool,
     ) -> bool {
-        let wanted = self.rewarms_on(upstream_url);
+        let wanted = self.rewarms_on(one_local_cache);
         // A paused turn (the client's tools) comes back with their results, not a new turn.
         let replied = matches!(outcome.ending, Ending::Reply { .. });
         wanted && input.record && (replied || cache_lost)
     }
 
-    /// Whether the agent's prompt is kept in the prompt cache of the upstream at `upstream_url`
-    /// (`explicit.rewarm_cache`).
-    pub fn rewarms_on(&self, upstream_url: &str) -> bool {
+    /// Whether the agent's prompt is kept in the chat upstream's prompt cache
+    /// (`explicit.rewarm_cache`); `auto` where the upstream is local with one cache
+    /// ([`Agents::one_local_cache`]).
+    pub fn rewarms_on(&self, one_local_cache: bool) -> bool {
         match self.config.rewarm_cache {
             Rewarm::Always => true,
             Rewarm::Never => false,
-            Rewarm::Auto => is_local(upstream_url),
+            Rewarm::Auto => one_local_cache,
         }
+    }
+
+    /// Whether the chat upstream of `model` is on this machine or a private network and keeps
+    /// one prompt cache, or does not say how many ([`super::caches`]): where the `auto` measures
+    /// for a one-cache server apply. Asked of each upstream once.
+    pub async fn one_local_cache(&self, model: &super::model::UpstreamModel) -> bool {
+        let url = model.upstream.base_url();
+        if !is_local(url) {
+            return false;
+        }
+        let caches_of = || {
+            self.caches
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+        };
+        let known = caches_of().get(url).copied();
+        let caches = match known {
+            Some(caches) => caches,
+            None => {
+                let caches = super::caches::probe(model).await;
+                tracing::info!(?caches, "the chat upstream's prompt caches");
+                caches_of().insert(url.to_owned(), caches);
+                caches
+            }
+        };
+        !caches.several()
     }
 
     /// Whether the memory LLM (the background save's) is the chat upstream at `upstream_url`.

@@ -73,8 +73,8 @@ pub struct ExplicitConfig {
     pub compact_below_tokens: usize,
     /// When to send the agent's prompt again (`max_tokens: 1`, off the request path) after an
     /// answered turn, as the next turn will open it, so that a local server's prompt cache holds
-    /// it for the next turn: `auto` (for an upstream on loopback or a private network), `always`,
-    /// `never`.
+    /// it for the next turn: `auto` (for an upstream on loopback or a private network that keeps
+    /// one prompt cache; `agent::caches`), `always`, `never`.
     pub rewarm_cache: Rewarm,
     /// Where the background save asks its question: inside the agent's own prompt, as the next
     /// turn opens it (`agent::save_prompt`), so that the server's prompt cache keeps that prompt
@@ -86,8 +86,8 @@ pub struct ExplicitConfig {
     /// Whether background model calls (the background save, eviction after the turn, the
     /// re-warm) give way to turns: they wait while a turn runs, and a turn that starts cancels
     /// the one in flight (a save is redone, a re-warm dropped). The same answers as
-    /// `rewarm_cache`: `auto` for an upstream on loopback or a private network (a local server
-    /// with few slots), `always`, `never` (the default; `agent::foreground`).
+    /// `rewarm_cache`: `auto` for an upstream on loopback or a private network that keeps one
+    /// prompt cache, `always`, `never` (the default; `agent::foreground`).
     pub yield_to_turns: Rewarm,
     /// After a finished turn, evict the oldest messages (off the request path) when the next
     /// turn, adding about as much as this one did, would pass `evict_ratio` and the agent has had
@@ -98,12 +98,13 @@ pub struct ExplicitConfig {
     pub agent_reply_timeout: Duration,
 }
 
-/// When a local-upstream measure applies (`explicit.rewarm_cache`, `explicit.yield_to_turns`):
-/// `auto` for an upstream on loopback or a private network.
+/// When a measure for a local server with one prompt cache applies (`explicit.rewarm_cache`,
+/// `save_in_prompt`, `yield_to_turns`): `auto` for an upstream on loopback or a private network
+/// that does not say it keeps several (llama.cpp's `total_slots` above 1, vLLM: `agent::caches`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Rewarm {
-    /// For an upstream on loopback or a private network (a local server).
+    /// For an upstream on loopback or a private network with one prompt cache.
     #[default]
     Auto,
     Always,

@@ -57,6 +57,7 @@ impl MockUpstream {
         let app = Router::new()
             .route("/v1/chat/completions", post(chat))
             .route("/v1/models", get(models))
+            .route("/props", get(props))
             .route("/v1/messages", post(native::messages))
             .route("/v1/messages/count_tokens", post(native::count_tokens))
             .route("/v1/responses", post(native::responses))
@@ -95,6 +96,16 @@ impl MockUpstream {
 
     pub fn push(&self, reply: Reply) {
         locked(&self.state.script).push_back(reply);
+    }
+
+    /// From now on, `GET /props` answers `props`, as llama.cpp's server describes itself.
+    pub fn serve_props(&self, props: Value) {
+        *locked(&self.state.props) = Some(props);
+    }
+
+    /// From now on, the model list names `owner` as its models' `owned_by` (vLLM: `vllm`).
+    pub fn own_models_as(&self, owner: &str) {
+        *locked(&self.state.models_owner) = Some(owner.to_owned());
     }
 
     /// From now on, answers say how many prompt tokens a prefix cache would have served
@@ -192,14 +203,25 @@ async fn record(state: &MockState, request: Request) -> Received {
 }
 
 /// The model list, in Anthropic's shape for a client that sends `anthropic-version`.
-async fn models(headers: HeaderMap) -> Json<Value> {
+/// llama.cpp's `GET /props`, when the test set it ([`MockUpstream::serve_props`]).
+async fn props(State(state): State<Arc<MockState>>) -> Response {
+    match locked(&state.props).clone() {
+        Some(props) => Json(props).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn models(State(state): State<Arc<MockState>>, headers: HeaderMap) -> Json<Value> {
     if headers.contains_key("anthropic-version") {
         return Json(json!({"data": [{"type": "model", "id": "mock-model",
             "display_name": "Mock model", "created_at": "2026-01-01T00:00:00Z"}],
             "has_more": false, "first_id": "mock-model", "last_id": "mock-model"}));
     }
+    let owner = locked(&state.models_owner)
+        .clone()
+        .unwrap_or_else(|| "memproxy-mock".to_owned());
     Json(json!({"object": "list", "data": [
-        {"id": "mock-model", "object": "model", "created": 0, "owned_by": "memproxy-mock"}
+        {"id": "mock-model", "object": "model", "created": 0, "owned_by": owner}
     ]}))
 }
 

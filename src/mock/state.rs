@@ -81,6 +81,11 @@ pub(super) struct MockState {
     pub(super) prompt_cache: Mutex<Option<(Value, Vec<Value>)>>,
     /// Responses API answers kept for `previous_response_id` and `GET /v1/responses/{id}`.
     pub(super) responses: Mutex<std::collections::HashMap<String, Value>>,
+    /// `Some`: `GET /props` answers this, as llama.cpp's server describes itself (its
+    /// `total_slots`); `None`: no such route (404).
+    pub(super) props: Mutex<Option<Value>>,
+    /// The `owned_by` of the model list (`memproxy-mock` unless set; vLLM says `vllm`).
+    pub(super) models_owner: Mutex<Option<String>>,
 }
 
 pub(super) fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {

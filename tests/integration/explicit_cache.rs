@@ -201,3 +201,38 @@ async fn after_a_turn_a_local_upstream_gets_the_agents_prompt_again() {
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert_eq!(model_requests(&never).len(), 2, "never: no re-warm");
 }
+
+/// The model requests a local upstream got for one answered turn, once memproxy has shut down
+/// (which drains the work the turn set off), with `says` describing the server.
+async fn requests_after_one_turn(says: impl FnOnce(&memproxy::mock::MockUpstream)) -> usize {
+    let h = harness_with(|c| c.explicit.rewarm_cache = memproxy::agent::Rewarm::Auto).await;
+    says(&h.mock);
+    h.mock.push(send("Hello!"));
+    h.mock.push(memproxy::mock::Reply::Text("ok".to_owned()));
+    say(&h, "warm", "Hi there.").await;
+    let crate::common::Harness { mock, proxy, .. } = h;
+    proxy.shutdown().await;
+    mock.chat_requests(None).len()
+}
+
+/// `auto` re-warms a server that keeps one prompt cache, and not one that keeps several, where
+/// the agent's prompt survives a background request beside it: llama.cpp with `--parallel 4`
+/// (its `/props` says `total_slots: 4`), vLLM (its model list says `owned_by: vllm`). A server
+/// that says nothing is taken to keep one.
+#[tokio::test]
+async fn auto_rewarms_only_a_local_server_with_one_prompt_cache() {
+    let one_slot = requests_after_one_turn(|m| m.serve_props(json!({"total_slots": 1}))).await;
+    assert_eq!(
+        one_slot, 2,
+        "llama.cpp with one slot: the turn, the re-warm"
+    );
+    let silent = requests_after_one_turn(|_| {}).await;
+    assert_eq!(
+        silent, 2,
+        "a server that does not say: the turn, the re-warm"
+    );
+    let slots = requests_after_one_turn(|m| m.serve_props(json!({"total_slots": 4}))).await;
+    assert_eq!(slots, 1, "llama.cpp --parallel 4: the turn only");
+    let vllm = requests_after_one_turn(|m| m.own_models_as("vllm")).await;
+    assert_eq!(vllm, 1, "vLLM: the turn only");
+}
