@@ -28,3 +28,58 @@ pub fn sentences(text: &str) -> Vec<&str> {
     found.retain(|s| !s.is_empty());
     found
 }
+
+/// The marks that end a clause: `, ; . ! ?` and their full-width forms.
+pub const CLAUSE_MARKS: [char; 9] = [',', ';', '.', '!', '?', '。', '？', '！', '，'];
+
+/// Whether every clause of `text` that has words in it ends in a question mark: a text that only
+/// asks, in which nothing is stated ("When is my thesis due?"), as against one that asks after
+/// saying something ("Since I moved to Lisbon, where should I eat?"). Told by punctuation alone,
+/// so it holds in any language that writes `?`; a text with no words asks nothing.
+pub fn only_asks(text: &str) -> bool {
+    let mut asked = false;
+    let mut words = false;
+    for c in text.chars() {
+        if CLAUSE_MARKS.contains(&c) {
+            if words {
+                if !matches!(c, '?' | '？') {
+                    return false;
+                }
+                asked = true;
+            }
+            words = false;
+        } else if c.is_alphanumeric() {
+            words = true;
+        }
+    }
+    // Words after the last mark are a clause that ends in no question mark.
+    asked && !words
+}
+
+#[cfg(test)]
+mod tests {
+    use super::only_asks;
+
+    #[test]
+    fn a_text_only_asks_when_each_of_its_clauses_ends_in_a_question_mark() {
+        for asks in [
+            "When is my thesis due?",
+            "What did I do last weekend? And with whom?",
+            "¿Cuándo es mi cumpleaños?",
+            "我的生日是什么时候？",
+            "  Where do I live?\n",
+        ] {
+            assert!(only_asks(asks), "{asks}");
+        }
+        for states in [
+            "Since I moved to Lisbon, where should I eat?",
+            "Good news, my supervisor extended my deadline. When is it now?",
+            "My thesis is due in November",
+            "Thanks! When is it?",
+            "",
+            "?",
+        ] {
+            assert!(!only_asks(states), "{states}");
+        }
+    }
+}

@@ -17,7 +17,11 @@ const MIN_WORDS: usize = 4;
 pub const SAVE_STEP: &str = "(background_save)";
 
 impl Agents {
-    /// Whether a finished turn gets a background save.
+    /// Whether a finished turn gets a background save: the turn was recorded and answered, the
+    /// agent saved nothing, and the user stated something. A turn in which the user only asked
+    /// ([`crate::text::only_asks`]: every clause ends in a question mark) gets none: the gates
+    /// refuse a fact whose source is a question (`grounding`), so the save could keep nothing of
+    /// the user's, and on a one-slot server its prompt would evict the agent's.
     pub fn needs_save(&self, input: &TurnInput, outcome: &TurnOutcome) -> bool {
         let saved = outcome
             .steps
@@ -33,6 +37,7 @@ impl Agents {
             && outcome.reply().is_some()
             && !saved
             && words >= MIN_WORDS
+            && !outcome.said.iter().all(|m| crate::text::only_asks(m))
     }
 
     /// Runs the background save of a turn; every problem is logged and traced, never raised.

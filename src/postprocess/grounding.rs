@@ -185,7 +185,7 @@ fn locate(text: &str, quote: &str) -> Option<(usize, usize)> {
 fn clause_asks(text: &str, end: usize) -> bool {
     text[end..]
         .chars()
-        .find(|c| matches!(c, ',' | ';' | '.' | '!' | '?' | '。' | '？' | '！' | '，'))
+        .find(|c| crate::text::CLAUSE_MARKS.contains(c))
         .is_some_and(|c| matches!(c, '?' | '？'))
 }
 

@@ -439,3 +439,35 @@ async fn a_replaced_job_stays_in_human_as_history() {
     // What is stored is whole.
     assert!(block(&h, "jo", "human").await.ends_with(history));
 }
+
+/// A turn in which the user only asks (every clause ends in a question mark) gets no background
+/// save: the gates refuse a fact whose source is a question, and on a one-slot local server the
+/// save's prompt would evict the agent's. A turn that states something before asking gets one.
+#[tokio::test]
+async fn a_turn_that_only_asks_gets_no_background_save() {
+    let h = harness_with(|c| c.explicit.background_save = true).await;
+    h.mock.push(send("I don't know yet."));
+    say(
+        &h,
+        "qa",
+        "When is my thesis due? And where do I hand it in?",
+    )
+    .await;
+    h.mock.push(send("Congratulations!"));
+    h.mock
+        .push_marked("MEMPROXY-EXTRACT", crate::common::facts(&[]));
+    say(
+        &h,
+        "qa",
+        "Good news, my deadline moved to November 30. Can you keep that in mind?",
+    )
+    .await;
+    // Shutting down drains the work both turns set off.
+    let Harness { mock, proxy, .. } = h;
+    proxy.shutdown().await;
+    assert_eq!(
+        mock.chat_requests(Some("MEMPROXY-EXTRACT")).len(),
+        1,
+        "only the turn that stated something"
+    );
+}
