@@ -491,3 +491,63 @@ fn a_new_memory_is_found_by_keyword_at_once() {
         1
     );
 }
+
+/// PostgreSQL schema 4 fills in the keyword context of a branch's first turn stored before it
+/// (an edited answer, whose question is in the conversation it branched from), as SQLite's
+/// migration 16 does: the database is taken back to version 3's state for that turn (no context,
+/// version 4 not recorded) and opened again.
+#[test]
+fn postgres_schema_4_gives_an_old_branchs_first_turn_its_question() {
+    let Some(url) = crate::backends::postgres_url() else {
+        return;
+    };
+    let opener = crate::conformance_memory::turn("user", "I am planning a weekend in Porto.");
+    let question =
+        crate::conformance_memory::turn("assistant", "Did you ever visit the lighthouse museum?");
+    let answers = [
+        "Not yet, it is on my list.",
+        "Yes, last May, with my cousin.",
+    ];
+    let store = crate::backends::postgres(&url);
+    let mut edited = None;
+    for answer in answers {
+        let log = [
+            opener.clone(),
+            question.clone(),
+            crate::conformance_memory::turn("user", answer),
+        ];
+        let synced = store
+            .sync_messages(&alice(), "c", "default", &log)
+            .expect("sync");
+        edited = synced.stored.last().map(|turn| turn.id);
+    }
+    let edited = edited.expect("the edited answer, in a branch");
+    let found = |store: &dyn Store| -> Vec<i64> {
+        let hits = store
+            .keyword_search(&alice(), Corpus::Message, "museum", 10, None)
+            .expect("search");
+        hits.into_iter().map(|(id, _)| id).collect()
+    };
+    assert!(
+        found(&store).contains(&edited),
+        "stored now, the branch's first turn is found by its question"
+    );
+    drop(store);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let (client, connection) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(connection);
+        client
+            .batch_execute(
+                "UPDATE messages m SET context = NULL FROM conversations b
+                 WHERE b.id = m.conversation_id AND b.parent IS NOT NULL;
+                 DELETE FROM schema_migrations WHERE version >= 4;",
+            )
+            .await
+            .expect("back to version 3's state");
+    });
+    let store = crate::backends::postgres(&url);
+    assert!(found(&store).contains(&edited), "after schema 4");
+}
