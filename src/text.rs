@@ -32,6 +32,11 @@ pub fn sentences(text: &str) -> Vec<&str> {
 /// The marks that end a clause: `, ; . ! ?` and their full-width forms.
 pub const CLAUSE_MARKS: [char; 9] = [',', ';', '.', '!', '?', '。', '？', '！', '，'];
 
+/// Whether a clause mark is a question mark (`?`, or its full-width form).
+pub fn is_question_mark(c: char) -> bool {
+    matches!(c, '?' | '？')
+}
+
 /// Whether every clause of `text` that has words in it ends in a question mark: a text that only
 /// asks, in which nothing is stated ("When is my thesis due?"), as against one that asks after
 /// saying something ("Since I moved to Lisbon, where should I eat?"). Told by punctuation alone,
@@ -42,7 +47,7 @@ pub fn only_asks(text: &str) -> bool {
     for c in text.chars() {
         if CLAUSE_MARKS.contains(&c) {
             if words {
-                if !matches!(c, '?' | '？') {
+                if !is_question_mark(c) {
                     return false;
                 }
                 asked = true;

@@ -119,12 +119,7 @@ impl Upstream {
         let url = reqwest::Url::parse(&self.base)
             .and_then(|base| base.join(path))
             .map_err(|error| ProxyError::Internal(format!("upstream URL: {error}")))?;
-        let request = self.client.get(url).headers(headers).send();
-        match tokio::time::timeout(self.config.first_byte_timeout, request).await {
-            Err(_) => Err(ProxyError::UpstreamTimeout(self.config.first_byte_timeout)),
-            Ok(Err(error)) => Err(self.classify(error)),
-            Ok(Ok(response)) => Ok(response),
-        }
+        self.headers_of(self.client.get(url).headers(headers)).await
     }
 
     /// The base URL as it may be shown (no credentials), and `text` with it in place of the real one.
@@ -165,9 +160,16 @@ impl Upstream {
             .client
             .request(method, &url)
             .headers(headers)
-            .body(body)
-            .send();
-        match tokio::time::timeout(self.config.first_byte_timeout, request).await {
+            .body(body);
+        self.headers_of(request).await
+    }
+
+    /// Sends `request` and waits for the response headers, at most `first_byte_timeout`.
+    async fn headers_of(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, ProxyError> {
+        match tokio::time::timeout(self.config.first_byte_timeout, request.send()).await {
             Err(_) => Err(ProxyError::UpstreamTimeout(self.config.first_byte_timeout)),
             Ok(Err(error)) => Err(self.classify(error)),
             Ok(Ok(response)) => Ok(response),

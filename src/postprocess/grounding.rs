@@ -186,7 +186,7 @@ fn clause_asks(text: &str, end: usize) -> bool {
     text[end..]
         .chars()
         .find(|c| crate::text::CLAUSE_MARKS.contains(c))
-        .is_some_and(|c| matches!(c, '?' | '？'))
+        .is_some_and(crate::text::is_question_mark)
 }
 
 /// The sentences of a text, each with its end mark (split after `. ! ?`, their full-width forms

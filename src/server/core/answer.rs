@@ -71,10 +71,7 @@ impl Answer {
             AnswerBody::Whole(bytes) => Body::from(bytes),
             AnswerBody::Stream(events) => Body::from_stream(events),
         };
-        let mut response = Response::new(body);
-        *response.status_mut() = self.status;
-        *response.headers_mut() = self.headers;
-        response
+        build(self.status, self.headers, body)
     }
 
     /// The headers a translated answer keeps: `x-memproxy-*`, `x-request-id`,
@@ -94,6 +91,14 @@ impl Answer {
         }
         kept
     }
+}
+
+/// A response of this status, headers and body (what every surface sends in the end).
+pub fn build(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
 }
 
 #[cfg(test)]

@@ -8,18 +8,20 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::stream::BoxStream;
 
+pub use super::answer::build;
+use super::answer::Answer;
+
 /// An SSE answer with the kept headers.
 pub fn event_stream(
     status: StatusCode,
-    mut headers: HeaderMap,
+    headers: HeaderMap,
     events: BoxStream<'static, Result<Bytes, std::io::Error>>,
 ) -> Response {
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    build(status, headers, Body::from_stream(events))
+    let answer = Answer {
+        status,
+        ..Answer::event_stream(headers, events)
+    };
+    answer.into_response()
 }
 
 /// A JSON answer with the kept headers.
@@ -29,13 +31,6 @@ pub fn json(status: StatusCode, mut headers: HeaderMap, value: &serde_json::Valu
         HeaderValue::from_static("application/json"),
     );
     build(status, headers, Body::from(value.to_string()))
-}
-
-pub fn build(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
-    let mut response = Response::new(body);
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
 }
 
 /// `x-memproxy-dropped-tools`: the offered tools a Chat Completions upstream cannot run.
