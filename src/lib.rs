@@ -8,6 +8,7 @@ pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod conversation;
 pub mod dates;
 pub mod embed;
 pub mod error;

@@ -6,6 +6,7 @@
 
 pub mod accumulate;
 pub mod sse;
+pub mod reply;
 pub mod translate;
 
 use serde::{Deserialize, Deserializer, Serialize};

@@ -130,11 +130,15 @@ fn the_accumulator_keeps_exactly_the_streamed_text() {
     );
 }
 
-/// The events a translator writes for a stream, fed as the network cut it.
+/// The events a translator writes for a stream, fed as the network cut it and read as the core
+/// reads an upstream's stream.
 fn translated(mut translator: impl StreamTranslator, bytes: &[u8], cuts: &[usize]) -> Vec<Value> {
     let mut out = Vec::new();
+    let mut reader = memproxy::openai::reply::ChunkReader::default();
     for event in split(&pieces(bytes, cuts)) {
-        out.extend(translator.on_event(&event));
+        for neutral in reader.read(&event) {
+            out.extend(translator.on_event(neutral));
+        }
     }
     out.extend(translator.end_of_input());
     out.iter()

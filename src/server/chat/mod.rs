@@ -1,7 +1,10 @@
 //! `POST /v1/chat/completions` (and `/{mode}/v1/chat/completions`), the Chat Completions surface:
 //! the client's request read as it came (its bytes go upstream untouched when nothing changes
-//! them) and handed to the conversation core ([`crate::server::core`]), whose answer is already in
-//! this API's shape and is sent as it is.
+//! them) and handed to the conversation core ([`crate::server::core`]); the upstream's answer is
+//! already in this API's shape and is relayed as it is, a reply memproxy made is written as Chat
+//! Completions ([`reply`]).
+
+mod reply;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -51,6 +54,10 @@ pub async fn handle(
     route: &'static str,
 ) -> Result<Response, ProxyError> {
     let request = ChatRequest::parse(&body)?;
+    let asked = reply::Asked {
+        model: request.model.clone().unwrap_or_default(),
+        include_usage: request.client_wants_usage(),
+    };
     let exchange = Exchange {
         route_mode,
         request,
@@ -58,7 +65,7 @@ pub async fn handle(
         route,
     };
     let answer = handle_request(state, context, headers, exchange).await?;
-    Ok(answer.into_response())
+    Ok(reply::respond(answer, asked))
 }
 
 /// The Chat Completions surface.

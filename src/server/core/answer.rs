@@ -1,13 +1,18 @@
 //! The core's answer as a value, not an HTTP response: its status, the headers it carries (the
-//! upstream's relayed ones and memproxy's own), a whole or streamed body in the Chat Completions
-//! shape (or, on a native upstream, the API's own), and the prompt's size as memproxy counted it.
-//! The Chat Completions surface sends it as it is ([`Answer::into_response`]); a translating
-//! surface reads the fields it needs instead of taking a response apart again.
+//! upstream's relayed ones and memproxy's own), its body, and the prompt's size as memproxy
+//! counted it. The body is either the upstream's bytes, whole or streamed (in the Chat
+//! Completions shape, or on a native upstream the API's own), or a reply memproxy made itself
+//! (explicit mode), in no API's shape. A surface reads what it needs: bytes it relays as they are
+//! ([`Answer::into_response`]), and the neutral reply it writes in its own shape
+//! ([`AnswerBody::said`]), so no surface parses JSON that memproxy wrote.
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::stream::BoxStream;
+
+use crate::conversation::reply::{Events as ReplyEvents, Reply};
+use crate::error::ProxyError;
 
 /// A streamed body's events, as the bytes they came in.
 pub type Events = BoxStream<'static, Result<Bytes, std::io::Error>>;
@@ -18,6 +23,36 @@ pub enum AnswerBody {
     Whole(Bytes),
     /// Relayed as it comes: a successful stream.
     Stream(Events),
+    /// A successful answer memproxy made, whole.
+    Reply(Reply),
+    /// A successful answer memproxy made, as it streams.
+    Replying(ReplyEvents),
+}
+
+/// What a successful answer said, in no API's shape.
+pub enum Said {
+    Whole(Reply),
+    Streamed(ReplyEvents),
+}
+
+impl AnswerBody {
+    /// The successful answer read as a neutral reply: the upstream's Chat Completions bytes read
+    /// once, memproxy's own reply as it is; a whole body that is no chat completion is a broken
+    /// upstream.
+    pub fn said(self) -> Result<Said, ProxyError> {
+        match self {
+            AnswerBody::Reply(reply) => Ok(Said::Whole(reply)),
+            AnswerBody::Replying(events) => Ok(Said::Streamed(events)),
+            AnswerBody::Stream(bytes) => Ok(Said::Streamed(crate::openai::reply::read_stream(bytes))),
+            AnswerBody::Whole(bytes) => crate::openai::reply::completion(&bytes)
+                .map(Said::Whole)
+                .ok_or_else(|| {
+                    ProxyError::UpstreamBroken(
+                        "the upstream's answer is not a chat completion".to_owned(),
+                    )
+                }),
+        }
+    }
 }
 
 /// One answer of the conversation core.
@@ -58,6 +93,26 @@ impl Answer {
         }
     }
 
+    /// A whole reply memproxy made.
+    pub fn reply(headers: HeaderMap, reply: Reply) -> Answer {
+        Answer {
+            status: StatusCode::OK,
+            headers,
+            body: AnswerBody::Reply(reply),
+            prompt_tokens: None,
+        }
+    }
+
+    /// A reply memproxy makes as it streams.
+    pub fn replying(headers: HeaderMap, events: ReplyEvents) -> Answer {
+        Answer {
+            status: StatusCode::OK,
+            headers,
+            body: AnswerBody::Replying(events),
+            prompt_tokens: None,
+        }
+    }
+
     /// Sets one of memproxy's headers; a value that is no header value is left out.
     pub fn put(&mut self, name: &'static str, value: &str) {
         if let Ok(value) = HeaderValue::from_str(value) {
@@ -65,11 +120,19 @@ impl Answer {
         }
     }
 
-    /// The answer as the client gets it on the API it is already in.
+    /// The answer relayed as the client gets it on the API it is already in. A reply memproxy
+    /// made has no wire shape yet: its surface writes it first (the Chat Completions surface does;
+    /// the native relays never get one), so here it is an internal error, not a guess at a shape.
     pub fn into_response(self) -> Response {
         let body = match self.body {
             AnswerBody::Whole(bytes) => Body::from(bytes),
             AnswerBody::Stream(events) => Body::from_stream(events),
+            AnswerBody::Reply(_) | AnswerBody::Replying(_) => {
+                let error = ProxyError::Internal(
+                    "a reply memproxy made reached a relay that only sends bytes".to_owned(),
+                );
+                return axum::response::IntoResponse::into_response(error);
+            }
         };
         build(self.status, self.headers, body)
     }

@@ -1,8 +1,8 @@
 //! The conversation core every API surface hands its request to ([`handle_request`]): the mode,
-//! explicit mode's agent loop, or memory and the forward through [`prepare`]. The upstream
-//! speaks Chat Completions, so the core reads its answers in that shape and hands them back as a
-//! value ([`Answer`]), not an HTTP response; each surface converts the request to it and the
-//! answer back.
+//! explicit mode's agent loop, or memory and the forward through [`prepare`]. It hands its answer
+//! back as a value ([`Answer`]), not an HTTP response: the upstream's Chat Completions bytes as
+//! they came, or a reply memproxy made in no API's shape; each surface converts the request to
+//! the core's form and the answer back to its own.
 
 pub(in crate::server) mod answer;
 
@@ -29,7 +29,7 @@ use crate::upstream::request_headers;
 
 use crate::server::auth::RequestContext;
 use crate::server::SharedState;
-pub(in crate::server) use answer::{Answer, AnswerBody};
+pub(in crate::server) use answer::{Answer, AnswerBody, Said};
 use forward::Reading;
 
 /// The mode named by a route prefix; an unknown prefix is an unknown route.
@@ -53,8 +53,8 @@ pub struct Exchange {
     pub route: &'static str,
 }
 
-/// One Chat Completions exchange, whichever API surface it came in on; the answer is in the Chat
-/// Completions shape, for the surface to convert.
+/// One exchange, whichever API surface it came in on; the answer is the upstream's (Chat
+/// Completions) or a reply memproxy made (explicit mode), for the surface to convert.
 pub async fn handle_request(
     state: SharedState,
     context: RequestContext,

@@ -1,18 +1,17 @@
-//! A streamed Chat Completions answer as Anthropic's stream: `message_start`, `ping`, a text
+//! A streamed answer (its neutral events) as Anthropic's stream: `message_start`, `ping`, a text
 //! block streamed as it comes (`content_block_start` / `text_delta`s / `content_block_stop`),
 //! tool calls as `tool_use` blocks (their arguments gathered, then sent as one
-//! `input_json_delta`, since Chat Completions may interleave parallel calls and Anthropic blocks
-//! may not), `message_delta` with the stop reason and usage, `message_stop`. An error inside the
-//! chat stream becomes an `error` event; SSE comments (keep-alives) pass through.
+//! `input_json_delta`, since parallel calls may interleave and Anthropic blocks may not),
+//! `message_delta` with the stop reason and usage, `message_stop`. An error inside the stream
+//! becomes an `error` event; SSE comments (keep-alives) pass through.
 
 use axum::body::Bytes;
 use futures_util::stream::BoxStream;
 use serde_json::{json, Value};
 
 use super::reply::{message_id, stop_reason};
-use crate::openai::translate::{
-    finish_reason, read_event, text_delta, translate_stream, ChatEvent, StreamTranslator, ToolCalls,
-};
+use crate::conversation::reply::{arguments_object, Event, Events, Finish, GatheredCalls, Usage};
+use crate::openai::translate::{translate_stream, StreamTranslator};
 
 /// One Anthropic SSE event.
 fn event(kind: &str, data: &Value) -> Bytes {
@@ -27,9 +26,9 @@ pub struct Translator {
     next_block: usize,
     /// The text block being streamed, if one is open.
     text_open: Option<usize>,
-    calls: ToolCalls,
-    finish: Option<String>,
-    completion_usage: Value,
+    calls: GatheredCalls,
+    finish: Option<Finish>,
+    usage: Option<Usage>,
     ended: bool,
     /// The prompt's tokens as known before the upstream answers, for `message_start`.
     pub input_tokens: u64,
@@ -42,9 +41,9 @@ impl Translator {
             started: false,
             next_block: 0,
             text_open: None,
-            calls: ToolCalls::default(),
+            calls: GatheredCalls::default(),
             finish: None,
-            completion_usage: Value::Null,
+            usage: None,
             ended: false,
             input_tokens: 0,
         }
@@ -74,36 +73,27 @@ impl Translator {
         }
     }
 
-    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<Bytes>) {
-        self.start(chunk["id"].as_str().unwrap_or_default(), out);
-        if chunk["usage"].is_object() {
-            self.completion_usage = chunk.clone();
-        }
-        if let Some(text) = text_delta(chunk) {
-            let index = match self.text_open {
-                Some(index) => index,
-                None => {
-                    let index = self.next_block;
-                    self.next_block += 1;
-                    self.text_open = Some(index);
-                    out.push(event(
-                        "content_block_start",
-                        &json!({"type": "content_block_start", "index": index,
-                            "content_block": {"type": "text", "text": ""}}),
-                    ));
-                    index
-                }
-            };
-            out.push(event(
-                "content_block_delta",
-                &json!({"type": "content_block_delta", "index": index,
-                    "delta": {"type": "text_delta", "text": text}}),
-            ));
-        }
-        self.calls.apply(chunk);
-        if let Some(finish) = finish_reason(chunk) {
-            self.finish = Some(finish.to_owned());
-        }
+    fn on_text(&mut self, text: &str, out: &mut Vec<Bytes>) {
+        self.start("", out);
+        let index = match self.text_open {
+            Some(index) => index,
+            None => {
+                let index = self.next_block;
+                self.next_block += 1;
+                self.text_open = Some(index);
+                out.push(event(
+                    "content_block_start",
+                    &json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "text", "text": ""}}),
+                ));
+                index
+            }
+        };
+        out.push(event(
+            "content_block_delta",
+            &json!({"type": "content_block_delta", "index": index,
+                "delta": {"type": "text_delta", "text": text}}),
+        ));
     }
 
     /// The closing events (the tool calls, the stop reason and usage), once.
@@ -127,22 +117,21 @@ impl Translator {
                 "content_block_delta",
                 &json!({"type": "content_block_delta", "index": index, "delta": {
                     "type": "input_json_delta",
-                    "partial_json": crate::openai::translate::arguments_object(&call.arguments).to_string()}}),
+                    "partial_json": arguments_object(&call.arguments).to_string()}}),
             ));
             out.push(event(
                 "content_block_stop",
                 &json!({"type": "content_block_stop", "index": index}),
             ));
         }
-        let usage = if self.completion_usage.is_null() {
-            json!({"output_tokens": 0})
-        } else {
-            super::reply::usage(&self.completion_usage)
+        let usage = match &self.usage {
+            None => json!({"output_tokens": 0}),
+            Some(usage) => super::reply::usage(usage),
         };
         out.push(event(
             "message_delta",
             &json!({"type": "message_delta", "delta": {
-                "stop_reason": stop_reason(self.finish.as_deref()), "stop_sequence": null},
+                "stop_reason": stop_reason(self.finish), "stop_sequence": null},
                 "usage": usage}),
         ));
         out.push(event("message_stop", &json!({"type": "message_stop"})));
@@ -151,20 +140,23 @@ impl Translator {
 }
 
 impl StreamTranslator for Translator {
-    fn on_event(&mut self, raw: &[u8]) -> Vec<Bytes> {
+    fn on_event(&mut self, neutral: Event) -> Vec<Bytes> {
         let mut out = Vec::new();
         if self.ended {
             return out;
         }
-        match read_event(raw) {
-            None => {}
-            Some(ChatEvent::Comment(comment)) => out.push(comment),
-            Some(ChatEvent::Done) => out.extend(self.finish()),
-            Some(ChatEvent::Error(message, _)) => {
+        match neutral {
+            Event::KeepAlive(comment) => out.push(comment),
+            Event::Done => out.extend(self.finish()),
+            Event::Failed { message, .. } => {
                 self.ended = true;
                 out.push(event("error", &super::error_body(502, &message)));
             }
-            Some(ChatEvent::Chunk(chunk)) => self.on_chunk(&chunk, &mut out),
+            Event::Started { id } => self.start(&id, &mut out),
+            Event::Text(text) => self.on_text(&text, &mut out),
+            Event::Call(part) => self.calls.apply(&part),
+            Event::Finished(finish) => self.finish = Some(finish),
+            Event::Usage(usage) => self.usage = Some(usage),
         }
         out
     }
@@ -188,9 +180,9 @@ impl StreamTranslator for Translator {
     }
 }
 
-/// Translates a chat SSE body stream into Anthropic's events.
+/// Translates an answer's neutral events into Anthropic's events.
 pub fn translate(
-    input: BoxStream<'static, Result<Bytes, std::io::Error>>,
+    input: Events,
     model: &str,
     input_tokens: u64,
 ) -> BoxStream<'static, Result<Bytes, std::io::Error>> {

@@ -22,7 +22,7 @@ use crate::server::core::forward::Reading;
 use crate::server::core::native::{Call, Native};
 use crate::server::core::route_mode;
 use crate::server::core::surface;
-use crate::server::core::{Answer, AnswerBody};
+use crate::server::core::{Answer, AnswerBody, Said};
 use crate::server::extract::{ApiPath, LimitedBody};
 use crate::server::SharedState;
 
@@ -180,38 +180,32 @@ async fn translated(
     response
 }
 
-/// A Chat Completions answer (whole, streamed or an error) in Anthropic's shape; memproxy's own
-/// headers and the request id are kept.
+/// The core's answer (whole, streamed or an error) in Anthropic's shape; memproxy's own headers
+/// and the request id are kept.
 fn translate(answer: Answer, model: &str, sent: &[ChatMessage]) -> Response {
     let kept = answer.kept_headers();
-    let bytes = match answer.body {
-        AnswerBody::Stream(input) => {
+    if !answer.status.is_success() {
+        let AnswerBody::Whole(bytes) = &answer.body else {
+            return super::error_response(&ProxyError::Internal(
+                "an error answer that is not whole".to_owned(),
+            ));
+        };
+        let out = super::error_body(answer.status.as_u16(), &surface::error_message(bytes));
+        return surface::json(answer.status, kept, &out);
+    }
+    match answer.body.said() {
+        Ok(Said::Streamed(input)) => {
             // `message_start` comes before the upstream's usage: it carries the prompt's size as
             // memproxy counted it (the upstream's own count follows in `message_delta`).
             let counted = answer
                 .prompt_tokens
                 .unwrap_or_else(|| crate::strategy::compact::total_tokens(sent) as u64);
             let events = events::translate(input, model, counted);
-            return surface::event_stream(answer.status, kept, events);
+            surface::event_stream(answer.status, kept, events)
         }
-        AnswerBody::Whole(bytes) => bytes,
-    };
-    let out = if answer.status.is_success() {
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(completion) if completion["choices"][0]["message"].is_object() => {
-                reply::message(&completion, model)
-            }
-            _ => {
-                let error = ProxyError::UpstreamBroken(
-                    "the upstream's answer is not a chat completion".to_owned(),
-                );
-                return super::error_response(&error);
-            }
-        }
-    } else {
-        super::error_body(answer.status.as_u16(), &surface::error_message(&bytes))
-    };
-    surface::json(answer.status, kept, &out)
+        Ok(Said::Whole(reply)) => surface::json(answer.status, kept, &reply::message(&reply, model)),
+        Err(error) => super::error_response(&error),
+    }
 }
 
 /// `POST /v1/messages/count_tokens`: relayed to a Messages upstream; without one, the prompt's

@@ -1,12 +1,12 @@
-//! A whole Chat Completions answer as an Anthropic message, and an upstream's error body in
-//! Anthropic's error shape.
+//! A whole answer (neutral) as an Anthropic message, and an OpenAI model list as Anthropic's.
 
 use serde_json::{json, Value};
 
-/// The message id for a completion id (`chatcmpl-abc` → `msg_abc`).
-pub fn message_id(completion_id: &str) -> String {
-    let tail: String = completion_id
-        .trim_start_matches("chatcmpl-")
+use crate::conversation::reply::{arguments_object, Finish, Reply, Usage};
+
+/// The message id for an answer's id (`abc` → `msg_abc`; a fresh one when it has none).
+pub fn message_id(id: &str) -> String {
+    let tail: String = id
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
         .collect();
@@ -17,55 +17,51 @@ pub fn message_id(completion_id: &str) -> String {
     }
 }
 
-/// Chat `finish_reason` → Anthropic `stop_reason`.
-pub fn stop_reason(finish: Option<&str>) -> &'static str {
+/// Why the answer ended → Anthropic `stop_reason`.
+pub fn stop_reason(finish: Option<Finish>) -> &'static str {
     match finish {
-        Some("length") => "max_tokens",
-        Some("tool_calls" | "function_call") => "tool_use",
-        Some("content_filter") => "refusal",
-        _ => "end_turn",
+        Some(Finish::Length) => "max_tokens",
+        Some(Finish::ToolCalls) => "tool_use",
+        Some(Finish::ContentFilter) => "refusal",
+        Some(Finish::Stop) | None => "end_turn",
     }
 }
 
-/// Chat usage → Anthropic usage (cached prompt tokens as `cache_read_input_tokens`).
-pub fn usage(completion: &Value) -> Value {
-    let usage = &completion["usage"];
+/// Usage → Anthropic usage (cached prompt tokens as `cache_read_input_tokens`).
+pub fn usage(usage: &Usage) -> Value {
     let mut out = json!({
-        "input_tokens": usage["prompt_tokens"].as_u64().unwrap_or(0),
-        "output_tokens": usage["completion_tokens"].as_u64().unwrap_or(0),
+        "input_tokens": usage.prompt_tokens,
+        "output_tokens": usage.completion_tokens,
     });
-    if let Some(cached) = crate::openai::cached_prompt_tokens(completion) {
+    if let Some(cached) = usage.cached_tokens {
         out["cache_read_input_tokens"] = json!(cached);
     }
     out
 }
 
-/// A `chat.completion` body as an Anthropic `message` (first choice), named `model` as the
-/// client asked.
-pub fn message(completion: &Value, model: &str) -> Value {
-    let choice = &completion["choices"][0];
-    let source = &choice["message"];
+/// A whole answer as an Anthropic `message`, named `model` as the client asked.
+pub fn message(reply: &Reply, model: &str) -> Value {
     let mut content = Vec::new();
-    if let Some(text) = source["content"].as_str().filter(|t| !t.is_empty()) {
-        content.push(json!({"type": "text", "text": text}));
+    if !reply.text.is_empty() {
+        content.push(json!({"type": "text", "text": reply.text}));
     }
-    for call in source["tool_calls"].as_array().into_iter().flatten() {
+    for call in &reply.calls {
         content.push(json!({
             "type": "tool_use",
-            "id": call["id"].as_str().unwrap_or_default(),
-            "name": call["function"]["name"].as_str().unwrap_or_default(),
-            "input": crate::openai::translate::arguments_object(call["function"]["arguments"].as_str().unwrap_or_default()),
+            "id": call.id,
+            "name": call.name,
+            "input": arguments_object(&call.arguments),
         }));
     }
     json!({
-        "id": message_id(completion["id"].as_str().unwrap_or_default()),
+        "id": message_id(&reply.id),
         "type": "message",
         "role": "assistant",
         "model": model,
         "content": content,
-        "stop_reason": stop_reason(choice["finish_reason"].as_str()),
+        "stop_reason": stop_reason(reply.finish),
         "stop_sequence": null,
-        "usage": usage(completion),
+        "usage": usage(&reply.usage.unwrap_or_default()),
     })
 }
 

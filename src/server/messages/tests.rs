@@ -2,7 +2,7 @@ use serde_json::{json, Value};
 
 use super::events::Translator;
 use super::*;
-use crate::openai::translate::StreamTranslator;
+use crate::openai::translate::feed_chat;
 
 fn chat(request: Value) -> Value {
     let converted = to_chat(request.to_string().as_bytes()).expect("translates");
@@ -143,7 +143,8 @@ fn a_whole_completion_becomes_a_message() {
             {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Porto\"}"}}]}}],
         "usage": {"prompt_tokens": 12, "completion_tokens": 7, "total_tokens": 19,
             "prompt_tokens_details": {"cached_tokens": 10}}});
-    let message = reply::message(&completion, "claude-x");
+    let said = crate::openai::reply::completion(completion.to_string().as_bytes());
+    let message = reply::message(&said.expect("a completion"), "claude-x");
     assert_eq!(message["id"], "msg_abc");
     assert_eq!(message["model"], "claude-x");
     assert_eq!(message["stop_reason"], "tool_use");
@@ -182,6 +183,7 @@ fn parsed(events: &[bytes::Bytes]) -> Vec<(String, Value)> {
 #[test]
 fn a_stream_becomes_anthropic_events() {
     let mut translator = Translator::new("claude-x");
+    let mut reader = crate::openai::reply::ChunkReader::default();
     let mut out = Vec::new();
     let chunks = [
         json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}),
@@ -194,11 +196,11 @@ fn a_stream_becomes_anthropic_events() {
         json!({"id": "chatcmpl-1", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
         json!({"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4}}),
     ];
-    out.extend(translator.on_event(b": keep-alive\n\n"));
+    out.extend(feed_chat(&mut translator, &mut reader, b": keep-alive\n\n"));
     for chunk in chunks {
-        out.extend(translator.on_event(format!("data: {chunk}\n\n").as_bytes()));
+        out.extend(feed_chat(&mut translator, &mut reader, format!("data: {chunk}\n\n").as_bytes()));
     }
-    out.extend(translator.on_event(b"data: [DONE]\n\n"));
+    out.extend(feed_chat(&mut translator, &mut reader, b"data: [DONE]\n\n"));
     assert_eq!(out[0].as_ref(), b": keep-alive\n\n");
     let events = parsed(&out[1..]);
     let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
@@ -237,7 +239,8 @@ fn a_stream_becomes_anthropic_events() {
 #[test]
 fn an_error_in_the_stream_becomes_an_error_event() {
     let mut translator = Translator::new("m");
-    let events = translator.on_event(
+    let mut reader = crate::openai::reply::ChunkReader::default();
+    let events = feed_chat(&mut translator, &mut reader, 
         br#"data: {"error": {"message": "upstream timed out", "type": "server_error"}}
 
 "#,

@@ -1,7 +1,7 @@
-//! A streamed Chat Completions answer as Ollama's NDJSON stream: one object per text delta
+//! A streamed answer (its neutral events) as Ollama's NDJSON stream: one object per text delta
 //! (`"done": false`), the tool calls gathered and sent whole in one object (Ollama sends a call
 //! with its arguments complete, and its clients read them so), then the final object with
-//! `done_reason`, the counts and the time. An error inside the chat stream, or a stream cut off
+//! `done_reason`, the counts and the time. An error inside the stream, or a stream cut off
 //! before its answer finished, ends with an `{"error": "…"}` line, as Ollama ends a failed stream.
 
 use std::time::Instant;
@@ -11,9 +11,8 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 
 use super::reply::{self, Route};
-use crate::openai::translate::{
-    finish_reason, read_event, text_delta, translate_stream, ChatEvent, StreamTranslator, ToolCalls,
-};
+use crate::conversation::reply::{Event, Events, Finish, GatheredCalls, Usage};
+use crate::openai::translate::{translate_stream, StreamTranslator};
 
 fn line(value: &Value) -> Bytes {
     Bytes::from(format!("{value}\n"))
@@ -24,9 +23,9 @@ pub struct Translator {
     route: Route,
     model: String,
     started: Instant,
-    calls: ToolCalls,
-    finish: Option<String>,
-    usage: Value,
+    calls: GatheredCalls,
+    finish: Option<Finish>,
+    usage: Option<Usage>,
     ended: bool,
 }
 
@@ -36,30 +35,21 @@ impl Translator {
             route,
             model: model.to_owned(),
             started,
-            calls: ToolCalls::default(),
+            calls: GatheredCalls::default(),
             finish: None,
-            usage: Value::Null,
+            usage: None,
             ended: false,
         }
     }
 
-    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<Bytes>) {
-        if chunk["usage"].is_object() {
-            self.usage = chunk["usage"].clone();
-        }
-        if let Some(text) = text_delta(chunk) {
-            out.push(line(&reply::object(
-                self.route,
-                &self.model,
-                text,
-                Vec::new(),
-                false,
-            )));
-        }
-        self.calls.apply(chunk);
-        if let Some(finish) = finish_reason(chunk) {
-            self.finish = Some(finish.to_owned());
-        }
+    fn on_text(&mut self, text: &str, out: &mut Vec<Bytes>) {
+        out.push(line(&reply::object(
+            self.route,
+            &self.model,
+            text,
+            Vec::new(),
+            false,
+        )));
     }
 
     /// The tool calls (if any) and the final object, once.
@@ -88,10 +78,10 @@ impl Translator {
         if let Value::Object(fields) = &mut last {
             fields.insert(
                 "done_reason".into(),
-                reply::done_reason(self.finish.as_deref()).into(),
+                reply::done_reason(self.finish).into(),
             );
             let total = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            reply::metrics(&self.usage, total, fields);
+            reply::metrics(self.usage.as_ref(), total, fields);
         }
         out.push(line(&last));
         out
@@ -104,17 +94,20 @@ impl Translator {
 }
 
 impl StreamTranslator for Translator {
-    fn on_event(&mut self, raw: &[u8]) -> Vec<Bytes> {
+    fn on_event(&mut self, neutral: Event) -> Vec<Bytes> {
         let mut out = Vec::new();
         if self.ended {
             return out;
         }
-        match read_event(raw) {
+        match neutral {
             // NDJSON has no comments: a keep-alive carries nothing to pass on.
-            None | Some(ChatEvent::Comment(_)) => {}
-            Some(ChatEvent::Done) => out.extend(self.finish()),
-            Some(ChatEvent::Error(message, _)) => out.extend(self.fail(&message)),
-            Some(ChatEvent::Chunk(chunk)) => self.on_chunk(&chunk, &mut out),
+            Event::KeepAlive(_) | Event::Started { .. } => {}
+            Event::Done => out.extend(self.finish()),
+            Event::Failed { message, .. } => out.extend(self.fail(&message)),
+            Event::Text(text) => self.on_text(&text, &mut out),
+            Event::Call(part) => self.calls.apply(&part),
+            Event::Finished(finish) => self.finish = Some(finish),
+            Event::Usage(usage) => self.usage = Some(usage),
         }
         out
     }
@@ -131,9 +124,9 @@ impl StreamTranslator for Translator {
     }
 }
 
-/// Translates a chat SSE body stream into Ollama's NDJSON lines.
+/// Translates an answer's neutral events into Ollama's NDJSON lines.
 pub fn translate(
-    input: BoxStream<'static, Result<Bytes, std::io::Error>>,
+    input: Events,
     route: Route,
     model: &str,
     started: Instant,

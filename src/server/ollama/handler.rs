@@ -26,7 +26,7 @@ use crate::mode::Mode;
 use crate::server::auth::RequestContext;
 use crate::server::core::route_mode;
 use crate::server::core::surface;
-use crate::server::core::{Answer, AnswerBody};
+use crate::server::core::{Answer, AnswerBody, Said};
 use crate::server::extract::LimitedBody;
 use crate::server::SharedState;
 
@@ -152,38 +152,33 @@ async fn conversation(
     }
 }
 
-/// A Chat Completions answer (whole, streamed or an error) in Ollama's shape; memproxy's own
-/// headers and the request id are kept.
+/// The core's answer (whole, streamed or an error) in Ollama's shape; memproxy's own headers and
+/// the request id are kept.
 fn translate(answer: Answer, route: Route, model: &str, started: Instant) -> Response {
     let mut headers = answer.kept_headers();
-    let bytes = match answer.body {
-        AnswerBody::Stream(input) => {
+    if !answer.status.is_success() {
+        let AnswerBody::Whole(bytes) = &answer.body else {
+            return error_response(&ProxyError::Internal(
+                "an error answer that is not whole".to_owned(),
+            ));
+        };
+        return surface::json(answer.status, headers, &error_body(&surface::error_message(bytes)));
+    }
+    match answer.body.said() {
+        Ok(Said::Streamed(input)) => {
             let lines = super::events::translate(input, route, model, started);
             headers.insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/x-ndjson"),
             );
-            return surface::build(answer.status, headers, axum::body::Body::from_stream(lines));
+            surface::build(answer.status, headers, axum::body::Body::from_stream(lines))
         }
-        AnswerBody::Whole(bytes) => bytes,
-    };
-    let out = if answer.status.is_success() {
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(completion) if completion["choices"][0]["message"].is_object() => {
-                let total = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                reply::whole(route, &completion, model, total)
-            }
-            _ => {
-                let error = ProxyError::UpstreamBroken(
-                    "the upstream's answer is not a chat completion".to_owned(),
-                );
-                return error_response(&error);
-            }
+        Ok(Said::Whole(reply)) => {
+            let total = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            surface::json(answer.status, headers, &reply::whole(route, &reply, model, total))
         }
-    } else {
-        error_body(&surface::error_message(&bytes))
-    };
-    surface::json(answer.status, headers, &out)
+        Err(error) => error_response(&error),
+    }
 }
 
 /// A model route's request with its prefix checked and its body read: relayed as it is to an

@@ -1,8 +1,10 @@
-//! Chat Completions answers in Ollama's shapes: a whole completion as `/api/chat`'s or
-//! `/api/generate`'s final object, a model list as `/api/tags`, embeddings as `/api/embed`'s;
+//! Answers in Ollama's shapes: a whole answer (neutral) as `/api/chat`'s or `/api/generate`'s
+//! final object; the upstream's (OpenAI's) model list as `/api/tags`, embeddings as `/api/embed`'s;
 //! and what Ollama says for a model it only loaded.
 
 use serde_json::{json, Map, Value};
+
+use crate::conversation::reply::{arguments_object, Finish, Reply, Usage};
 
 /// Which Ollama route an answer is for: `/api/chat` answers carry a `message`, `/api/generate`
 /// answers a `response` text.
@@ -17,10 +19,10 @@ pub fn created_at() -> String {
     crate::dates::rfc3339(crate::store::now_ms())
 }
 
-/// Chat `finish_reason` → Ollama `done_reason`: Ollama ends a turn of tool calls with `stop` too.
-pub fn done_reason(finish: Option<&str>) -> &'static str {
+/// Why the answer ended → Ollama `done_reason`: Ollama ends a turn of tool calls with `stop` too.
+pub fn done_reason(finish: Option<Finish>) -> &'static str {
     match finish {
-        Some("length") => "length",
+        Some(Finish::Length) => "length",
         _ => "stop",
     }
 }
@@ -31,20 +33,18 @@ pub fn tool_calls<'a>(calls: impl Iterator<Item = (&'a str, &'a str, &'a str)>) 
         .enumerate()
         .map(|(index, (id, name, text))| {
             json!({"id": id, "function": {"index": index, "name": name,
-                "arguments": crate::openai::translate::arguments_object(text)}})
+                "arguments": arguments_object(text)}})
         })
         .collect()
 }
 
-/// The counts and time of a finished answer: `prompt_eval_count` and `eval_count` from the
-/// upstream's usage, `total_duration` (nanoseconds) as memproxy measured the whole request.
-pub fn metrics(usage: &Value, total_ns: u64, into: &mut Map<String, Value>) {
+/// The counts and time of a finished answer: `prompt_eval_count` and `eval_count` from its usage
+/// where it reported one, `total_duration` (nanoseconds) as memproxy measured the whole request.
+pub fn metrics(usage: Option<&Usage>, total_ns: u64, into: &mut Map<String, Value>) {
     into.insert("total_duration".into(), json!(total_ns));
-    if let Some(prompt) = usage["prompt_tokens"].as_u64() {
-        into.insert("prompt_eval_count".into(), json!(prompt));
-    }
-    if let Some(completion) = usage["completion_tokens"].as_u64() {
-        into.insert("eval_count".into(), json!(completion));
+    if let Some(usage) = usage {
+        into.insert("prompt_eval_count".into(), json!(usage.prompt_tokens));
+        into.insert("eval_count".into(), json!(usage.completion_tokens));
     }
 }
 
@@ -65,27 +65,18 @@ pub fn object(route: Route, model: &str, text: &str, calls: Vec<Value>, done: bo
     out
 }
 
-/// A `chat.completion` body as Ollama's final object (first choice), named `model` as the client
-/// asked.
-pub fn whole(route: Route, completion: &Value, model: &str, total_ns: u64) -> Value {
-    let choice = &completion["choices"][0];
-    let message = &choice["message"];
-    let text = message["content"].as_str().unwrap_or_default();
-    let calls = message["tool_calls"].as_array().into_iter().flatten();
-    let calls = tool_calls(calls.map(|call| {
-        (
-            call["id"].as_str().unwrap_or_default(),
-            call["function"]["name"].as_str().unwrap_or_default(),
-            call["function"]["arguments"].as_str().unwrap_or_default(),
-        )
-    }));
-    let mut out = object(route, model, text, calls, true);
+/// A whole answer as Ollama's final object, named `model` as the client asked.
+pub fn whole(route: Route, reply: &Reply, model: &str, total_ns: u64) -> Value {
+    let calls = tool_calls(
+        reply
+            .calls
+            .iter()
+            .map(|call| (call.id.as_str(), call.name.as_str(), call.arguments.as_str())),
+    );
+    let mut out = object(route, model, &reply.text, calls, true);
     if let Value::Object(fields) = &mut out {
-        fields.insert(
-            "done_reason".into(),
-            json!(done_reason(choice["finish_reason"].as_str())),
-        );
-        metrics(&completion["usage"], total_ns, fields);
+        fields.insert("done_reason".into(), json!(done_reason(reply.finish)));
+        metrics(reply.usage.as_ref(), total_ns, fields);
     }
     out
 }

@@ -3,7 +3,7 @@ use serde_json::{json, Map, Value};
 use super::events::Translator;
 use super::reply::Route;
 use super::*;
-use crate::openai::translate::StreamTranslator;
+use crate::openai::translate::{feed_chat, StreamTranslator};
 use crate::strategy::{Placement, Plan};
 
 fn object(value: Value) -> Map<String, Value> {
@@ -187,9 +187,10 @@ fn a_plan_keeps_the_system_drops_old_turns_whole_and_places_the_block() {
 
 fn stream_lines(events: &[&str], route: Route) -> Vec<Value> {
     let mut translator = Translator::new(route, "m", std::time::Instant::now());
+    let mut reader = crate::openai::reply::ChunkReader::default();
     let mut out = Vec::new();
     for event in events {
-        out.extend(translator.on_event(event.as_bytes()));
+        out.extend(feed_chat(&mut translator, &mut reader, event.as_bytes()));
     }
     out.extend(translator.end_of_input());
     out.iter()

@@ -1,9 +1,9 @@
-//! A streamed Chat Completions answer as the Responses API's event stream: `response.created`,
+//! A streamed answer (its neutral events) as the Responses API's event stream: `response.created`,
 //! `response.in_progress`, the text as a `message` item streamed as it comes
 //! (`output_item.added`, `content_part.added`, `output_text.delta`s, then the `.done` events),
-//! tool calls as `function_call` items (gathered, then sent whole, since Chat Completions may
-//! interleave parallel calls), and `response.completed` (or `response.incomplete`) with usage.
-//! Every event carries its `sequence_number`. An error inside the chat stream becomes an `error`
+//! tool calls as `function_call` items (gathered, then sent whole, since parallel calls may
+//! interleave), and `response.completed` (or `response.incomplete`) with usage.
+//! Every event carries its `sequence_number`. An error inside the stream becomes an `error`
 //! event; SSE comments (keep-alives) pass through. When the response completes, `on_done` gets it
 //! (the surface stores it for `previous_response_id`).
 
@@ -13,9 +13,8 @@ use futures_util::stream::BoxStream;
 use serde_json::{json, Value};
 
 use super::reply;
-use crate::openai::translate::{
-    finish_reason, read_event, text_delta, translate_stream, ChatEvent, StreamTranslator, ToolCalls,
-};
+use crate::conversation::reply::{Event, Events, Finish, GatheredCalls, Usage};
+use crate::openai::translate::{translate_stream, StreamTranslator};
 
 /// Called with the finished response; the stream sends its last event only once the returned
 /// future is done (a client that continues at once with `previous_response_id` finds it).
@@ -26,9 +25,9 @@ pub struct Translator {
     sequence: u64,
     started: bool,
     text: Option<String>,
-    calls: ToolCalls,
-    finish: Option<String>,
-    completion_usage: Value,
+    calls: GatheredCalls,
+    finish: Option<Finish>,
+    usage: Option<Usage>,
     ended: bool,
     on_done: Option<OnDone>,
     /// The `on_done` work to wait for before the final events go out.
@@ -42,9 +41,9 @@ impl Translator {
             sequence: 0,
             started: false,
             text: None,
-            calls: ToolCalls::default(),
+            calls: GatheredCalls::default(),
             finish: None,
-            completion_usage: Value::Null,
+            usage: None,
             ended: false,
             on_done,
             writing: None,
@@ -68,12 +67,9 @@ impl Translator {
         out.push(self.event("response.in_progress", json!({"response": response})));
     }
 
-    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<Bytes>) {
+    fn on_text(&mut self, piece: &str, out: &mut Vec<Bytes>) {
         self.start(out);
-        if chunk["usage"].is_object() {
-            self.completion_usage = chunk.clone();
-        }
-        if let Some(piece) = text_delta(chunk) {
+        {
             let item_id = reply::message_id(&self.response);
             if self.text.is_none() {
                 self.text = Some(String::new());
@@ -98,10 +94,6 @@ impl Translator {
                 json!({"item_id": item_id,
                 "output_index": 0, "content_index": 0, "delta": piece, "logprobs": []}),
             ));
-        }
-        self.calls.apply(chunk);
-        if let Some(finish) = finish_reason(chunk) {
-            self.finish = Some(finish.to_owned());
         }
     }
 
@@ -166,8 +158,8 @@ impl Translator {
         reply::finish(
             &mut response,
             output,
-            self.finish.as_deref(),
-            &self.completion_usage,
+            self.finish,
+            &self.usage.unwrap_or_default(),
         );
         let kind = if response["status"] == "incomplete" {
             "response.incomplete"
@@ -183,16 +175,15 @@ impl Translator {
 }
 
 impl StreamTranslator for Translator {
-    fn on_event(&mut self, raw: &[u8]) -> Vec<Bytes> {
+    fn on_event(&mut self, neutral: Event) -> Vec<Bytes> {
         let mut out = Vec::new();
         if self.ended {
             return out;
         }
-        match read_event(raw) {
-            None => {}
-            Some(ChatEvent::Comment(comment)) => out.push(comment),
-            Some(ChatEvent::Done) => out.extend(self.finish()),
-            Some(ChatEvent::Error(message, error)) => {
+        match neutral {
+            Event::KeepAlive(comment) => out.push(comment),
+            Event::Done => out.extend(self.finish()),
+            Event::Failed { message, error } => {
                 self.ended = true;
                 let code = error["code"].clone();
                 out.push(self.event(
@@ -200,7 +191,11 @@ impl StreamTranslator for Translator {
                     json!({"code": code, "message": message, "param": null}),
                 ));
             }
-            Some(ChatEvent::Chunk(chunk)) => self.on_chunk(&chunk, &mut out),
+            Event::Started { .. } => self.start(&mut out),
+            Event::Text(piece) => self.on_text(&piece, &mut out),
+            Event::Call(part) => self.calls.apply(&part),
+            Event::Finished(finish) => self.finish = Some(finish),
+            Event::Usage(usage) => self.usage = Some(usage),
         }
         out
     }
@@ -225,9 +220,9 @@ impl StreamTranslator for Translator {
     }
 }
 
-/// Translates a chat SSE body stream into the Responses API's events.
+/// Translates an answer's neutral events into the Responses API's events.
 pub fn translate(
-    input: BoxStream<'static, Result<Bytes, std::io::Error>>,
+    input: Events,
     translator: Translator,
 ) -> BoxStream<'static, Result<Bytes, std::io::Error>> {
     translate_stream(input, translator)

@@ -30,7 +30,7 @@ use crate::server::core::forward::Reading;
 use crate::server::core::native::{Call, Native};
 use crate::server::core::route_mode;
 use crate::server::core::surface;
-use crate::server::core::{Answer, AnswerBody};
+use crate::server::core::{Answer, Said};
 use crate::server::extract::{ApiPath, LimitedBody};
 use crate::server::SharedState;
 
@@ -231,33 +231,28 @@ async fn native(
         .map(crate::server::core::Answer::into_response)
 }
 
-/// The Chat Completions answer as a Responses answer; errors keep their (shared OpenAI) shape.
+/// The core's answer as a Responses answer; errors keep their (shared OpenAI) shape.
 fn translate(answer: Answer, skeleton: Value, log: Logger) -> Result<Response, ProxyError> {
     if !answer.status.is_success() {
         // The upstream's (or memproxy's) error, already in the OpenAI shape this API uses.
         return Ok(answer.into_response());
     }
     let kept = answer.kept_headers();
-    let bytes = match answer.body {
-        AnswerBody::Stream(input) => {
+    match answer.body.said()? {
+        Said::Streamed(input) => {
             let translator = Translator::new(
                 skeleton,
                 Some(Box::new(move |done| Box::pin(async move { log.log(done) }))),
             );
             let events = events::translate(input, translator);
-            return Ok(surface::event_stream(answer.status, kept, events));
+            Ok(surface::event_stream(answer.status, kept, events))
         }
-        AnswerBody::Whole(bytes) => bytes,
-    };
-    let completion: Value = serde_json::from_slice(&bytes)
-        .ok()
-        .filter(|c: &Value| c["choices"][0]["message"].is_object())
-        .ok_or_else(|| {
-            ProxyError::UpstreamBroken("the upstream's answer is not a chat completion".to_owned())
-        })?;
-    let done = reply::complete(skeleton, &completion);
-    log.log(done.clone());
-    Ok(surface::json(answer.status, kept, &done))
+        Said::Whole(said) => {
+            let done = reply::complete(skeleton, &said);
+            log.log(done.clone());
+            Ok(surface::json(answer.status, kept, &done))
+        }
+    }
 }
 
 /// This user's logged response `id`, or a 404.

@@ -1,9 +1,11 @@
-//! A Chat Completions answer as a Responses API `response` object: the skeleton echoing the
+//! An answer (neutral) as a Responses API `response` object: the skeleton echoing the
 //! request (known before the upstream answers, so a stream can start with it), the output items
 //! (a `message` with `output_text`, `function_call`s), status and usage; and the answer as the
 //! Chat Completions assistant message the response log keeps for the next turn.
 
 use serde_json::{json, Map, Value};
+
+use crate::conversation::reply::{Finish, Reply, Usage};
 
 /// A fresh response id.
 pub fn new_id() -> String {
@@ -63,15 +65,13 @@ pub fn call_item(call_id: &str, name: &str, arguments: &str) -> Value {
         "call_id": call_id, "name": name, "arguments": arguments, "status": "completed"})
 }
 
-/// Chat usage → Responses usage.
-pub fn usage(completion: &Value) -> Value {
-    let usage = &completion["usage"];
-    let input = usage["prompt_tokens"].as_u64().unwrap_or(0);
-    let output = usage["completion_tokens"].as_u64().unwrap_or(0);
+/// Usage → Responses usage.
+pub fn usage(usage: &Usage) -> Value {
+    let (input, output) = (usage.prompt_tokens, usage.completion_tokens);
     json!({
         "input_tokens": input,
         // A Chat Completions upstream does not report cache writes; the SDKs' types declare them.
-        "input_tokens_details": {"cached_tokens": crate::openai::cached_prompt_tokens(completion).unwrap_or(0),
+        "input_tokens_details": {"cached_tokens": usage.cached_tokens.unwrap_or(0),
             "cache_write_tokens": 0},
         "output_tokens": output,
         "output_tokens_details": {"reasoning_tokens": 0},
@@ -81,37 +81,31 @@ pub fn usage(completion: &Value) -> Value {
 
 /// Completes `response` with its output, status (`incomplete` when the token limit cut it) and
 /// usage.
-pub fn finish(response: &mut Value, output: Vec<Value>, finish: Option<&str>, completion: &Value) {
+pub fn finish(response: &mut Value, output: Vec<Value>, finish: Option<Finish>, spent: &Usage) {
     response["output"] = Value::Array(output);
-    if finish == Some("length") {
+    if finish == Some(Finish::Length) {
         response["status"] = json!("incomplete");
         response["incomplete_details"] = json!({"reason": "max_output_tokens"});
     } else {
         response["status"] = json!("completed");
     }
-    response["usage"] = usage(completion);
+    response["usage"] = usage(spent);
 }
 
-/// The whole response for a whole `chat.completion`.
-pub fn complete(mut response: Value, completion: &Value) -> Value {
-    let choice = &completion["choices"][0];
-    let message = &choice["message"];
+/// The whole response for a whole answer.
+pub fn complete(mut response: Value, reply: &Reply) -> Value {
     let mut output = Vec::new();
-    if let Some(text) = message["content"].as_str().filter(|t| !t.is_empty()) {
-        output.push(message_item(&message_id(&response), text, "completed"));
+    if !reply.text.is_empty() {
+        output.push(message_item(&message_id(&response), &reply.text, "completed"));
     }
-    for call in message["tool_calls"].as_array().into_iter().flatten() {
-        output.push(call_item(
-            call["id"].as_str().unwrap_or_default(),
-            call["function"]["name"].as_str().unwrap_or_default(),
-            call["function"]["arguments"].as_str().unwrap_or_default(),
-        ));
+    for call in &reply.calls {
+        output.push(call_item(&call.id, &call.name, &call.arguments));
     }
     finish(
         &mut response,
         output,
-        choice["finish_reason"].as_str(),
-        completion,
+        reply.finish,
+        &reply.usage.unwrap_or_default(),
     );
     response
 }

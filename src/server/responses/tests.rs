@@ -2,7 +2,7 @@ use serde_json::{json, Value};
 
 use super::events::Translator;
 use super::*;
-use crate::openai::translate::StreamTranslator;
+use crate::openai::translate::feed_chat;
 
 fn translated(request: Value) -> Value {
     let Value::Object(request) = request else {
@@ -81,6 +81,7 @@ fn a_stream_becomes_response_events_and_reports_the_finished_response() {
             Box::pin(async {})
         })),
     );
+    let mut reader = crate::openai::reply::ChunkReader::default();
     let mut out = Vec::new();
     for chunk in [
         json!({"choices": [{"index": 0, "delta": {"content": "Hi "}}]}),
@@ -88,9 +89,9 @@ fn a_stream_becomes_response_events_and_reports_the_finished_response() {
         json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
         json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}),
     ] {
-        out.extend(translator.on_event(format!("data: {chunk}\n\n").as_bytes()));
+        out.extend(feed_chat(&mut translator, &mut reader, format!("data: {chunk}\n\n").as_bytes()));
     }
-    out.extend(translator.on_event(b"data: [DONE]\n\n"));
+    out.extend(feed_chat(&mut translator, &mut reader, b"data: [DONE]\n\n"));
     let kinds: Vec<String> = out
         .iter()
         .map(|e| {

@@ -1,17 +1,19 @@
-//! The turn's outcome as a Chat Completions answer: a reply as an ordinary completion (whole, or
-//! SSE content deltas), client tool calls as `finish_reason: "tool_calls"` exactly as an upstream
-//! sends them (whole, or SSE tool-call deltas); a turn that outlasts the keep-alive starts its
-//! stream early with comment lines.
+//! The turn's outcome as the neutral reply ([`crate::conversation::reply`]), which each API
+//! surface writes in its own shape: the answer's text, or the client's tool calls with the finish
+//! that asks for them, whole or as it streams (the text in word-sized pieces, each call's id and
+//! name before its arguments); a turn that outlasts the keep-alive starts its stream early with
+//! comment lines.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Bytes;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderMap, StatusCode};
 use futures_util::StreamExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::agent::{Ending, ModelError, TurnError, TurnOutcome};
+use crate::conversation::reply::{Call, CallPart, Event, Finish, Reply, Usage};
 use crate::error::ProxyError;
 use crate::identity::Scope;
 
@@ -22,8 +24,6 @@ use crate::server::SharedState;
 #[derive(Clone)]
 pub(super) struct Shape {
     pub route: &'static str,
-    pub model: String,
-    pub include_usage: bool,
     pub started: std::time::Instant,
 }
 
@@ -41,63 +41,31 @@ impl Shape {
         overhead
     }
 
-    /// The reply as OpenAI streams it: role chunk, content deltas, finish chunk, optional usage
-    /// chunk, `[DONE]`.
-    pub fn events(&self, outcome: &TurnOutcome) -> Vec<Bytes> {
-        let id = completion_id(outcome);
-        let created = created();
-        let model = &self.model;
-        let chunk = |delta: Value, finish: Value| {
-            let mut chunk = json!({
-                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            });
-            if self.include_usage {
-                chunk["usage"] = Value::Null;
-            }
-            Bytes::from(format!("data: {chunk}\n\n"))
-        };
-        let mut events = Vec::new();
-        match &outcome.ending {
-            Ending::Reply { text, .. } => {
-                events.push(chunk(
-                    json!({"role": "assistant", "content": ""}),
-                    Value::Null,
-                ));
-                for piece in text.split_inclusive(' ') {
-                    events.push(chunk(json!({"content": piece}), Value::Null));
-                }
-                events.push(chunk(json!({}), json!("stop")));
-            }
-            Ending::ToolCalls(calls) => {
-                events.push(chunk(
-                    json!({"role": "assistant", "content": null}),
-                    Value::Null,
-                ));
-                // As OpenAI streams them: the call's id and name first, then its arguments.
-                for (index, call) in calls.iter().enumerate() {
-                    events.push(chunk(
-                        json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
-                            "function": {"name": call.name, "arguments": ""}}]}),
-                        Value::Null,
-                    ));
-                    events.push(chunk(
-                        json!({"tool_calls": [{"index": index,
-                            "function": {"arguments": call.arguments}}]}),
-                        Value::Null,
-                    ));
-                }
-                events.push(chunk(json!({}), json!("tool_calls")));
-            }
+    /// The reply as it streams: started, the text in pieces (or each call's id and name, then
+    /// its arguments), the finish, the usage, the end.
+    pub fn events(&self, outcome: &TurnOutcome) -> Vec<Event> {
+        let reply = reply(outcome);
+        let mut events = vec![Event::Started { id: reply.id }];
+        for piece in reply.text.split_inclusive(' ') {
+            events.push(Event::Text(piece.to_owned()));
         }
-        if self.include_usage {
-            let usage = json!({
-                "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [], "usage": usage_json(outcome),
-            });
-            events.push(Bytes::from(format!("data: {usage}\n\n")));
+        for (index, call) in reply.calls.into_iter().enumerate() {
+            let index = index as u64;
+            events.push(Event::Call(CallPart {
+                index,
+                id: Some(call.id),
+                name: Some(call.name),
+                arguments: String::new(),
+            }));
+            events.push(Event::Call(CallPart {
+                index,
+                arguments: call.arguments,
+                ..CallPart::default()
+            }));
         }
-        events.push(Bytes::from_static(b"data: [DONE]\n\n"));
+        events.extend(reply.finish.map(Event::Finished));
+        events.extend(reply.usage.map(Event::Usage));
+        events.push(Event::Done);
         events
     }
 }
@@ -106,7 +74,7 @@ pub(super) type TurnHandle = tokio::task::JoinHandle<Result<TurnOutcome, TurnErr
 
 enum Early {
     Waiting(TurnHandle),
-    Sending(std::collections::VecDeque<Bytes>),
+    Sending(std::collections::VecDeque<Event>),
 }
 
 /// A streamed turn that outlasted `keepalive`: the SSE answer starts now and carries a comment
@@ -120,7 +88,6 @@ pub(super) fn early_stream(
     turn: TurnHandle,
     keepalive: Duration,
 ) -> Answer {
-    const KEEPALIVE: &[u8] = b": memproxy agent working\n\n";
     let body = futures_util::stream::unfold(Early::Waiting(turn), move |early| {
         let (state, answer) = (Arc::clone(&state), answer.clone());
         async move {
@@ -135,10 +102,10 @@ pub(super) fn early_stream(
             let joined = tokio::select! {
                 joined = &mut turn => joined,
                 () = tokio::time::sleep(keepalive) => {
-                    return Some((Bytes::from_static(KEEPALIVE), Early::Waiting(turn)));
+                    return Some((keeping_alive(), Early::Waiting(turn)));
                 }
             };
-            let mut events: std::collections::VecDeque<Bytes> = match joined {
+            let mut events: std::collections::VecDeque<Event> = match joined {
                 Ok(Ok(outcome)) => {
                     answer.record(&state, &outcome);
                     answer.events(&outcome).into()
@@ -150,93 +117,90 @@ pub(super) fn early_stream(
                     tracing::warn!(%error, "explicit turn failed after its stream started");
                     [failure_event(error)].into()
                 }
-                Err(error) => {
-                    [ProxyError::Internal(format!("agent turn: {error}")).sse_event()].into()
-                }
+                Err(error) => [failed(&ProxyError::Internal(format!("agent turn: {error}")))].into(),
             };
             let first = events.pop_front()?;
             Some((first, Early::Sending(events)))
         }
     });
-    let body = futures_util::stream::once(async { Bytes::from_static(KEEPALIVE) })
+    let body = futures_util::stream::once(async { keeping_alive() })
         .chain(body)
         .map(Ok::<_, std::io::Error>);
-    let mut answer = Answer::event_stream(HeaderMap::new(), body.boxed());
+    let mut answer = Answer::replying(HeaderMap::new(), body.boxed());
     answer.put("x-memproxy-mode", "explicit");
     answer.put("x-memproxy-agent", &scope.agent);
     answer
 }
 
-/// A failed turn as the in-stream error event: the upstream's own OpenAI error body when it sent
-/// one, otherwise the proxy's error.
-fn failure_event(error: TurnError) -> Bytes {
+/// The comment line a stream carries while the agent works.
+fn keeping_alive() -> Event {
+    Event::KeepAlive(Bytes::from_static(b": memproxy agent working\n\n"))
+}
+
+/// A proxy error as the in-stream failure.
+fn failed(error: &ProxyError) -> Event {
+    Event::Failed {
+        message: error.to_string(),
+        error: error.body()["error"].clone(),
+    }
+}
+
+/// A failed turn as the in-stream failure: the upstream's own error object when it sent one,
+/// otherwise the proxy's error.
+fn failure_event(error: TurnError) -> Event {
     if let TurnError::Model(ModelError::Rejected { status, body, .. }) = &error {
         let upstream: Option<Value> = serde_json::from_slice(body).ok();
-        if let Some(upstream) = upstream.filter(|value| value.get("error").is_some()) {
-            return Bytes::from(format!("data: {upstream}\n\n"));
+        if let Some(error) = upstream.as_ref().and_then(|value| value.get("error")) {
+            let message = error["message"]
+                .as_str()
+                .or_else(|| error.as_str())
+                .unwrap_or("the upstream failed")
+                .to_owned();
+            let error = error.clone();
+            return Event::Failed { message, error };
         }
         let text = String::from_utf8_lossy(body);
-        return ProxyError::UpstreamBroken(format!("status {status}: {text}")).sse_event();
+        return failed(&ProxyError::UpstreamBroken(format!(
+            "status {status}: {text}"
+        )));
     }
     match failure(error) {
-        Err(error) => error.sse_event(),
-        Ok(_) => ProxyError::Internal("agent turn failed".to_owned()).sse_event(),
+        Err(error) => failed(&error),
+        Ok(_) => failed(&ProxyError::Internal("agent turn failed".to_owned())),
     }
 }
 
-fn completion_id(outcome: &TurnOutcome) -> String {
-    format!("chatcmpl-{}", outcome.turn.replace('-', ""))
-}
-
-fn created() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-fn usage_json(outcome: &TurnOutcome) -> Value {
-    json!({
-        "prompt_tokens": outcome.usage.prompt_tokens,
-        "completion_tokens": outcome.usage.completion_tokens,
-        "total_tokens": outcome.usage.prompt_tokens + outcome.usage.completion_tokens,
-    })
-}
-
-pub(super) fn whole(outcome: &TurnOutcome, model: &str) -> Answer {
-    let (message, finish) = match &outcome.ending {
-        Ending::Reply { text, .. } => (json!({"role": "assistant", "content": text}), "stop"),
+/// The turn's outcome as a whole reply.
+fn reply(outcome: &TurnOutcome) -> Reply {
+    let (text, calls, finish) = match &outcome.ending {
+        Ending::Reply { text, .. } => (text.clone(), Vec::new(), Finish::Stop),
         Ending::ToolCalls(calls) => {
-            let calls: Vec<Value> = calls
+            let calls = calls
                 .iter()
-                .map(|call| {
-                    json!({"id": call.id, "type": "function",
-                        "function": {"name": call.name, "arguments": call.arguments}})
+                .map(|call| Call {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    arguments: call.arguments.clone(),
                 })
                 .collect();
-            (
-                json!({"role": "assistant", "content": null, "tool_calls": calls}),
-                "tool_calls",
-            )
+            (String::new(), calls, Finish::ToolCalls)
         }
     };
-    let body = json!({
-        "id": completion_id(outcome),
-        "object": "chat.completion",
-        "created": created(),
-        "model": model,
-        "choices": [{
-            "index": 0,
-            "message": message,
-            "finish_reason": finish,
-        }],
-        "usage": usage_json(outcome),
-    });
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    Answer::whole(StatusCode::OK, headers, Bytes::from(body.to_string()))
+    Reply {
+        id: outcome.turn.replace('-', ""),
+        text,
+        calls,
+        finish: Some(finish),
+        usage: Some(Usage {
+            prompt_tokens: outcome.usage.prompt_tokens,
+            completion_tokens: outcome.usage.completion_tokens,
+            cached_tokens: None,
+        }),
+    }
+}
+
+pub(super) fn whole(outcome: &TurnOutcome) -> Answer {
+    Answer::reply(HeaderMap::new(), reply(outcome))
 }
 
 /// A failed turn as the answer: the upstream's own error as it sent it, else the proxy's error.

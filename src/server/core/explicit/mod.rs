@@ -1,6 +1,6 @@
-//! Explicit mode on the wire: turns the client's chat request into an agent turn ([`input`]),
-//! runs it in a task that outlives the client, and puts its outcome back in the Chat Completions
-//! shape ([`answer`]); the other API surfaces translate from there.
+//! Explicit mode in the core: turns the request into an agent turn ([`input`]), runs it in a task
+//! that outlives the client, and hands its outcome back as the neutral reply ([`answer`]), which
+//! each API surface writes in its own shape.
 
 mod answer;
 mod input;
@@ -48,12 +48,7 @@ pub async fn handle(
         after: &state.after_exchange,
     };
     let mut turn = state.agents.start_turn(model, input, tasks);
-    let answer = Shape {
-        route,
-        model: request.model.clone().unwrap_or_default(),
-        include_usage: request.client_wants_usage(),
-        started,
-    };
+    let answer = Shape { route, started };
     let keepalive = state.agents.config().stream_keepalive;
     let joined = if request.is_stream() && !keepalive.is_zero() {
         match tokio::time::timeout(keepalive, &mut turn).await {
@@ -79,9 +74,9 @@ pub async fn handle(
             .events(&outcome)
             .into_iter()
             .map(Ok::<_, std::io::Error>);
-        Answer::event_stream(HeaderMap::new(), futures_util::stream::iter(events).boxed())
+        Answer::replying(HeaderMap::new(), futures_util::stream::iter(events).boxed())
     } else {
-        whole(&outcome, &answer.model)
+        whole(&outcome)
     };
     reply.put("x-memproxy-mode", "explicit");
     reply.put("x-memproxy-agent", &scope.agent);
