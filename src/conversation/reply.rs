@@ -65,7 +65,9 @@ pub struct CallPart {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Event {
     /// The answer began (once, before anything it says).
-    Started { id: String },
+    Started {
+        id: String,
+    },
     /// A piece of text.
     Text(String),
     Call(CallPart),
@@ -77,7 +79,10 @@ pub enum Event {
     Done,
     /// The answer failed inside the stream: its message, and the error object as the upstream
     /// or memproxy described it (OpenAI's error shape: `message`, `type`, `code`).
-    Failed { message: String, error: Value },
+    Failed {
+        message: String,
+        error: Value,
+    },
 }
 
 /// A streamed answer's events.
@@ -150,7 +155,10 @@ mod tests {
         assert_eq!(taken[0].name, "weather");
         assert_eq!(taken[0].arguments, "{\"city\":\"Porto\"}");
         assert!(taken[0].id.starts_with("call_0_"), "{}", taken[0].id);
-        assert_eq!((taken[1].id.as_str(), taken[1].name.as_str()), ("b", "time"));
+        assert_eq!(
+            (taken[1].id.as_str(), taken[1].name.as_str()),
+            ("b", "time")
+        );
         assert!(calls.take("call_").is_empty());
     }
 

@@ -5,8 +5,8 @@
 //! relayed as the upstream's own bytes; the views here only *read* them.
 
 pub mod accumulate;
-pub mod sse;
 pub mod reply;
+pub mod sse;
 pub mod translate;
 
 use serde::{Deserialize, Deserializer, Serialize};

@@ -132,7 +132,10 @@ impl ChunkWriter {
     fn role(&mut self, content: Value, out: &mut Vec<Bytes>) {
         if !self.role_sent {
             self.role_sent = true;
-            out.push(self.chunk(json!({"role": "assistant", "content": content}), Value::Null));
+            out.push(self.chunk(
+                json!({"role": "assistant", "content": content}),
+                Value::Null,
+            ));
         }
     }
 
@@ -178,7 +181,10 @@ impl StreamTranslator for ChunkWriter {
             Event::KeepAlive(comment) => out.push(comment),
             Event::Done => out.push(Bytes::from_static(b"data: [DONE]\n\n")),
             Event::Failed { error, .. } => {
-                out.push(Bytes::from(format!("data: {}\n\n", json!({ "error": error }))));
+                out.push(Bytes::from(format!(
+                    "data: {}\n\n",
+                    json!({ "error": error })
+                )));
             }
         }
         out

@@ -43,7 +43,9 @@ impl AnswerBody {
         match self {
             AnswerBody::Reply(reply) => Ok(Said::Whole(reply)),
             AnswerBody::Replying(events) => Ok(Said::Streamed(events)),
-            AnswerBody::Stream(bytes) => Ok(Said::Streamed(crate::openai::reply::read_stream(bytes))),
+            AnswerBody::Stream(bytes) => {
+                Ok(Said::Streamed(crate::openai::reply::read_stream(bytes)))
+            }
             AnswerBody::Whole(bytes) => crate::openai::reply::completion(&bytes)
                 .map(Said::Whole)
                 .ok_or_else(|| {

@@ -203,7 +203,9 @@ fn translate(answer: Answer, model: &str, sent: &[ChatMessage]) -> Response {
             let events = events::translate(input, model, counted);
             surface::event_stream(answer.status, kept, events)
         }
-        Ok(Said::Whole(reply)) => surface::json(answer.status, kept, &reply::message(&reply, model)),
+        Ok(Said::Whole(reply)) => {
+            surface::json(answer.status, kept, &reply::message(&reply, model))
+        }
         Err(error) => super::error_response(&error),
     }
 }

@@ -198,7 +198,11 @@ fn a_stream_becomes_anthropic_events() {
     ];
     out.extend(feed_chat(&mut translator, &mut reader, b": keep-alive\n\n"));
     for chunk in chunks {
-        out.extend(feed_chat(&mut translator, &mut reader, format!("data: {chunk}\n\n").as_bytes()));
+        out.extend(feed_chat(
+            &mut translator,
+            &mut reader,
+            format!("data: {chunk}\n\n").as_bytes(),
+        ));
     }
     out.extend(feed_chat(&mut translator, &mut reader, b"data: [DONE]\n\n"));
     assert_eq!(out[0].as_ref(), b": keep-alive\n\n");
@@ -240,7 +244,9 @@ fn a_stream_becomes_anthropic_events() {
 fn an_error_in_the_stream_becomes_an_error_event() {
     let mut translator = Translator::new("m");
     let mut reader = crate::openai::reply::ChunkReader::default();
-    let events = feed_chat(&mut translator, &mut reader, 
+    let events = feed_chat(
+        &mut translator,
+        &mut reader,
         br#"data: {"error": {"message": "upstream timed out", "type": "server_error"}}
 
 "#,

@@ -76,10 +76,7 @@ impl Translator {
         }
         let mut last = reply::object(self.route, &self.model, "", Vec::new(), true);
         if let Value::Object(fields) = &mut last {
-            fields.insert(
-                "done_reason".into(),
-                reply::done_reason(self.finish).into(),
-            );
+            fields.insert("done_reason".into(), reply::done_reason(self.finish).into());
             let total = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
             reply::metrics(self.usage.as_ref(), total, fields);
         }

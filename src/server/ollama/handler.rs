@@ -162,7 +162,11 @@ fn translate(answer: Answer, route: Route, model: &str, started: Instant) -> Res
                 "an error answer that is not whole".to_owned(),
             ));
         };
-        return surface::json(answer.status, headers, &error_body(&surface::error_message(bytes)));
+        return surface::json(
+            answer.status,
+            headers,
+            &error_body(&surface::error_message(bytes)),
+        );
     }
     match answer.body.said() {
         Ok(Said::Streamed(input)) => {
@@ -175,7 +179,11 @@ fn translate(answer: Answer, route: Route, model: &str, started: Instant) -> Res
         }
         Ok(Said::Whole(reply)) => {
             let total = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            surface::json(answer.status, headers, &reply::whole(route, &reply, model, total))
+            surface::json(
+                answer.status,
+                headers,
+                &reply::whole(route, &reply, model, total),
+            )
         }
         Err(error) => error_response(&error),
     }

@@ -67,12 +67,13 @@ pub fn object(route: Route, model: &str, text: &str, calls: Vec<Value>, done: bo
 
 /// A whole answer as Ollama's final object, named `model` as the client asked.
 pub fn whole(route: Route, reply: &Reply, model: &str, total_ns: u64) -> Value {
-    let calls = tool_calls(
-        reply
-            .calls
-            .iter()
-            .map(|call| (call.id.as_str(), call.name.as_str(), call.arguments.as_str())),
-    );
+    let calls = tool_calls(reply.calls.iter().map(|call| {
+        (
+            call.id.as_str(),
+            call.name.as_str(),
+            call.arguments.as_str(),
+        )
+    }));
     let mut out = object(route, model, &reply.text, calls, true);
     if let Value::Object(fields) = &mut out {
         fields.insert("done_reason".into(), json!(done_reason(reply.finish)));

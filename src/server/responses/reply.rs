@@ -96,7 +96,11 @@ pub fn finish(response: &mut Value, output: Vec<Value>, finish: Option<Finish>, 
 pub fn complete(mut response: Value, reply: &Reply) -> Value {
     let mut output = Vec::new();
     if !reply.text.is_empty() {
-        output.push(message_item(&message_id(&response), &reply.text, "completed"));
+        output.push(message_item(
+            &message_id(&response),
+            &reply.text,
+            "completed",
+        ));
     }
     for call in &reply.calls {
         output.push(call_item(&call.id, &call.name, &call.arguments));

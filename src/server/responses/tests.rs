@@ -89,7 +89,11 @@ fn a_stream_becomes_response_events_and_reports_the_finished_response() {
         json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}),
         json!({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}),
     ] {
-        out.extend(feed_chat(&mut translator, &mut reader, format!("data: {chunk}\n\n").as_bytes()));
+        out.extend(feed_chat(
+            &mut translator,
+            &mut reader,
+            format!("data: {chunk}\n\n").as_bytes(),
+        ));
     }
     out.extend(feed_chat(&mut translator, &mut reader, b"data: [DONE]\n\n"));
     let kinds: Vec<String> = out

@@ -117,7 +117,10 @@ pub(super) fn early_stream(
                     tracing::warn!(%error, "explicit turn failed after its stream started");
                     [failure_event(error)].into()
                 }
-                Err(error) => [failed(&ProxyError::Internal(format!("agent turn: {error}")))].into(),
+                Err(error) => [failed(&ProxyError::Internal(format!(
+                    "agent turn: {error}"
+                )))]
+                .into(),
             };
             let first = events.pop_front()?;
             Some((first, Early::Sending(events)))
