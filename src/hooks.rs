@@ -10,18 +10,19 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
+use crate::conversation::request::Request;
 use crate::identity::Scope;
 use crate::mode::Mode;
 use crate::openai::accumulate::AssistantReply;
-use crate::openai::{ChatRequest, Usage};
+use crate::openai::Usage;
 
 #[derive(Clone, Debug)]
 pub struct Exchange {
     pub request_id: String,
     pub scope: Scope,
     pub mode: Mode,
-    /// The request as the client sent it.
-    pub request: Arc<ChatRequest>,
+    /// The request as the client sent it, in no API's shape.
+    pub request: Arc<Request>,
     /// The assistant's replies, one per choice (partial when the client disconnected).
     pub replies: Vec<AssistantReply>,
     pub usage: Option<Usage>,

@@ -10,10 +10,10 @@
 use axum::http::HeaderMap;
 use sha2::{Digest, Sha256};
 
+use crate::conversation::request::Request;
 use crate::error::ProxyError;
 use crate::keys::KeyGrant;
 use crate::mode::Mode;
-use crate::openai::ChatRequest;
 
 pub const USER_HEADER: &str = "x-memproxy-user";
 pub const AGENT_HEADER: &str = "x-memproxy-agent";
@@ -72,7 +72,7 @@ impl Scope {
     pub fn identify(
         grant: &KeyGrant,
         headers: &HeaderMap,
-        request: &ChatRequest,
+        request: &Request,
     ) -> Result<Scope, ProxyError> {
         let named =
             header_id(headers, USER_HEADER)?.or(header_id(headers, OPEN_WEBUI_USER_HEADER)?);
@@ -179,7 +179,7 @@ fn checked_id<'a>(id: &'a str, param: &str) -> Result<&'a str, ProxyError> {
 
 /// A stable id for a chat that did not name itself: the hash of its system prompt and first user
 /// message, which stay the same while the app resends a growing history.
-fn conversation_fingerprint(request: &ChatRequest) -> String {
+fn conversation_fingerprint(request: &Request) -> String {
     let opening = |role: &str| {
         request
             .messages
@@ -202,8 +202,10 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
-    fn request(body: &str) -> ChatRequest {
-        ChatRequest::parse(body.as_bytes()).expect("valid")
+    fn request(body: &str) -> Request {
+        crate::openai::ChatRequest::parse(body.as_bytes())
+            .expect("valid")
+            .neutral()
     }
 
     #[test]
@@ -241,7 +243,7 @@ mod tests {
         let other = request(
             r#"{"messages":[{"role":"system","content":"be kind"},{"role":"user","content":"hey"}]}"#,
         );
-        let id = |r: &ChatRequest| {
+        let id = |r: &Request| {
             Scope::identify(&KeyGrant::tenant("t"), &HeaderMap::new(), r)
                 .expect("scope")
                 .conversation

@@ -169,7 +169,8 @@ pub async fn run(options: StrategiesEval) -> anyhow::Result<()> {
                 Mode::Passthrough => {
                     let messages: Vec<crate::openai::ChatMessage> =
                         serde_json::from_value(Value::Array(history.clone()))?;
-                    crate::strategy::compact::total_tokens(&messages)
+                    let neutral: Vec<_> = messages.iter().map(|m| m.neutral()).collect();
+                    crate::strategy::compact::total_tokens(&neutral)
                 }
                 _ => header("x-memproxy-prompt-tokens-after"),
             };

@@ -110,17 +110,48 @@ pub fn cached_prompt_tokens(completion: &serde_json::Value) -> Option<u64> {
         .or_else(|| completion["timings"]["cache_n"].as_u64())
 }
 
+impl crate::conversation::request::Editable for ChatMessage {
+    fn role(&self) -> &str {
+        &self.role
+    }
+    fn content_mut(&mut self) -> &mut Option<Value> {
+        &mut self.content
+    }
+    fn saying(role: &str, text: String) -> Self {
+        ChatMessage {
+            role: role.to_owned(),
+            content: Some(Value::String(text)),
+            name: None,
+            tool_calls: None,
+            tool_call_id: None,
+            extra: Map::new(),
+        }
+    }
+}
+
 impl ChatMessage {
     /// The text of the message: a string content, or the text parts of an array content.
     pub fn text(&self) -> String {
-        match &self.content {
-            Some(Value::String(text)) => text.clone(),
-            Some(Value::Array(parts)) => parts
-                .iter()
-                .filter_map(|part| part.get("text").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            _ => String::new(),
+        crate::conversation::request::text_of(self.content.as_ref())
+    }
+
+    /// The message in no API's shape.
+    pub fn neutral(&self) -> crate::conversation::request::Message {
+        crate::conversation::request::Message {
+            role: self.role.clone(),
+            content: self.content.clone(),
+            name: self.name.clone(),
+            calls: self.tool_calls.as_ref().map(|calls| {
+                calls
+                    .iter()
+                    .map(|call| crate::conversation::reply::Call {
+                        id: call.id.clone(),
+                        name: call.function.name.clone(),
+                        arguments: call.function.arguments.clone(),
+                    })
+                    .collect()
+            }),
+            call_id: self.tool_call_id.clone(),
         }
     }
 }
@@ -180,6 +211,17 @@ impl ChatRequest {
 
     pub fn is_stream(&self) -> bool {
         self.stream == Some(true)
+    }
+
+    /// The request in no API's shape, as identity, the strategies, the recall log and the hooks
+    /// read it.
+    pub fn neutral(&self) -> crate::conversation::request::Request {
+        crate::conversation::request::Request {
+            model: self.model.clone(),
+            messages: self.messages.iter().map(ChatMessage::neutral).collect(),
+            stream: self.is_stream(),
+            user: self.user.clone(),
+        }
     }
 
     pub fn client_wants_usage(&self) -> bool {

@@ -30,11 +30,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::conversation::reply::Call;
+use crate::conversation::request::Message;
 use crate::hooks::{Exchange, ExchangeHook, Outcome};
 use crate::memory::MemoryService;
 use crate::metrics::Metrics;
 use crate::mode::Mode;
-use crate::openai::ChatMessage;
 use crate::store::{now_ms, Job, NewJob, NewMessage, UserScope};
 use crate::strategy::compact;
 
@@ -362,18 +363,19 @@ pub struct Remembered {
 const RECORD_ATTEMPTS: u32 = 5;
 
 /// The assistant's reply as a chat message (for the log and for window arithmetic).
-fn reply_message(exchange: &Exchange) -> Option<ChatMessage> {
+fn reply_message(exchange: &Exchange) -> Option<Message> {
     let reply = exchange.replies.first()?;
     if reply.content.trim().is_empty() && reply.tool_calls.is_empty() {
         return None;
     }
-    Some(ChatMessage {
-        role: "assistant".to_owned(),
-        content: Some(serde_json::Value::String(reply.content.clone())),
-        name: None,
-        tool_calls: (!reply.tool_calls.is_empty()).then(|| reply.tool_calls.clone()),
-        tool_call_id: None,
-        extra: Default::default(),
+    let calls = reply.tool_calls.iter().map(|call| Call {
+        id: call.id.clone(),
+        name: call.function.name.clone(),
+        arguments: call.function.arguments.clone(),
+    });
+    Some(Message {
+        calls: (!reply.tool_calls.is_empty()).then(|| calls.collect()),
+        ..Message::text_message("assistant", reply.content.clone())
     })
 }
 

@@ -7,11 +7,12 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::conversation::request::Message;
 use crate::error::ProxyError;
 use crate::identity::{Scope, DEFAULT_ID};
 use crate::memory::RetrievalRequest;
 use crate::mode::Mode;
-use crate::openai::{ChatMessage, ChatRequest};
+use crate::openai::ChatRequest;
 use crate::store::{agent_conversation, Corpus, Page, UserScope};
 use crate::strategy::inject::strip_blocks;
 use crate::tokens;
@@ -35,7 +36,7 @@ fn section(name: &str, tokens: usize) -> Value {
     json!({"name": name, "tokens": tokens})
 }
 
-fn message_tokens(messages: &[ChatMessage]) -> usize {
+fn message_tokens(messages: &[Message]) -> usize {
     messages
         .iter()
         .map(|m| tokens::count_message(&m.role, &m.text()))
@@ -112,6 +113,8 @@ pub async fn simulate(
         record: false,
         time_ms: None,
     };
+    let wire = request;
+    let request = wire.neutral();
     let rewrite = crate::strategy::prepare(
         &state.memory,
         &state.config.memory,
@@ -120,12 +123,22 @@ pub async fn simulate(
         &request,
     )
     .await;
-    let sent = rewrite.request.clone().unwrap_or_else(|| request.clone());
-    let newest = sent.messages.iter().rposition(|m| m.role == "user");
+    // What would go upstream (the plan applied to the request), and the same counted neutrally.
+    let (payload, sent) = match &rewrite.plan {
+        Some(plan) => (
+            ChatRequest {
+                messages: plan.apply(&wire.messages),
+                ..wire
+            },
+            plan.apply(&request.messages),
+        ),
+        None => (wire, request.messages.clone()),
+    };
+    let newest = sent.iter().rposition(|m| m.role == "user");
     let mut instructions = 0;
     let mut history = 0;
     let mut new_message = 0;
-    for (index, message) in sent.messages.iter().enumerate() {
+    for (index, message) in sent.iter().enumerate() {
         let clean = tokens::count_message(&message.role, &strip_blocks(&message.text()));
         if message.role == "system" || message.role == "developer" {
             instructions += clean;
@@ -135,7 +148,7 @@ pub async fn simulate(
             history += clean;
         }
     }
-    let total = message_tokens(&sent.messages);
+    let total = message_tokens(&sent);
     let memory_and_summary = total.saturating_sub(instructions + history + new_message);
     // The summary sits inside the memory block; count it apart.
     let summary_tokens = if memory_and_summary > 0 {
@@ -174,7 +187,7 @@ pub async fn simulate(
     };
     Ok(Json(json!({
         "strategy": body.strategy.as_str(),
-        "payload": sent,
+        "payload": payload,
         "tokens_before": message_tokens(&request.messages),
         "tokens_after": total,
         "sections": [
@@ -229,7 +242,7 @@ async fn explicit(
         "agent": agent,
         "conversation": agent_conversation(agent),
         "payload": preview.body,
-        "tokens_before": message_tokens(&request.messages),
+        "tokens_before": message_tokens(&request.neutral().messages),
         "tokens_after": total,
         "sections": sections,
         "memories": 0,

@@ -5,7 +5,7 @@
 //! without its results). Units are kept newest first while they fit; the newest user turn is kept
 //! even when it alone exceeds the budget (dropping it would change the question).
 
-use crate::openai::ChatMessage;
+use crate::conversation::request::Message;
 use crate::tokens;
 
 /// The result of compaction, by index into the original messages.
@@ -18,19 +18,21 @@ pub struct Window {
     pub kept: Vec<usize>,
     /// Conversation messages that were dropped (the oldest), in order.
     pub dropped: Vec<usize>,
+    /// The first conversation message kept (the messages' count when none is).
+    pub first_turn_kept: usize,
     /// What had to be kept (the newest user turn and what answers it) is over the budget: sent
     /// whole all the same.
     pub over_budget: Option<(usize, usize)>,
 }
 
-pub fn is_system(message: &ChatMessage) -> bool {
-    matches!(message.role.as_str(), "system" | "developer")
+pub fn is_system(message: &Message) -> bool {
+    message.is_system()
 }
-pub fn message_tokens(message: &ChatMessage) -> usize {
-    let calls = message.tool_calls.as_ref().map_or(0, |calls| {
+pub fn message_tokens(message: &Message) -> usize {
+    let calls = message.calls.as_ref().map_or(0, |calls| {
         calls
             .iter()
-            .map(|c| tokens::count(&c.function.name) + tokens::count(&c.function.arguments) + 3)
+            .map(|c| tokens::count(&c.name) + tokens::count(&c.arguments) + 3)
             .sum()
     });
     tokens::count_message(&message.role, &message.text()) + calls
@@ -38,14 +40,14 @@ pub fn message_tokens(message: &ChatMessage) -> usize {
 
 /// Splits the conversation part (after the leading system messages) into units that must be kept
 /// or dropped together: an assistant message with tool calls plus the tool results after it.
-fn units(messages: &[ChatMessage], start: usize) -> Vec<std::ops::Range<usize>> {
+fn units(messages: &[Message], start: usize) -> Vec<std::ops::Range<usize>> {
     let mut units = Vec::new();
     let mut index = start;
     while index < messages.len() {
         let begin = index;
         index += 1;
         let calls_tools = messages[begin]
-            .tool_calls
+            .calls
             .as_ref()
             .is_some_and(|c| !c.is_empty());
         if calls_tools || messages[begin].role == "tool" {
@@ -62,7 +64,7 @@ fn units(messages: &[ChatMessage], start: usize) -> Vec<std::ops::Range<usize>> 
 /// dropped, wherever they are, and do not count against the budget (the history budget is for
 /// the conversation). The newest user message and everything after it (the tool calls and results
 /// that answer it) are always kept: without them the upstream would answer another question.
-pub fn window(messages: &[ChatMessage], budget: usize) -> Window {
+pub fn window(messages: &[Message], budget: usize) -> Window {
     let system_end = messages.iter().take_while(|m| is_system(m)).count();
     let units = units(messages, system_end);
     let newest_user = messages
@@ -96,12 +98,13 @@ pub fn window(messages: &[ChatMessage], budget: usize) -> Window {
             .chain(split..messages.len())
             .collect(),
         dropped,
+        first_turn_kept: split,
         over_budget: (used > budget).then_some((used, budget)),
     }
 }
 
 /// Total tokens of a message list, as memproxy reports them before/after rewriting.
-pub fn total_tokens(messages: &[ChatMessage]) -> usize {
+pub fn total_tokens(messages: &[Message]) -> usize {
     messages.iter().map(message_tokens).sum()
 }
 
@@ -109,21 +112,23 @@ pub fn total_tokens(messages: &[ChatMessage]) -> usize {
 mod tests {
     use super::*;
 
-    fn message(role: &str, text: &str) -> ChatMessage {
-        serde_json::from_value(serde_json::json!({"role": role, "content": text})).expect("message")
+    fn wire(value: serde_json::Value) -> Message {
+        serde_json::from_value::<crate::openai::ChatMessage>(value)
+            .expect("message")
+            .neutral()
     }
 
-    fn call(id: &str) -> ChatMessage {
-        serde_json::from_value(serde_json::json!({"role": "assistant", "content": null,
+    fn message(role: &str, text: &str) -> Message {
+        wire(serde_json::json!({"role": role, "content": text}))
+    }
+
+    fn call(id: &str) -> Message {
+        wire(serde_json::json!({"role": "assistant", "content": null,
             "tool_calls": [{"id": id, "type": "function", "function": {"name": "lookup", "arguments": "{\"q\":\"x\"}"}}]}))
-        .expect("call")
     }
 
-    fn result(id: &str, text: &str) -> ChatMessage {
-        serde_json::from_value(
-            serde_json::json!({"role": "tool", "tool_call_id": id, "content": text}),
-        )
-        .expect("result")
+    fn result(id: &str, text: &str) -> Message {
+        wire(serde_json::json!({"role": "tool", "tool_call_id": id, "content": text}))
     }
 
     #[test]

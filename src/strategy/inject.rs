@@ -6,8 +6,8 @@
 
 use serde_json::Value;
 
+use crate::conversation::request::Editable;
 use crate::dates::ymd;
-use crate::openai::ChatMessage;
 
 pub use crate::config::memory::Placement;
 
@@ -159,20 +159,10 @@ pub fn quoted(text: &str) -> String {
     serde_json::Value::String(defused).to_string()
 }
 
-fn text_message(role: &str, text: String) -> ChatMessage {
-    ChatMessage {
-        role: role.to_owned(),
-        content: Some(Value::String(text)),
-        name: None,
-        tool_calls: None,
-        tool_call_id: None,
-        extra: Default::default(),
-    }
-}
-
 /// Prepends or appends `text` to a message's content (string or content parts).
-fn add_text(message: &mut ChatMessage, text: &str, before: bool) {
-    match &mut message.content {
+fn add_text<M: Editable>(message: &mut M, text: &str, before: bool) {
+    let content = message.content_mut();
+    match content {
         Some(Value::Array(parts)) => {
             let part = serde_json::json!({"type": "text", "text": text});
             if before {
@@ -188,14 +178,14 @@ fn add_text(message: &mut ChatMessage, text: &str, before: bool) {
                 format!("{existing}\n\n{text}")
             };
         }
-        _ => message.content = Some(Value::String(text.to_owned())),
+        _ => *content = Some(Value::String(text.to_owned())),
     }
 }
 
 /// Puts the block into `messages` (the already compacted request) at `placement`.
 /// `first_turn` is the index of the first non-system message.
-pub fn place(
-    messages: &mut Vec<ChatMessage>,
+pub fn place<M: Editable>(
+    messages: &mut Vec<M>,
     block: &str,
     placement: Placement,
     first_turn: usize,
@@ -203,15 +193,15 @@ pub fn place(
     match placement {
         Placement::System => match messages[..first_turn].last_mut() {
             Some(system) => add_text(system, block, false),
-            None => messages.insert(0, text_message("system", block.to_owned())),
+            None => messages.insert(0, M::saying("system", block.to_owned())),
         },
-        Placement::User => match messages.iter_mut().rev().find(|m| m.role == "user") {
+        Placement::User => match messages.iter_mut().rev().find(|m| m.role() == "user") {
             Some(user) => add_text(user, block, true),
-            None => messages.insert(first_turn, text_message("system", block.to_owned())),
+            None => messages.insert(first_turn, M::saying("system", block.to_owned())),
         },
         Placement::History => {
-            messages.insert(first_turn, text_message("assistant", "Noted.".to_owned()));
-            messages.insert(first_turn, text_message("user", block.to_owned()));
+            messages.insert(first_turn, M::saying("assistant", "Noted.".to_owned()));
+            messages.insert(first_turn, M::saying("user", block.to_owned()));
         }
     }
 }
@@ -293,10 +283,10 @@ mod tests {
         assert_eq!(strip_blocks(claude), "My dog is Pixel.");
     }
 
-    fn messages(roles: &[&str]) -> Vec<ChatMessage> {
+    fn messages(roles: &[&str]) -> Vec<crate::conversation::request::Message> {
         roles
             .iter()
-            .map(|r| text_message(r, format!("{r} text")))
+            .map(|r| crate::conversation::request::Message::text_message(r, format!("{r} text")))
             .collect()
     }
 

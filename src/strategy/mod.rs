@@ -5,10 +5,12 @@
 
 pub mod compact;
 pub mod inject;
+mod plan;
 mod preprocess;
 mod tasks;
 
 pub use crate::config::memory::{MemoryConfig, MemoryLlmConfig};
 pub use inject::Placement;
-pub use preprocess::{prepare, turns_of, Plan, Rewrite};
+pub use plan::Plan;
+pub use preprocess::{prepare, turns_of, Rewrite};
 pub use tasks::is_client_task;

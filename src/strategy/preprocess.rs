@@ -7,20 +7,18 @@ use std::time::{Duration, Instant};
 
 use super::compact::{self, Window};
 use super::inject::{self, MemoryBlock};
-use super::MemoryConfig;
+use super::{MemoryConfig, Plan};
+use crate::conversation::request::{Message, Request};
 use crate::identity::Scope;
 use crate::memory::{history, unmentioned, MemoryService, RetrievalRequest};
 use crate::mode::Mode;
-use crate::openai::{ChatMessage, ChatRequest};
 use crate::store::{Corpus, NewMessage, UserScope};
 
 /// What the pre-processor did to one request (all zero for `passthrough`, which does nothing).
 #[derive(Debug, Default)]
 pub struct Rewrite {
-    /// The request to send upstream; `None`: the client's own, unchanged.
-    pub request: Option<ChatRequest>,
-    /// The same change as steps an API surface can apply to its own wire form (set with
-    /// `request`).
+    /// What to change in the request, as steps each API applies to its own form; `None`: the
+    /// client's own request goes unchanged.
     pub plan: Option<Plan>,
     pub memories: usize,
     pub tokens_before: usize,
@@ -30,20 +28,9 @@ pub struct Rewrite {
     pub degraded: Option<String>,
 }
 
-/// What the strategy did to the client's messages, by index into them: an API that is relayed
-/// in its own shape (not translated) applies this to its request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
-    /// The first conversation message kept: the leading system messages stay, the messages
-    /// between them and this one are dropped (none when it is the first turn).
-    pub first_kept: usize,
-    /// The memory block to add, and where.
-    pub block: Option<(String, super::Placement)>,
-}
-
 /// The conversation turns of a request as the recall log stores them (system prompts and any
 /// echoed memory block left out: memories must never be re-extracted from themselves).
-pub fn turns_of(messages: &[ChatMessage], now: i64) -> Vec<NewMessage> {
+pub fn turns_of(messages: &[Message], now: i64) -> Vec<NewMessage> {
     messages
         .iter()
         .filter(|m| !compact::is_system(m))
@@ -52,11 +39,8 @@ pub fn turns_of(messages: &[ChatMessage], now: i64) -> Vec<NewMessage> {
             role: m.role.clone(),
             content: inject::strip_blocks(&m.text()),
             name: m.name.clone(),
-            tool_calls: m
-                .tool_calls
-                .as_ref()
-                .and_then(|calls| serde_json::to_string(calls).ok()),
-            tool_call_id: m.tool_call_id.clone(),
+            tool_calls: m.stored_calls(),
+            tool_call_id: m.call_id.clone(),
             created_at_ms: now,
         })
         .collect()
@@ -67,7 +51,7 @@ pub async fn prepare(
     config: &MemoryConfig,
     mode: Mode,
     scope: &Scope,
-    request: &ChatRequest,
+    request: &Request,
 ) -> Rewrite {
     let started = Instant::now();
     if matches!(mode, Mode::Passthrough | Mode::Explicit) {
@@ -107,26 +91,21 @@ fn degraded(reason: String, tokens: usize) -> Rewrite {
     }
 }
 
-/// The compacted request with the block (if any) in place.
+/// The plan for the compacted request with the block (if any) in place, and what it changes.
 fn build(
-    request: &ChatRequest,
+    request: &Request,
     window: &Window,
     block: Option<MemoryBlock>,
     config: &MemoryConfig,
 ) -> Rewrite {
-    let mut messages: Vec<ChatMessage> = window
-        .system
-        .iter()
-        .chain(&window.kept)
-        .map(|&i| request.messages[i].clone())
-        .collect();
     let memories = block.as_ref().map_or(0, MemoryBlock::count);
-    let block = block
-        .filter(|b| !b.is_empty())
-        .map(|block| (block.render(), config.inject));
-    if let Some((text, placement)) = &block {
-        inject::place(&mut messages, text, *placement, window.system.len());
-    }
+    let plan = Plan {
+        first_kept: window.first_turn_kept,
+        block: block
+            .filter(|b| !b.is_empty())
+            .map(|block| (block.render(), config.inject)),
+    };
+    let messages = plan.apply(&request.messages);
     let tokens_after = compact::total_tokens(&messages);
     let changed = messages != request.messages;
     let degraded = window.over_budget.map(|(used, budget)| {
@@ -134,18 +113,7 @@ fn build(
     });
     Rewrite {
         degraded,
-        plan: changed.then(|| Plan {
-            first_kept: window
-                .kept
-                .first()
-                .copied()
-                .unwrap_or(request.messages.len()),
-            block,
-        }),
-        request: changed.then(|| ChatRequest {
-            messages,
-            ..request.clone()
-        }),
+        plan: changed.then_some(plan),
         memories,
         tokens_after,
         ..Rewrite::default()
@@ -157,7 +125,7 @@ async fn with_memory(
     config: &MemoryConfig,
     mode: Mode,
     scope: &Scope,
-    request: &ChatRequest,
+    request: &Request,
 ) -> Result<Rewrite, String> {
     let user = UserScope::from(scope);
     let turns = turns_of(&request.messages, scope.now_ms());
@@ -249,7 +217,7 @@ async fn add_never_mentioned(
     block: &mut MemoryBlock,
     memory: &Arc<MemoryService>,
     user: &UserScope,
-    request: &ChatRequest,
+    request: &Request,
     question: &str,
 ) -> Result<(), String> {
     let newest = request.messages.iter().rposition(|m| m.role == "user");
@@ -294,7 +262,7 @@ async fn add_never_mentioned(
 /// The retrieval query: the newest user message, which carries the question, and the end of the
 /// assistant turn before it, which often names its subject.
 /// Returns `(question, question + context)`.
-fn query_of(request: &ChatRequest) -> Option<(String, String)> {
+fn query_of(request: &Request) -> Option<(String, String)> {
     let newest = request.messages.iter().rposition(|m| m.role == "user")?;
     let question = inject::strip_blocks(&request.messages[newest].text());
     let previous = request.messages[..newest]
@@ -326,7 +294,7 @@ async fn retrieve_into(
     memory: &Arc<MemoryService>,
     config: &MemoryConfig,
     user: &UserScope,
-    request: &ChatRequest,
+    request: &Request,
     window: &Window,
     found: Found,
 ) -> Result<usize, String> {

@@ -5,7 +5,7 @@
 //! as something the user said (and the task's instructions with it), and retrieved memories would
 //! only steer a title. Such a request is served as in `passthrough`.
 
-use crate::openai::ChatRequest;
+use crate::conversation::request::Request;
 
 /// Whether `request` is a task over a quoted conversation: it holds no assistant turn of its own
 /// (a task is one request, not a conversation), and its newest user message quotes a dialogue,
@@ -13,7 +13,7 @@ use crate::openai::ChatRequest;
 /// The labels are the chat protocol's own role names, which clients use whatever the language
 /// of the chat. A user who pastes such a transcript as a new chat's first message is served the
 /// same way (nothing of a pasted transcript is theirs to store as said).
-pub fn is_client_task(request: &ChatRequest) -> bool {
+pub fn is_client_task(request: &Request) -> bool {
     if request.messages.iter().any(|m| m.role == "assistant") {
         return false;
     }
@@ -36,9 +36,11 @@ pub fn is_client_task(request: &ChatRequest) -> bool {
 mod tests {
     use super::*;
 
-    fn request(messages: serde_json::Value) -> ChatRequest {
+    fn request(messages: serde_json::Value) -> Request {
         let body = serde_json::json!({"model": "m", "messages": messages});
-        ChatRequest::parse(body.to_string().as_bytes()).expect("a request")
+        crate::openai::ChatRequest::parse(body.to_string().as_bytes())
+            .expect("a request")
+            .neutral()
     }
 
     #[test]

@@ -8,12 +8,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::conversation::request::Request;
 use crate::error::ProxyError;
 use crate::hooks::{Exchange, Outcome};
 use crate::identity::Scope;
 use crate::mode::Mode;
 use crate::openai::accumulate::AssistantReply;
-use crate::openai::{ChatRequest, Usage};
+use crate::openai::Usage;
 
 use crate::server::SharedState;
 
@@ -23,7 +24,7 @@ pub struct ExchangeRecorder {
     request_id: String,
     scope: Scope,
     mode: Mode,
-    request: Arc<ChatRequest>,
+    request: Arc<Request>,
     started_at: SystemTime,
     started: Instant,
     /// Time spent in memproxy's own code so far.
@@ -40,7 +41,7 @@ impl ExchangeRecorder {
         request_id: String,
         scope: Scope,
         mode: Mode,
-        request: Arc<ChatRequest>,
+        request: Arc<Request>,
         started: Instant,
     ) -> Self {
         ExchangeRecorder {

@@ -71,11 +71,12 @@ pub async fn handle_request(
     if client_body.is_none() {
         request.check_built()?;
     }
+    let neutral = request.neutral();
     let mode = prepare::mode_for(
         resolve_mode(&headers, route_mode, state.config.mode)?,
-        &request,
+        &neutral,
     );
-    let scope = prepare::admit(&state, &context, &headers, &request)?;
+    let scope = prepare::admit(&state, &context, &headers, &neutral)?;
     if mode == Mode::Explicit {
         return explicit::handle(state, context, headers, request, scope, started, route).await;
     }
@@ -85,23 +86,30 @@ pub async fn handle_request(
     let strip_usage = request.is_stream()
         && state.upstream.config.observe_stream_usage
         && !request.client_wants_usage();
-    let body: prepare::BodyOf = Box::new(move |rewrite, request| {
-        match (rewrite.request.as_ref(), strip_usage, client_body) {
-            (None, false, Some(body)) => Ok(body),
-            (rewritten, _, _) => {
-                let mut upstream_request = rewritten.unwrap_or(request).clone();
-                if strip_usage {
-                    upstream_request
-                        .stream_options
-                        .get_or_insert_with(StreamOptions::default)
-                        .include_usage = Some(true);
+    let wants_stream = request.is_stream();
+    // The strategy's plan applied to the client's own request (or its translation), whose
+    // fields memproxy does not read go upstream as they came.
+    let body: prepare::BodyOf =
+        Box::new(
+            move |rewrite, _| match (rewrite.plan.as_ref(), strip_usage, client_body) {
+                (None, false, Some(body)) => Ok(body),
+                (plan, _, _) => {
+                    let mut upstream_request = request;
+                    if let Some(plan) = plan {
+                        upstream_request.messages = plan.apply(&upstream_request.messages);
+                    }
+                    if strip_usage {
+                        upstream_request
+                            .stream_options
+                            .get_or_insert_with(StreamOptions::default)
+                            .include_usage = Some(true);
+                    }
+                    serde_json::to_vec(&upstream_request)
+                        .map(Bytes::from)
+                        .map_err(|e| ProxyError::Internal(e.to_string()))
                 }
-                serde_json::to_vec(&upstream_request)
-                    .map(Bytes::from)
-                    .map_err(|e| ProxyError::Internal(e.to_string()))
-            }
-        }
-    });
+            },
+        );
     let authorization = state.upstream.authorization(
         context.client_authorization.as_ref(),
         !state.tenant_keys.is_empty(),
@@ -123,9 +131,9 @@ pub async fn handle_request(
             strip_usage,
             framing: Default::default(),
         },
-        wants_stream: request.is_stream(),
+        wants_stream,
     };
-    prepare::with_memory(state, &headers, (mode, scope), request, surface, started).await
+    prepare::with_memory(state, &headers, (mode, scope), neutral, surface, started).await
 }
 
 /// The replies of a whole Chat Completions answer; `Err` for a body that is no answer: not JSON

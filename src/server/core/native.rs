@@ -16,9 +16,9 @@ use axum::http::{header, HeaderMap, HeaderValue, Method};
 use axum::response::Response;
 use serde_json::{Map, Value};
 
+use crate::conversation::request::{Message, Request};
 use crate::error::ProxyError;
 use crate::mode::Mode;
-use crate::openai::{ChatMessage, ChatRequest};
 use crate::strategy::Plan;
 use crate::upstream::{request_headers, response_headers, Upstream};
 
@@ -28,7 +28,7 @@ use crate::server::auth::RequestContext;
 use crate::server::SharedState;
 
 /// Applies a strategy's plan to an API's request (see `anthropic::native::apply`).
-pub type Apply = fn(&mut Map<String, Value>, &[ChatMessage], &[Option<usize>], &Plan);
+pub type Apply = fn(&mut Map<String, Value>, &[Message], &[Option<usize>], &Plan);
 
 /// A request for an API's own upstream, as it came in (before it is read).
 pub struct Call {
@@ -51,7 +51,7 @@ pub struct Native {
     pub body: Bytes,
     pub wire: Map<String, Value>,
     /// Its neutral form, and for each neutral message the request message it came from.
-    pub neutral: ChatRequest,
+    pub neutral: Request,
     pub origin: Vec<Option<usize>>,
     pub apply: Apply,
     pub reading: Reading,
@@ -79,7 +79,7 @@ pub async fn handle(
         reading,
     } = native;
     // The neutral form says whether the API streams (Ollama streams unless told not to).
-    let wants_stream = neutral.is_stream();
+    let wants_stream = neutral.stream;
     let body: super::prepare::BodyOf = Box::new(move |rewrite, neutral| match &rewrite.plan {
         None => Ok(body),
         Some(plan) => {

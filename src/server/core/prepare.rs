@@ -10,10 +10,10 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::http::HeaderMap;
 
+use crate::conversation::request::Request;
 use crate::error::ProxyError;
 use crate::identity::Scope;
 use crate::mode::Mode;
-use crate::openai::ChatRequest;
 use crate::strategy::Rewrite;
 use crate::upstream::Upstream;
 
@@ -24,7 +24,7 @@ use crate::server::auth::RequestContext;
 use crate::server::SharedState;
 
 /// The upstream body for the strategy's rewrite of the neutral request.
-pub type BodyOf = Box<dyn FnOnce(&Rewrite, &ChatRequest) -> Result<Bytes, ProxyError> + Send>;
+pub type BodyOf = Box<dyn FnOnce(&Rewrite, &Request) -> Result<Bytes, ProxyError> + Send>;
 
 /// What an API surface brings to an exchange with memory.
 pub struct Surface {
@@ -43,7 +43,7 @@ pub struct Surface {
 /// The mode a request is served in: a client's task over a quoted conversation (a title, tags)
 /// is not a turn of it and is served as passthrough, whichever API it came in on
 /// ([`crate::strategy::is_client_task`]).
-pub fn mode_for(mode: Mode, neutral: &ChatRequest) -> Mode {
+pub fn mode_for(mode: Mode, neutral: &Request) -> Mode {
     if mode != Mode::Passthrough && crate::strategy::is_client_task(neutral) {
         tracing::debug!(%mode, "a client's task over a quoted conversation: served as passthrough");
         return Mode::Passthrough;
@@ -56,7 +56,7 @@ pub fn admit(
     state: &SharedState,
     context: &RequestContext,
     headers: &HeaderMap,
-    neutral: &ChatRequest,
+    neutral: &Request,
 ) -> Result<Scope, ProxyError> {
     state
         .config
@@ -73,7 +73,7 @@ pub async fn with_memory(
     state: SharedState,
     client_headers: &HeaderMap,
     (mode, scope): (Mode, Scope),
-    neutral: ChatRequest,
+    neutral: Request,
     surface: Surface,
     started: Instant,
 ) -> Result<Answer, ProxyError> {

@@ -12,10 +12,10 @@ use axum::Extension;
 use serde_json::{json, Value};
 
 use super::{events, reply};
+use crate::conversation::request::Message;
 use crate::error::ProxyError;
 use crate::identity::resolve_mode;
 use crate::mode::Mode;
-use crate::openai::ChatMessage;
 
 use crate::server::auth::RequestContext;
 use crate::server::core::forward::Reading;
@@ -107,7 +107,7 @@ async fn native(call: Call) -> Response {
                 upstream,
                 body,
                 wire,
-                neutral: translated.chat,
+                neutral: translated.chat.neutral(),
                 origin: translated.origin,
                 apply: super::native::apply,
                 reading: Reading {
@@ -158,7 +158,7 @@ async fn translated(
     // Kept for a stream's `message_start`, counted there only if the strategy reported no count
     // (passthrough).
     let sent = if chat.stream == Some(true) {
-        chat.messages.clone()
+        chat.neutral().messages
     } else {
         Vec::new()
     };
@@ -182,7 +182,7 @@ async fn translated(
 
 /// The core's answer (whole, streamed or an error) in Anthropic's shape; memproxy's own headers
 /// and the request id are kept.
-fn translate(answer: Answer, model: &str, sent: &[ChatMessage]) -> Response {
+fn translate(answer: Answer, model: &str, sent: &[Message]) -> Response {
     let kept = answer.kept_headers();
     if !answer.status.is_success() {
         let AnswerBody::Whole(bytes) = &answer.body else {

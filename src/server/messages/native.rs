@@ -7,16 +7,17 @@
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use crate::conversation::request::Message;
 use crate::error::ProxyError;
 use crate::openai::accumulate::{AssistantReply, Watch};
-use crate::openai::{ChatMessage, FunctionCall, ToolCall, Usage};
+use crate::openai::{FunctionCall, ToolCall, Usage};
 use crate::strategy::{Placement, Plan};
 
 /// Applies `plan` to the request. `neutral` is the request as the strategy saw it and `origin`
 /// maps each of its messages to the request message it came from (`None`: `system`).
 pub fn apply(
     request: &mut Map<String, Value>,
-    neutral: &[ChatMessage],
+    neutral: &[Message],
     origin: &[Option<usize>],
     plan: &Plan,
 ) {

@@ -269,7 +269,7 @@ fn planned(request: Value, first_kept: usize, block: Option<crate::strategy::Pla
     };
     native::apply(
         &mut wire,
-        &translated.chat.messages,
+        &translated.chat.neutral().messages,
         &translated.origin,
         &plan,
     );
@@ -394,7 +394,7 @@ mod plan_properties {
                 block: placement(place).map(|p| ("<memory>B</memory>".to_owned(), p)),
             };
             let Value::Object(mut wire) = request.clone() else { unreachable!() };
-            super::super::native::apply(&mut wire, &translated.chat.messages, &translated.origin, &plan);
+            super::super::native::apply(&mut wire, &translated.chat.neutral().messages, &translated.origin, &plan);
             let out = Value::Object(wire);
             let sent = out["messages"].as_array().expect("messages");
             prop_assert!(!sent.is_empty());

@@ -11,10 +11,11 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 use super::reply::Route;
+use crate::conversation::request::Message;
 use crate::error::ProxyError;
 use crate::openai::accumulate::{AssistantReply, Watch};
 use crate::openai::sse::Framing;
-use crate::openai::{ChatMessage, FunctionCall, ToolCall, Usage};
+use crate::openai::{FunctionCall, ToolCall, Usage};
 use crate::strategy::{Placement, Plan};
 
 use crate::server::core::forward::Reading;
@@ -60,7 +61,7 @@ pub async fn handle(call: Call, route: Route) -> Response {
                 upstream,
                 body,
                 wire,
-                neutral,
+                neutral: neutral.neutral(),
                 origin,
                 apply,
                 reading: Reading {
@@ -98,7 +99,7 @@ pub async fn handle(call: Call, route: Route) -> Response {
 /// tool call from its result), and the block goes where the plan says.
 pub(super) fn apply_chat(
     request: &mut Map<String, Value>,
-    neutral: &[ChatMessage],
+    neutral: &[Message],
     _origin: &[Option<usize>],
     plan: &Plan,
 ) {
@@ -144,7 +145,7 @@ pub(super) fn apply_chat(
 /// front of the prompt, or after the system prompt.
 pub(super) fn apply_generate(
     request: &mut Map<String, Value>,
-    _neutral: &[ChatMessage],
+    _neutral: &[Message],
     _origin: &[Option<usize>],
     plan: &Plan,
 ) {

@@ -154,6 +154,7 @@ fn applied(request: Value, plan: &Plan) -> Value {
     let neutral = from_chat(&wire)
         .expect("reads")
         .expect("a conversation")
+        .neutral()
         .messages;
     native::apply_chat(&mut wire, &neutral, &[], plan);
     Value::Object(wire)

@@ -21,7 +21,6 @@ use super::{self as wire, reply};
 use crate::error::ProxyError;
 use crate::identity::{resolve_mode, Scope};
 use crate::mode::Mode;
-use crate::openai::ChatRequest;
 use crate::store::UserScope;
 
 use super::log::Logger;
@@ -72,8 +71,10 @@ fn user_scope(
             ))
         }
     };
-    let probe: ChatRequest = serde_json::from_value(json!({"messages": [], "user": user}))
-        .map_err(|e| ProxyError::Internal(e.to_string()))?;
+    let probe = crate::conversation::request::Request {
+        user: user.as_str().map(str::to_owned),
+        ..Default::default()
+    };
     Ok(UserScope::from(&Scope::identify(
         &context.grant,
         headers,
@@ -211,7 +212,7 @@ async fn native(
         upstream,
         body,
         wire: request,
-        neutral: translated.chat,
+        neutral: translated.chat.neutral(),
         origin: translated.origin,
         apply: wire::native::apply,
         reading: Reading {

@@ -9,6 +9,7 @@
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use crate::conversation::request::Message;
 use crate::error::ProxyError;
 use crate::openai::accumulate::{AssistantReply, Watch};
 use crate::openai::{ChatMessage, Usage};
@@ -18,7 +19,7 @@ use crate::strategy::{Placement, Plan};
 /// maps each of its messages to the `input` item it came from.
 pub fn apply(
     request: &mut Map<String, Value>,
-    neutral: &[ChatMessage],
+    neutral: &[Message],
     origin: &[Option<usize>],
     plan: &Plan,
 ) {

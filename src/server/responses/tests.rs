@@ -144,7 +144,7 @@ fn planned(request: Value, first_kept: usize, block: Option<crate::strategy::Pla
     };
     native::apply(
         &mut wire,
-        &translated.chat.messages,
+        &translated.chat.neutral().messages,
         &translated.origin,
         &plan,
     );
@@ -256,7 +256,7 @@ mod plan_properties {
                 }
                 .map(|p| ("<memory>B</memory>".to_owned(), p)),
             };
-            super::super::native::apply(&mut wire, &translated.chat.messages, &translated.origin, &plan);
+            super::super::native::apply(&mut wire, &translated.chat.neutral().messages, &translated.origin, &plan);
             let out = Value::Object(wire);
             let sent = out["input"].as_array().expect("input");
             let first = &sent[0];

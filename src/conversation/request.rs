@@ -1,0 +1,169 @@
+//! The request in no API's shape: the conversation's messages (who said what, the calls the
+//! assistant made and the results that answer them), the model, whether the answer streams, and
+//! the user the request names. Each API surface reads its wire request into one; identity, the
+//! strategies, the recall log and the hooks read only this. What memory changes goes back to each
+//! API's own request as a `strategy::Plan`, so nothing here has to carry a wire's unknown fields.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::reply::Call;
+
+/// One message of the conversation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Message {
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// Its content as the client gave it: a string, content parts (`{"type": "text", "text"}`,
+    /// images, …), an explicit `null`, or none (`None`).
+    pub content: Option<Value>,
+    /// The name of the participant, where the client gives one.
+    pub name: Option<String>,
+    /// The tool calls of an assistant message (`Some(vec![])`: an empty list the client sent).
+    pub calls: Option<Vec<Call>>,
+    /// The call a tool result answers.
+    pub call_id: Option<String>,
+}
+
+impl Message {
+    /// A message of `role` saying `text`.
+    pub fn text_message(role: &str, text: String) -> Message {
+        Message {
+            role: role.to_owned(),
+            content: Some(Value::String(text)),
+            ..Message::default()
+        }
+    }
+
+    /// The text of the message: a string content, or the text parts of content parts (one per
+    /// line).
+    pub fn text(&self) -> String {
+        text_of(self.content.as_ref())
+    }
+
+    /// A system or developer message: instructions, not a turn of the conversation.
+    pub fn is_system(&self) -> bool {
+        is_system_role(&self.role)
+    }
+
+    /// The tool calls as the recall log stores them (JSON, one object per call with `id`, `type`
+    /// and `function: {name, arguments}`, the form every stored row has had).
+    pub fn stored_calls(&self) -> Option<String> {
+        #[derive(Serialize)]
+        struct Function<'a> {
+            name: &'a str,
+            arguments: &'a str,
+        }
+        #[derive(Serialize)]
+        struct Stored<'a> {
+            id: &'a str,
+            #[serde(rename = "type")]
+            kind: &'static str,
+            function: Function<'a>,
+        }
+        let calls = self.calls.as_ref()?;
+        let stored: Vec<Stored> = calls
+            .iter()
+            .map(|call| Stored {
+                id: &call.id,
+                kind: "function",
+                function: Function {
+                    name: &call.name,
+                    arguments: &call.arguments,
+                },
+            })
+            .collect();
+        serde_json::to_string(&stored).ok()
+    }
+}
+
+/// A message memory's plan can edit, in any API's form that has roles and a string-or-parts
+/// content (the neutral [`Message`], Chat Completions' message): what the memory block's
+/// placement needs, so the one placement rule serves every form.
+pub trait Editable: Clone {
+    fn role(&self) -> &str;
+    fn content_mut(&mut self) -> &mut Option<Value>;
+    /// A new message of `role` saying `text`.
+    fn saying(role: &str, text: String) -> Self;
+}
+
+impl Editable for Message {
+    fn role(&self) -> &str {
+        &self.role
+    }
+    fn content_mut(&mut self) -> &mut Option<Value> {
+        &mut self.content
+    }
+    fn saying(role: &str, text: String) -> Self {
+        Message::text_message(role, text)
+    }
+}
+
+/// The text of a content: a string, or the text parts of content parts (one per line).
+pub fn text_of(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(text)) => text.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// Whether a role gives instructions rather than taking a turn.
+pub fn is_system_role(role: &str) -> bool {
+    matches!(role, "system" | "developer")
+}
+
+/// A request of the conversation.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Request {
+    pub model: Option<String>,
+    pub messages: Vec<Message>,
+    /// The answer streams.
+    pub stream: bool,
+    /// The end user the request names (Chat Completions' `user`, Anthropic's
+    /// `metadata.user_id`), if any.
+    pub user: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_calls_keep_the_form_every_stored_row_has() {
+        let message = Message {
+            role: "assistant".into(),
+            calls: Some(vec![Call {
+                id: "call_1".into(),
+                name: "weather".into(),
+                arguments: "{\"city\":\"Porto\"}".into(),
+            }]),
+            ..Message::default()
+        };
+        assert_eq!(
+            message.stored_calls().as_deref(),
+            Some(
+                r#"[{"id":"call_1","type":"function","function":{"name":"weather","arguments":"{\"city\":\"Porto\"}"}}]"#
+            )
+        );
+        let empty = Message {
+            calls: Some(Vec::new()),
+            ..Message::default()
+        };
+        assert_eq!(empty.stored_calls().as_deref(), Some("[]"));
+        assert_eq!(Message::default().stored_calls(), None);
+    }
+
+    #[test]
+    fn text_reads_strings_and_text_parts() {
+        let parts = serde_json::json!([{"type": "text", "text": "a"},
+            {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "b"}]);
+        assert_eq!(text_of(Some(&parts)), "a\nb");
+        assert_eq!(Message::text_message("user", "hi".into()).text(), "hi");
+        assert_eq!(text_of(Some(&Value::Null)), "");
+    }
+}
