@@ -86,8 +86,8 @@ pub struct ExplicitConfig {
     /// Whether background model calls (the background save, eviction after the turn, the
     /// re-warm) give way to turns: they wait while a turn runs, and a turn that starts cancels
     /// the one in flight (a save is redone, a re-warm dropped). The same answers as
-    /// `rewarm_cache`: `auto` for an upstream on loopback or a private network that keeps one
-    /// prompt cache, `always`, `never` (the default; `agent::foreground`).
+    /// `rewarm_cache`: `auto` (the default) for an upstream on loopback or a private network
+    /// that keeps one prompt cache, `always`, `never` (`agent::foreground`).
     pub yield_to_turns: Rewarm,
     /// After a finished turn, evict the oldest messages (off the request path) when the next
     /// turn, adding about as much as this one did, would pass `evict_ratio` and the agent has had
@@ -170,10 +170,11 @@ impl Default for ExplicitConfig {
             // and a change fact was lost in 3 of 6 runs (docs/eval-history.md, "The background
             // save inside the agent's prompt").
             save_in_prompt: Rewarm::Never,
-            // Measured slower on a one-slot local server without a cache-aware save: the
-            // cancelled save is redone and a cancelled re-warm's prefix is lost
-            // (docs/eval-history.md, "Background work that gives way to turns").
-            yield_to_turns: Rewarm::Never,
+            // On a one-slot local server a quick next turn otherwise waits behind the last
+            // turn's save and re-warm; since a question-only turn sets off no save, giving way
+            // costs no redone saves there (docs/eval-history.md, "Background work that gives way
+            // to turns, a third time").
+            yield_to_turns: Rewarm::Auto,
             evict_after_turn: true,
         }
     }

@@ -74,6 +74,9 @@ pub fn test_config(mock: &MockUpstream, data: &std::path::Path) -> Config {
     config.explicit.background_save = false;
     // And the re-warming of the mock's prompt cache after a plain reply (the mock is local).
     config.explicit.rewarm_cache = memproxy::agent::Rewarm::Never;
+    // And giving way to turns, which would hold each test's background work while a turn of
+    // another runs; its own tests turn it on (explicit_yield.rs).
+    config.explicit.yield_to_turns = memproxy::agent::Rewarm::Never;
     config.explicit.evict_after_turn = false;
     // MEMPROXY_TEST_STORE=postgres runs every test on a fresh PostgreSQL database instead.
     (crate::backends::selected().configure)(&mut config);
