@@ -85,6 +85,20 @@ pub fn completion(bytes: &[u8]) -> Option<Reply> {
     })
 }
 
+/// An error object (OpenAI's `{"message", "type", "code"}`, or a bare string) as the in-stream
+/// failure.
+pub fn failed(error: &Value) -> Event {
+    let message = error["message"]
+        .as_str()
+        .or_else(|| error.as_str())
+        .unwrap_or("the upstream failed")
+        .to_owned();
+    Event::Failed {
+        message,
+        error: error.clone(),
+    }
+}
+
 /// Reads a Chat Completions stream's raw events into neutral events: `Started` before the first
 /// chunk's content, then per chunk its usage, text, call parts and finish reason.
 #[derive(Debug, Default)]
@@ -110,13 +124,7 @@ impl ChunkReader {
             return Vec::new();
         };
         if let Some(error) = chunk.get("error") {
-            let message = error["message"]
-                .as_str()
-                .or_else(|| error.as_str())
-                .unwrap_or("the upstream failed")
-                .to_owned();
-            let error = error.clone();
-            return vec![Event::Failed { message, error }];
+            return vec![failed(error)];
         }
         let mut events = Vec::new();
         if !self.started {

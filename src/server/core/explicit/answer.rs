@@ -154,13 +154,7 @@ fn failure_event(error: TurnError) -> Event {
     if let TurnError::Model(ModelError::Rejected { status, body, .. }) = &error {
         let upstream: Option<Value> = serde_json::from_slice(body).ok();
         if let Some(error) = upstream.as_ref().and_then(|value| value.get("error")) {
-            let message = error["message"]
-                .as_str()
-                .or_else(|| error.as_str())
-                .unwrap_or("the upstream failed")
-                .to_owned();
-            let error = error.clone();
-            return Event::Failed { message, error };
+            return crate::openai::reply::failed(error);
         }
         let text = String::from_utf8_lossy(body);
         return failed(&ProxyError::UpstreamBroken(format!(
