@@ -10,11 +10,10 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
+use crate::conversation::reply::{Reply, Usage};
 use crate::conversation::request::Request;
 use crate::identity::Scope;
 use crate::mode::Mode;
-use crate::openai::accumulate::AssistantReply;
-use crate::openai::Usage;
 
 #[derive(Clone, Debug)]
 pub struct Exchange {
@@ -24,7 +23,7 @@ pub struct Exchange {
     /// The request as the client sent it, in no API's shape.
     pub request: Arc<Request>,
     /// The assistant's replies, one per choice (partial when the client disconnected).
-    pub replies: Vec<AssistantReply>,
+    pub replies: Vec<Reply>,
     pub usage: Option<Usage>,
     pub outcome: Outcome,
     pub started_at: SystemTime,
@@ -71,7 +70,7 @@ impl ExchangeHook for LogExchanges {
             conversation = %exchange.scope.conversation,
             outcome = exchange.outcome.label(),
             choices = exchange.replies.len(),
-            total_tokens = exchange.usage.map(|u| u.total_tokens),
+            total_tokens = exchange.usage.map(|u| u.total()),
             elapsed_ms = exchange.elapsed.as_millis() as u64,
             "exchange finished"
         );

@@ -164,7 +164,12 @@ impl Metrics {
             .observe(overhead.as_secs_f64());
     }
 
-    pub fn count_exchange(&self, mode: &str, outcome: &str, usage: Option<crate::openai::Usage>) {
+    pub fn count_exchange(
+        &self,
+        mode: &str,
+        outcome: &str,
+        usage: Option<crate::conversation::reply::Usage>,
+    ) {
         self.exchanges.with_label_values(&[mode, outcome]).inc();
         if let Some(usage) = usage {
             self.tokens

@@ -40,6 +40,12 @@ pub struct Usage {
     pub cached_tokens: Option<u64>,
 }
 
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens + self.completion_tokens
+    }
+}
+
 /// A whole answer.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Reply {

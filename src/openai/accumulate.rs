@@ -9,15 +9,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use super::{ToolCall, Usage};
-
-/// The assistant's answer for one choice, as it would have come in a non-streaming response.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AssistantReply {
-    pub index: u32,
-    pub content: String,
-    pub tool_calls: Vec<ToolCall>,
-    pub finish_reason: Option<String>,
-}
+use crate::conversation::reply::{Call, Reply};
 
 #[derive(Debug, Default, Deserialize)]
 pub struct ChunkView {
@@ -65,42 +57,6 @@ pub struct FunctionDelta {
     pub name: Option<String>,
     #[serde(default)]
     pub arguments: Option<String>,
-}
-
-/// Reads a streamed answer, event by event (each event's `data:` payload), into the neutral
-/// replies the recall log and hooks get, whichever API's events they are. The relay forwards the
-/// events themselves; a watch only looks.
-pub trait Watch: Send {
-    fn observe(&mut self, data: &str);
-    /// The stream reached its natural end.
-    fn finished(&self) -> bool;
-    /// The upstream reported an error inside the stream.
-    fn error(&self) -> Option<String>;
-    fn replies(&self) -> Vec<AssistantReply>;
-    fn usage(&self) -> Option<Usage>;
-    /// The event that ends a broken stream, in this API's shape.
-    fn error_event(&self, error: &crate::error::ProxyError) -> bytes::Bytes;
-}
-
-impl Watch for StreamAccumulator {
-    fn observe(&mut self, data: &str) {
-        self.observe_data(data);
-    }
-    fn finished(&self) -> bool {
-        StreamAccumulator::finished(self)
-    }
-    fn error(&self) -> Option<String> {
-        self.error.as_ref().map(|error| error.to_string())
-    }
-    fn replies(&self) -> Vec<AssistantReply> {
-        StreamAccumulator::replies(self)
-    }
-    fn usage(&self) -> Option<Usage> {
-        self.usage
-    }
-    fn error_event(&self, error: &crate::error::ProxyError) -> bytes::Bytes {
-        error.sse_event()
-    }
 }
 
 #[derive(Debug, Default)]
@@ -179,27 +135,16 @@ impl StreamAccumulator {
     }
 
     /// The replies, one per choice, in index order.
-    pub fn replies(&self) -> Vec<AssistantReply> {
+    pub fn replies(&self) -> Vec<Reply> {
         self.choices
-            .iter()
-            .map(|(index, state)| AssistantReply {
-                index: *index,
-                content: state.content.clone(),
-                tool_calls: state.tool_calls.values().cloned().collect(),
-                finish_reason: state.finish_reason.clone(),
+            .values()
+            .map(|state| Reply {
+                text: state.content.clone(),
+                calls: state.tool_calls.values().map(Call::from).collect(),
+                finish: state.finish_reason.as_deref().map(super::reply::finish_of),
+                ..Reply::default()
             })
             .collect()
-    }
-}
-
-impl AssistantReply {
-    pub fn from_message(index: u32, message: &super::ChatMessage, finish: Option<String>) -> Self {
-        AssistantReply {
-            index,
-            content: message.text(),
-            tool_calls: message.tool_calls.clone().unwrap_or_default(),
-            finish_reason: finish,
-        }
     }
 }
 
@@ -226,18 +171,15 @@ mod tests {
         }
         let replies = acc.replies();
         assert_eq!(replies.len(), 1);
-        assert_eq!(replies[0].content, "Hello");
-        assert_eq!(replies[0].finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(replies[0].text, "Hello");
+        assert_eq!(
+            replies[0].finish,
+            Some(crate::conversation::reply::Finish::ToolCalls)
+        );
         let calls: Vec<_> = replies[0]
-            .tool_calls
+            .calls
             .iter()
-            .map(|c| {
-                (
-                    c.id.as_str(),
-                    c.function.name.as_str(),
-                    c.function.arguments.as_str(),
-                )
-            })
+            .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
             .collect();
         assert_eq!(calls, [("a", "one", "{\"x\":1}"), ("b", "two", "{}")]);
         assert_eq!(acc.usage.map(|u| u.total_tokens), Some(12));

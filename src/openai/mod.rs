@@ -70,6 +70,16 @@ pub struct ToolCall {
     pub function: FunctionCall,
 }
 
+impl From<&ToolCall> for crate::conversation::reply::Call {
+    fn from(call: &ToolCall) -> Self {
+        crate::conversation::reply::Call {
+            id: call.id.clone(),
+            name: call.function.name.clone(),
+            arguments: call.function.arguments.clone(),
+        }
+    }
+}
+
 fn function_type() -> String {
     "function".to_owned()
 }
@@ -90,6 +100,18 @@ pub struct Usage {
     pub completion_tokens: u64,
     #[serde(default)]
     pub total_tokens: u64,
+}
+
+/// The tokens as the neutral reply counts them (the cached share is read from the whole answer,
+/// see [`reply::usage_of`]).
+impl From<Usage> for crate::conversation::reply::Usage {
+    fn from(usage: Usage) -> Self {
+        crate::conversation::reply::Usage {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            cached_tokens: None,
+        }
+    }
 }
 
 impl Usage {
@@ -141,16 +163,10 @@ impl ChatMessage {
             role: self.role.clone(),
             content: self.content.clone(),
             name: self.name.clone(),
-            calls: self.tool_calls.as_ref().map(|calls| {
-                calls
-                    .iter()
-                    .map(|call| crate::conversation::reply::Call {
-                        id: call.id.clone(),
-                        name: call.function.name.clone(),
-                        arguments: call.function.arguments.clone(),
-                    })
-                    .collect()
-            }),
+            calls: self
+                .tool_calls
+                .as_ref()
+                .map(|calls| calls.iter().map(Into::into).collect()),
             call_id: self.tool_call_id.clone(),
         }
     }

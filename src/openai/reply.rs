@@ -85,6 +85,21 @@ pub fn completion(bytes: &[u8]) -> Option<Reply> {
     })
 }
 
+/// One choice's message (with why it ended) as the neutral reply.
+pub fn reply_of_message(message: &super::ChatMessage, finish: Option<&str>) -> Reply {
+    Reply {
+        text: message.text(),
+        calls: message
+            .tool_calls
+            .iter()
+            .flatten()
+            .map(Call::from)
+            .collect(),
+        finish: finish.map(finish_of),
+        ..Reply::default()
+    }
+}
+
 /// An error object (OpenAI's `{"message", "type", "code"}`, or a bare string) as the in-stream
 /// failure.
 pub fn failed(error: &Value) -> Event {

@@ -30,7 +30,6 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::conversation::reply::Call;
 use crate::conversation::request::Message;
 use crate::hooks::{Exchange, ExchangeHook, Outcome};
 use crate::memory::MemoryService;
@@ -365,17 +364,12 @@ const RECORD_ATTEMPTS: u32 = 5;
 /// The assistant's reply as a chat message (for the log and for window arithmetic).
 fn reply_message(exchange: &Exchange) -> Option<Message> {
     let reply = exchange.replies.first()?;
-    if reply.content.trim().is_empty() && reply.tool_calls.is_empty() {
+    if reply.text.trim().is_empty() && reply.calls.is_empty() {
         return None;
     }
-    let calls = reply.tool_calls.iter().map(|call| Call {
-        id: call.id.clone(),
-        name: call.function.name.clone(),
-        arguments: call.function.arguments.clone(),
-    });
     Some(Message {
-        calls: (!reply.tool_calls.is_empty()).then(|| calls.collect()),
-        ..Message::text_message("assistant", reply.content.clone())
+        calls: (!reply.calls.is_empty()).then(|| reply.calls.clone()),
+        ..Message::text_message("assistant", reply.text.clone())
     })
 }
 

@@ -221,7 +221,8 @@ async fn explicit(
         record: false,
         time_ms: None,
     };
-    let input = super::core::explicit::turn_input(request, &scope)?;
+    let params = request.extra.clone();
+    let input = super::core::explicit::turn_input(&request.neutral(), params, &scope)?;
     let preview = match state.agents.preview(input).await {
         Ok(preview) => preview,
         // The turn's own errors, as the turn would answer them (a preview calls no model).

@@ -120,10 +120,7 @@ fn the_accumulator_keeps_exactly_the_streamed_text() {
             acc.observe_data("[DONE]");
             prop_assert!(acc.finished());
             let replies = acc.replies();
-            let content = replies
-                .first()
-                .map(|r| r.content.clone())
-                .unwrap_or_default();
+            let content = replies.first().map(|r| r.text.clone()).unwrap_or_default();
             prop_assert_eq!(content, texts.concat());
             Ok(())
         },

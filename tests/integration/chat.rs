@@ -23,8 +23,8 @@ async fn relays_the_upstream_body_byte_for_byte() {
 
     let exchange = h.next_exchange().await;
     assert_eq!(exchange.outcome, Outcome::Completed);
-    assert_eq!(exchange.replies[0].content, "café 😀");
-    assert_eq!(exchange.usage.map(|u| u.total_tokens), Some(5));
+    assert_eq!(exchange.replies[0].text, "café 😀");
+    assert_eq!(exchange.usage.map(|u| u.total()), Some(5));
 }
 
 #[tokio::test]
@@ -65,17 +65,14 @@ async fn passes_unknown_fields_and_tools_through_unchanged() {
     assert_eq!(received[0].path_and_query, "/v1/chat/completions");
 
     let exchange = h.next_exchange().await;
-    let call = &exchange.replies[0].tool_calls[0];
+    let call = &exchange.replies[0].calls[0];
     assert_eq!(
-        (
-            call.function.name.as_str(),
-            call.function.arguments.as_str()
-        ),
+        (call.name.as_str(), call.arguments.as_str()),
         ("get_weather", r#"{"city":"Paris"}"#)
     );
     assert_eq!(
-        exchange.replies[0].finish_reason.as_deref(),
-        Some("tool_calls")
+        exchange.replies[0].finish,
+        Some(memproxy::conversation::reply::Finish::ToolCalls)
     );
 }
 

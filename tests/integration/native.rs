@@ -152,7 +152,7 @@ async fn implicit_memory_goes_into_anthropics_own_shape_and_crosses_apis() {
     // The streamed answer was read into the exchange.
     let exchange = h.next_exchange().await;
     assert_eq!(exchange.outcome, Outcome::Completed);
-    assert_eq!(exchange.replies[0].content, "echo: My cat is called Miso.");
+    assert_eq!(exchange.replies[0].text, "echo: My cat is called Miso.");
     assert!(exchange.usage.is_some_and(|u| u.completion_tokens > 0));
     eventually("the fact is extracted", || async {
         memories(&h, "nina")
@@ -382,7 +382,7 @@ async fn a_broken_or_unreachable_native_upstream_gives_an_error_in_the_apis_shap
         "{:?}",
         exchange.outcome
     );
-    assert_eq!(exchange.replies[0].content, "Half");
+    assert_eq!(exchange.replies[0].text, "Half");
 
     // The Responses upstream cannot be reached: a 502 in the OpenAI shape this API uses.
     let closed = closed_port_url().await;

@@ -39,8 +39,8 @@ async fn relays_events_byte_for_byte() {
 
     let exchange = h.next_exchange().await;
     assert_eq!(exchange.outcome, Outcome::Completed);
-    assert_eq!(exchange.replies[0].content, "Hello é");
-    assert_eq!(exchange.usage.map(|u| u.total_tokens), Some(3));
+    assert_eq!(exchange.replies[0].text, "Hello é");
+    assert_eq!(exchange.usage.map(|u| u.total()), Some(3));
 }
 
 #[tokio::test]
@@ -140,15 +140,9 @@ async fn streamed_tool_calls_are_reassembled() {
     assert!(fragments >= 4, "arguments arrived in fragments: {data:?}");
     let exchange = h.next_exchange().await;
     let calls: Vec<(&str, &str, &str)> = exchange.replies[0]
-        .tool_calls
+        .calls
         .iter()
-        .map(|c| {
-            (
-                c.id.as_str(),
-                c.function.name.as_str(),
-                c.function.arguments.as_str(),
-            )
-        })
+        .map(|c| (c.id.as_str(), c.name.as_str(), c.arguments.as_str()))
         .collect();
     assert_eq!(
         calls,
@@ -158,8 +152,8 @@ async fn streamed_tool_calls_are_reassembled() {
         ]
     );
     assert_eq!(
-        exchange.replies[0].finish_reason.as_deref(),
-        Some("tool_calls")
+        exchange.replies[0].finish,
+        Some(memproxy::conversation::reply::Finish::ToolCalls)
     );
 }
 
@@ -177,7 +171,7 @@ async fn a_broken_upstream_stream_ends_with_an_error_event() {
     let exchange = h.next_exchange().await;
     assert!(matches!(exchange.outcome, Outcome::UpstreamFailed { .. }));
     assert_eq!(
-        exchange.replies[0].content, "partial answer",
+        exchange.replies[0].text, "partial answer",
         "what was generated is kept"
     );
 }
@@ -219,7 +213,7 @@ async fn client_disconnect_cancels_upstream_and_keeps_the_partial_reply() {
     );
     let exchange = h.next_exchange().await;
     assert_eq!(exchange.outcome, Outcome::ClientDisconnected);
-    let partial = &exchange.replies[0].content;
+    let partial = &exchange.replies[0].text;
     assert!(
         partial.starts_with("w0 w1 w2 "),
         "partial reply kept: {partial:?}"

@@ -8,13 +8,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::conversation::reply::{Reply, Usage};
 use crate::conversation::request::Request;
 use crate::error::ProxyError;
 use crate::hooks::{Exchange, Outcome};
 use crate::identity::Scope;
 use crate::mode::Mode;
-use crate::openai::accumulate::AssistantReply;
-use crate::openai::Usage;
 
 use crate::server::SharedState;
 
@@ -78,7 +77,7 @@ impl ExchangeRecorder {
     }
 
     /// Records timing and submits the exchange to the hook; later calls do nothing.
-    pub fn finish(&mut self, replies: Vec<AssistantReply>, usage: Option<Usage>, outcome: Outcome) {
+    pub fn finish(&mut self, replies: Vec<Reply>, usage: Option<Usage>, outcome: Outcome) {
         if self.finished {
             return;
         }

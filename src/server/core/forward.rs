@@ -7,16 +7,16 @@ use axum::body::Bytes;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method};
 use futures_util::StreamExt;
 
+use crate::conversation::reply::{Reply, Usage};
 use crate::error::ProxyError;
 use crate::hooks::Outcome;
 use crate::mode::Mode;
-use crate::openai::accumulate::{AssistantReply, Watch};
-use crate::openai::Usage;
 use crate::upstream::response_headers;
 
 use super::answer::{Answer, AnswerBody};
 use super::exchange::ExchangeRecorder;
 use super::stream::{TeeSettings, TeeStream};
+use super::watch::Watch;
 use crate::server::SharedState;
 
 const MODE_RESPONSE_HEADER: HeaderName = HeaderName::from_static("x-memproxy-mode");
@@ -87,8 +87,7 @@ pub async fn forward(
 
 /// Reads a whole 2xx answer's replies and usage; `Err` says why the body is no answer at all
 /// (the client then gets a 502 saying so, not a body its SDK cannot read).
-pub type ReadWhole =
-    Box<dyn FnOnce(&[u8]) -> Result<(Vec<AssistantReply>, Option<Usage>), String> + Send>;
+pub type ReadWhole = Box<dyn FnOnce(&[u8]) -> Result<(Vec<Reply>, Option<Usage>), String> + Send>;
 
 /// How an answer in one API's shape is read into the neutral replies for the recorder.
 pub struct Reading {

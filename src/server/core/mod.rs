@@ -13,6 +13,7 @@ pub(in crate::server) mod native;
 pub(in crate::server) mod prepare;
 pub(in crate::server) mod stream;
 pub(in crate::server) mod surface;
+pub(in crate::server) mod watch;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,8 +24,8 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use crate::error::ProxyError;
 use crate::identity::resolve_mode;
 use crate::mode::Mode;
-use crate::openai::accumulate::{AssistantReply, StreamAccumulator};
-use crate::openai::{ChatRequest, CompletionView, StreamOptions, Usage};
+use crate::openai::accumulate::StreamAccumulator;
+use crate::openai::{ChatRequest, StreamOptions};
 use crate::upstream::request_headers;
 
 use crate::server::auth::RequestContext;
@@ -78,7 +79,8 @@ pub async fn handle_request(
     );
     let scope = prepare::admit(&state, &context, &headers, &neutral)?;
     if mode == Mode::Explicit {
-        return explicit::handle(state, context, headers, request, scope, started, route).await;
+        let (params, answer) = (request.extra, explicit::Shape { route, started });
+        return explicit::handle(state, context, headers, &neutral, params, scope, answer).await;
     }
 
     // Memproxy asks for usage on streams for its own accounting, and hides it again if the
@@ -127,53 +129,11 @@ pub async fn handle_request(
         body,
         reading: Reading {
             watch: Box::<StreamAccumulator>::default(),
-            whole: Box::new(completion_replies),
+            whole: Box::new(watch::completion_replies),
             strip_usage,
             framing: Default::default(),
         },
         wants_stream,
     };
     prepare::with_memory(state, &headers, (mode, scope), neutral, surface, started).await
-}
-
-/// The replies of a whole Chat Completions answer; `Err` for a body that is no answer: not JSON
-/// (cut off, or an event stream for a request that asked for none), or an error object where the
-/// completion should be. One parse on the usual path.
-fn completion_replies(bytes: &[u8]) -> Result<(Vec<AssistantReply>, Option<Usage>), String> {
-    let shown = |text: &str| text.chars().take(200).collect::<String>();
-    let view: CompletionView = match serde_json::from_slice(bytes) {
-        Ok(view) => view,
-        // JSON of another shape is relayed as it is (nothing to learn from it); only a body that
-        // is not JSON at all is refused.
-        Err(error) => match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
-            Ok(_) => CompletionView::default(),
-            Err(_) => {
-                let body = String::from_utf8_lossy(bytes);
-                return Err(format!(
-                    "its answer is not JSON ({error}): {}",
-                    shown(&body)
-                ));
-            }
-        },
-    };
-    if let (true, Some(error)) = (view.choices.is_empty(), &view.error) {
-        let message = error["message"]
-            .as_str()
-            .or(error.as_str())
-            .unwrap_or("no message");
-        return Err(format!("it answered 200 with an error: {}", shown(message)));
-    }
-    let replies = view
-        .choices
-        .iter()
-        .filter_map(|choice| {
-            let message = choice.message.as_ref()?;
-            Some(AssistantReply::from_message(
-                choice.index,
-                message,
-                choice.finish_reason.clone(),
-            ))
-        })
-        .collect();
-    Ok((replies, view.usage))
 }

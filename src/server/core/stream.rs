@@ -21,10 +21,10 @@ use tokio::time::{Instant, Sleep};
 
 use crate::error::ProxyError;
 use crate::hooks::Outcome;
-use crate::openai::accumulate::Watch;
 use crate::openai::sse::{Framing, SseSplitter};
 
 use super::exchange::ExchangeRecorder;
+use super::watch::Watch;
 
 pub struct TeeStream {
     upstream: BoxStream<'static, reqwest::Result<Bytes>>,

@@ -7,10 +7,10 @@
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use crate::conversation::reply::{Call, Finish, Reply, Usage};
 use crate::conversation::request::Message;
 use crate::error::ProxyError;
-use crate::openai::accumulate::{AssistantReply, Watch};
-use crate::openai::{FunctionCall, ToolCall, Usage};
+use crate::server::core::watch::Watch;
 use crate::strategy::{Placement, Plan};
 
 /// Applies `plan` to the request. `neutral` is the request as the strategy saw it and `origin`
@@ -89,48 +89,45 @@ fn append_system(request: &mut Map<String, Value>, block: &str) {
     }
 }
 
-/// Anthropic `stop_reason` → Chat `finish_reason`.
-fn finish_reason(stop: &str) -> String {
+/// Anthropic's `stop_reason` as why the answer ended (`end_turn`, `stop_sequence`, `pause_turn`
+/// and reasons it does not name yet are an ordinary stop).
+fn finish_of(stop: &str) -> Finish {
     match stop {
-        "max_tokens" => "length",
-        "tool_use" => "tool_calls",
-        "refusal" => "content_filter",
-        _ => "stop",
+        "max_tokens" => Finish::Length,
+        "tool_use" => Finish::ToolCalls,
+        "refusal" => Finish::ContentFilter,
+        _ => Finish::Stop,
     }
-    .to_owned()
 }
 
 fn usage_of(input: u64, output: u64) -> Usage {
     Usage {
         prompt_tokens: input,
         completion_tokens: output,
-        total_tokens: input + output,
+        cached_tokens: None,
     }
 }
 
 /// The reply of a whole Messages answer.
-pub fn whole(bytes: &[u8]) -> (Vec<AssistantReply>, Option<Usage>) {
+pub fn whole(bytes: &[u8]) -> (Vec<Reply>, Option<Usage>) {
     let Ok(message) = serde_json::from_slice::<Value>(bytes) else {
         return (Vec::new(), None);
     };
-    let mut reply = AssistantReply::default();
+    let mut reply = Reply::default();
     for block in message["content"].as_array().into_iter().flatten() {
         match block["type"].as_str() {
             Some("text") => reply
-                .content
+                .text
                 .push_str(block["text"].as_str().unwrap_or_default()),
-            Some("tool_use") => reply.tool_calls.push(ToolCall {
+            Some("tool_use") => reply.calls.push(Call {
                 id: block["id"].as_str().unwrap_or_default().to_owned(),
-                kind: "function".to_owned(),
-                function: FunctionCall {
-                    name: block["name"].as_str().unwrap_or_default().to_owned(),
-                    arguments: block["input"].to_string(),
-                },
+                name: block["name"].as_str().unwrap_or_default().to_owned(),
+                arguments: block["input"].to_string(),
             }),
             _ => {}
         }
     }
-    reply.finish_reason = message["stop_reason"].as_str().map(finish_reason);
+    reply.finish = message["stop_reason"].as_str().map(finish_of);
     let usage = &message["usage"];
     let usage = usage.is_object().then(|| {
         usage_of(
@@ -145,7 +142,7 @@ pub fn whole(bytes: &[u8]) -> (Vec<AssistantReply>, Option<Usage>) {
 #[derive(Default)]
 pub struct MessagesWatch {
     /// Text or tool-call blocks by index: `(text, call)`.
-    blocks: Vec<(usize, String, Option<ToolCall>)>,
+    blocks: Vec<(usize, String, Option<Call>)>,
     input_tokens: u64,
     output_tokens: u64,
     stop: Option<String>,
@@ -167,13 +164,10 @@ impl Watch for MessagesWatch {
             }
             "content_block_start" => {
                 let block = &event["content_block"];
-                let call = (block["type"] == "tool_use").then(|| ToolCall {
+                let call = (block["type"] == "tool_use").then(|| Call {
                     id: block["id"].as_str().unwrap_or_default().to_owned(),
-                    kind: "function".to_owned(),
-                    function: FunctionCall {
-                        name: block["name"].as_str().unwrap_or_default().to_owned(),
-                        arguments: String::new(),
-                    },
+                    name: block["name"].as_str().unwrap_or_default().to_owned(),
+                    arguments: String::new(),
                 });
                 let text = block["text"].as_str().unwrap_or_default().to_owned();
                 self.blocks.push((index, text, call));
@@ -188,7 +182,6 @@ impl Watch for MessagesWatch {
                         text.push_str(delta["text"].as_str().unwrap_or_default())
                     }
                     (Some("input_json_delta"), Some(call)) => call
-                        .function
                         .arguments
                         .push_str(delta["partial_json"].as_str().unwrap_or_default()),
                     _ => {}
@@ -226,21 +219,21 @@ impl Watch for MessagesWatch {
         self.error.clone()
     }
 
-    fn replies(&self) -> Vec<AssistantReply> {
-        let mut reply = AssistantReply {
-            finish_reason: self.stop.as_deref().map(finish_reason),
-            ..AssistantReply::default()
+    fn replies(&self) -> Vec<Reply> {
+        let mut reply = Reply {
+            finish: self.stop.as_deref().map(finish_of),
+            ..Reply::default()
         };
         for (_, text, call) in &self.blocks {
             match call {
                 Some(call) => {
                     let mut call = call.clone();
-                    if call.function.arguments.is_empty() {
-                        call.function.arguments = "{}".to_owned();
+                    if call.arguments.is_empty() {
+                        call.arguments = "{}".to_owned();
                     }
-                    reply.tool_calls.push(call);
+                    reply.calls.push(call);
                 }
-                None => reply.content.push_str(text),
+                None => reply.text.push_str(text),
             }
         }
         vec![reply]

@@ -11,11 +11,11 @@ use axum::response::Response;
 use serde_json::{json, Map, Value};
 
 use super::reply::Route;
+use crate::conversation::reply::{Call as ReplyCall, Finish, Reply, Usage};
 use crate::conversation::request::Message;
 use crate::error::ProxyError;
-use crate::openai::accumulate::{AssistantReply, Watch};
 use crate::openai::sse::Framing;
-use crate::openai::{FunctionCall, ToolCall, Usage};
+use crate::server::core::watch::Watch;
 use crate::strategy::{Placement, Plan};
 
 use crate::server::core::forward::Reading;
@@ -183,20 +183,20 @@ fn append(message: &mut Value, block: &str) {
     });
 }
 
-/// Ollama `done_reason` → Chat `finish_reason`.
-fn finish_reason(done: &str, calls: bool) -> String {
+/// Ollama's `done_reason` as why the answer ended (Ollama says `stop` for an answer with tool
+/// calls too).
+fn finish_of(done: &str, calls: bool) -> Finish {
     match (done, calls) {
-        ("length", _) => "length",
-        (_, true) => "tool_calls",
-        _ => "stop",
+        ("length", _) => Finish::Length,
+        (_, true) => Finish::ToolCalls,
+        _ => Finish::Stop,
     }
-    .to_owned()
 }
 
 /// Reads Ollama's objects (the whole answer, or each streamed line) into the reply.
 #[derive(Default)]
 pub struct OllamaWatch {
-    reply: AssistantReply,
+    reply: Reply,
     usage: Option<Usage>,
     done: bool,
     error: Option<String>,
@@ -213,39 +213,36 @@ impl OllamaWatch {
             .as_str()
             .or_else(|| object["response"].as_str())
             .unwrap_or_default();
-        self.reply.content.push_str(text);
+        self.reply.text.push_str(text);
         for call in message["tool_calls"].as_array().into_iter().flatten() {
-            let position = self.reply.tool_calls.len();
+            let position = self.reply.calls.len();
             let arguments = match &call["function"]["arguments"] {
                 Value::String(text) => text.clone(),
                 Value::Null => "{}".to_owned(),
                 other => other.to_string(),
             };
-            self.reply.tool_calls.push(ToolCall {
+            self.reply.calls.push(ReplyCall {
                 id: call["id"]
                     .as_str()
                     .map_or_else(|| format!("call_{position}"), str::to_owned),
-                kind: "function".to_owned(),
-                function: FunctionCall {
-                    name: call["function"]["name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                    arguments,
-                },
+                name: call["function"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                arguments,
             });
         }
         if object["done"] == true {
             self.done = true;
-            let calls = !self.reply.tool_calls.is_empty();
+            let calls = !self.reply.calls.is_empty();
             let done = object["done_reason"].as_str().unwrap_or("stop");
-            self.reply.finish_reason = Some(finish_reason(done, calls));
+            self.reply.finish = Some(finish_of(done, calls));
             let prompt = object["prompt_eval_count"].as_u64().unwrap_or(0);
             let completion = object["eval_count"].as_u64().unwrap_or(0);
             self.usage = Some(Usage {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
-                total_tokens: prompt + completion,
+                cached_tokens: None,
             });
         }
     }
@@ -266,7 +263,7 @@ impl Watch for OllamaWatch {
         self.error.clone()
     }
 
-    fn replies(&self) -> Vec<AssistantReply> {
+    fn replies(&self) -> Vec<Reply> {
         vec![self.reply.clone()]
     }
 
@@ -280,7 +277,7 @@ impl Watch for OllamaWatch {
 }
 
 /// The reply of a whole Ollama answer.
-pub fn whole(bytes: &[u8]) -> (Vec<AssistantReply>, Option<Usage>) {
+pub fn whole(bytes: &[u8]) -> (Vec<Reply>, Option<Usage>) {
     let Ok(object) = serde_json::from_slice::<Value>(bytes) else {
         return (Vec::new(), None);
     };

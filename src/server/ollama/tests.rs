@@ -256,17 +256,18 @@ fn a_whole_ollama_answer_and_its_stream_read_into_the_same_reply() {
             "tool_calls":[{"function":{"name":"t","arguments":{"x":1}}}]},
             "done":true,"done_reason":"stop","prompt_eval_count":5,"eval_count":2}"#,
     );
-    assert_eq!(replies[0].content, "Hi");
-    assert_eq!(replies[0].tool_calls[0].function.arguments, r#"{"x":1}"#);
-    assert_eq!(replies[0].finish_reason.as_deref(), Some("tool_calls"));
-    assert_eq!(usage.map(|u| u.total_tokens), Some(7));
-    use crate::openai::accumulate::Watch;
+    use crate::conversation::reply::Finish;
+    assert_eq!(replies[0].text, "Hi");
+    assert_eq!(replies[0].calls[0].arguments, r#"{"x":1}"#);
+    assert_eq!(replies[0].finish, Some(Finish::ToolCalls));
+    assert_eq!(usage.map(|u| u.total()), Some(7));
+    use crate::server::core::watch::Watch;
     let mut watch = native::OllamaWatch::default();
     watch.observe(r#"{"message":{"role":"assistant","content":"H"},"done":false}"#);
     assert!(!watch.finished());
     watch.observe(r#"{"message":{"role":"assistant","content":"i"},"done":false}"#);
     watch.observe(r#"{"message":{"role":"assistant","content":""},"done":true,"done_reason":"length","eval_count":2}"#);
     assert!(watch.finished());
-    assert_eq!(watch.replies()[0].content, "Hi");
-    assert_eq!(watch.replies()[0].finish_reason.as_deref(), Some("length"));
+    assert_eq!(watch.replies()[0].text, "Hi");
+    assert_eq!(watch.replies()[0].finish, Some(Finish::Length));
 }

@@ -9,10 +9,10 @@
 use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
+use crate::conversation::reply::{Finish, Reply, Usage};
 use crate::conversation::request::Message;
 use crate::error::ProxyError;
-use crate::openai::accumulate::{AssistantReply, Watch};
-use crate::openai::{ChatMessage, Usage};
+use crate::server::core::watch::Watch;
 use crate::strategy::{Placement, Plan};
 
 /// Applies `plan` to the request. `neutral` is the request as the strategy saw it and `origin`
@@ -93,38 +93,24 @@ fn append_instructions(request: &mut Map<String, Value>, block: &str) {
 }
 
 /// The reply and usage of a `response` object.
-pub fn reply_of(response: &Value) -> (Vec<AssistantReply>, Option<Usage>) {
-    let message: Option<ChatMessage> =
-        serde_json::from_value(super::reply::assistant_message(response)).ok();
-    let finish = match response["status"].as_str() {
-        Some("incomplete") => "length",
-        _ if response["output"]
-            .as_array()
-            .is_some_and(|o| o.iter().any(|i| i["type"] == "function_call")) =>
-        {
-            "tool_calls"
-        }
-        _ => "stop",
-    };
-    let replies = message
-        .map(|m| AssistantReply::from_message(0, &m, Some(finish.to_owned())))
-        .into_iter()
-        .collect();
-    let usage = &response["usage"];
-    let usage = usage.is_object().then(|| {
-        let input = usage["input_tokens"].as_u64().unwrap_or(0);
-        let output = usage["output_tokens"].as_u64().unwrap_or(0);
-        Usage {
-            prompt_tokens: input,
-            completion_tokens: output,
-            total_tokens: input + output,
-        }
+pub fn reply_of(response: &Value) -> (Vec<Reply>, Option<Usage>) {
+    let mut reply = super::reply::said(response);
+    reply.finish = Some(match response["status"].as_str() {
+        Some("incomplete") => Finish::Length,
+        _ if !reply.calls.is_empty() => Finish::ToolCalls,
+        _ => Finish::Stop,
     });
-    (replies, usage)
+    let usage = &response["usage"];
+    let usage = usage.is_object().then(|| Usage {
+        prompt_tokens: usage["input_tokens"].as_u64().unwrap_or(0),
+        completion_tokens: usage["output_tokens"].as_u64().unwrap_or(0),
+        cached_tokens: usage["input_tokens_details"]["cached_tokens"].as_u64(),
+    });
+    (vec![reply], usage)
 }
 
 /// The reply of a whole Responses answer.
-pub fn whole(bytes: &[u8]) -> (Vec<AssistantReply>, Option<Usage>) {
+pub fn whole(bytes: &[u8]) -> (Vec<Reply>, Option<Usage>) {
     match serde_json::from_slice::<Value>(bytes) {
         Ok(response) => reply_of(&response),
         Err(_) => (Vec::new(), None),
@@ -196,12 +182,12 @@ impl Watch for ResponsesWatch {
         self.error.clone()
     }
 
-    fn replies(&self) -> Vec<AssistantReply> {
+    fn replies(&self) -> Vec<Reply> {
         match &self.done {
             Some(response) => reply_of(response).0,
-            None => vec![AssistantReply {
-                content: self.text.clone(),
-                ..AssistantReply::default()
+            None => vec![Reply {
+                text: self.text.clone(),
+                ..Reply::default()
             }],
         }
     }

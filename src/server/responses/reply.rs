@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::conversation::reply::{Finish, Reply, Usage};
+use crate::conversation::reply::{Call, Finish, Reply, Usage};
 
 /// A fresh response id.
 pub fn new_id() -> String {
@@ -120,28 +120,42 @@ pub fn message_id(response: &Value) -> String {
     format!("msg_{}", id.trim_start_matches("resp_"))
 }
 
-/// The response's output as the Chat Completions assistant message (for the next turn).
-pub fn assistant_message(response: &Value) -> Value {
-    let mut text = String::new();
-    let mut calls = Vec::new();
+/// What a `response` object's output said (its text, its function calls), as the neutral reply.
+pub fn said(response: &Value) -> Reply {
+    let mut reply = Reply::default();
     for item in response["output"].as_array().into_iter().flatten() {
         match item["type"].as_str() {
             Some("message") => {
                 for part in item["content"].as_array().into_iter().flatten() {
-                    text.push_str(part["text"].as_str().unwrap_or_default());
+                    reply
+                        .text
+                        .push_str(part["text"].as_str().unwrap_or_default());
                 }
             }
-            Some("function_call") => calls.push(json!({"id": item["call_id"], "type": "function",
-                "function": {"name": item["name"], "arguments": item["arguments"]}})),
+            Some("function_call") => reply.calls.push(Call {
+                id: item["call_id"].as_str().unwrap_or_default().to_owned(),
+                name: item["name"].as_str().unwrap_or_default().to_owned(),
+                arguments: item["arguments"].as_str().unwrap_or_default().to_owned(),
+            }),
             _ => {}
         }
     }
-    let mut message = json!({"role": "assistant", "content": text});
-    if !calls.is_empty() {
-        if text.is_empty() {
+    reply
+}
+
+/// The response's output as the Chat Completions assistant message (for the next turn).
+pub fn assistant_message(response: &Value) -> Value {
+    let reply = said(response);
+    let mut message = json!({"role": "assistant", "content": reply.text});
+    if !reply.calls.is_empty() {
+        if reply.text.is_empty() {
             message["content"] = Value::Null;
         }
-        message["tool_calls"] = Value::Array(calls);
+        let calls = reply.calls.iter().map(|call| {
+            json!({"id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments}})
+        });
+        message["tool_calls"] = Value::Array(calls.collect());
     }
     message
 }

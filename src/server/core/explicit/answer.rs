@@ -22,7 +22,7 @@ use crate::server::SharedState;
 
 /// What the answer needs besides the turn's outcome.
 #[derive(Clone)]
-pub(super) struct Shape {
+pub(in crate::server) struct Shape {
     pub route: &'static str,
     pub started: std::time::Instant,
 }
@@ -37,7 +37,7 @@ impl Shape {
             .observe_timing(self.route, "explicit", llm, overhead);
         state
             .metrics
-            .count_exchange("explicit", "completed", Some(outcome.usage));
+            .count_exchange("explicit", "completed", Some(outcome.usage.into()));
         overhead
     }
 

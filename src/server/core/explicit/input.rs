@@ -1,14 +1,21 @@
-//! What an agent turn takes from the client's chat request: the new user messages (after the
-//! last assistant message), that message's text, the results of the tool calls that message made (resuming a paused
-//! turn), the client's system prompt, and the parameters (sampling, and its tools).
+//! What an agent turn takes from the client's request, read in its neutral form: the new user
+//! messages (after the last assistant message), that message's text, the results of the tool
+//! calls that message made (resuming a paused turn), the client's system prompt; and, as the
+//! Chat Completions upstream takes them, the client's parameters (sampling, and its tools).
+
+use serde_json::{Map, Value};
 
 use crate::agent::{ToolResult, TurnInput};
+use crate::conversation::request::Request;
 use crate::error::ProxyError;
 use crate::identity::Scope;
-use crate::openai::ChatRequest;
 use crate::store::UserScope;
 
-pub fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, ProxyError> {
+pub fn turn_input(
+    request: &Request,
+    params: Map<String, Value>,
+    scope: &Scope,
+) -> Result<TurnInput, ProxyError> {
     let last_assistant = request.messages.iter().rposition(|m| m.role == "assistant");
     let start = last_assistant.map_or(0, |i| i + 1);
     let tail = &request.messages[start..];
@@ -17,7 +24,7 @@ pub fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, Pro
         if message.role != "tool" {
             continue;
         }
-        let Some(call_id) = message.tool_call_id.clone().filter(|id| !id.is_empty()) else {
+        let Some(call_id) = message.call_id.clone().filter(|id| !id.is_empty()) else {
             return Err(ProxyError::invalid(
                 "A tool message needs the 'tool_call_id' of the call it answers.",
                 Some(&format!("messages[{}].tool_call_id", start + offset)),
@@ -29,7 +36,7 @@ pub fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, Pro
         });
     }
     let calls = last_assistant
-        .and_then(|i| request.messages[i].tool_calls.as_ref())
+        .and_then(|i| request.messages[i].calls.as_ref())
         .filter(|calls| !calls.is_empty());
     match (calls, tool_results.is_empty()) {
         (Some(calls), true) => {
@@ -65,7 +72,7 @@ pub fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, Pro
     let system: Vec<String> = request
         .messages
         .iter()
-        .filter(|m| m.role == "system" || m.role == "developer")
+        .filter(|m| m.is_system())
         .map(|m| m.text())
         .filter(|text| !text.trim().is_empty())
         .collect();
@@ -80,7 +87,7 @@ pub fn turn_input(request: &ChatRequest, scope: &Scope) -> Result<TurnInput, Pro
             .map(|i| request.messages[i].text())
             .filter(|text| !text.trim().is_empty()),
         tool_results,
-        params: request.extra.clone(),
+        params,
         clock: scope.time_ms,
         record: scope.record,
         from_agent: None,

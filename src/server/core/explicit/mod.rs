@@ -6,7 +6,6 @@ mod answer;
 mod input;
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use axum::http::HeaderMap;
 use futures_util::StreamExt;
@@ -14,11 +13,14 @@ use futures_util::StreamExt;
 use crate::agent::{TurnTasks, UpstreamModel};
 use crate::error::ProxyError;
 use crate::identity::Scope;
-use crate::openai::ChatRequest;
+use serde_json::{Map, Value};
+
+use crate::conversation::request::Request;
 use crate::upstream::request_headers;
 
 pub(in crate::server) use answer::failure;
-use answer::{early_stream, whole, Shape};
+pub(in crate::server) use answer::Shape;
+use answer::{early_stream, whole};
 pub(in crate::server) use input::turn_input;
 
 use crate::server::auth::RequestContext;
@@ -29,12 +31,13 @@ pub async fn handle(
     state: SharedState,
     context: RequestContext,
     headers: HeaderMap,
-    request: ChatRequest,
+    neutral: &Request,
+    params: Map<String, Value>,
     scope: Scope,
-    started: Instant,
-    route: &'static str,
+    answer: Shape,
 ) -> Result<Answer, ProxyError> {
-    let input = turn_input(&request, &scope)?;
+    let input = turn_input(neutral, params, &scope)?;
+    let stream = neutral.stream;
     let authorization = state.upstream.authorization(
         context.client_authorization.as_ref(),
         !state.tenant_keys.is_empty(),
@@ -48,9 +51,8 @@ pub async fn handle(
         after: &state.after_exchange,
     };
     let mut turn = state.agents.start_turn(model, input, tasks);
-    let answer = Shape { route, started };
     let keepalive = state.agents.config().stream_keepalive;
-    let joined = if request.is_stream() && !keepalive.is_zero() {
+    let joined = if stream && !keepalive.is_zero() {
         match tokio::time::timeout(keepalive, &mut turn).await {
             Ok(joined) => joined,
             Err(_) => return Ok(early_stream(state, scope, answer, turn, keepalive)),
@@ -69,7 +71,7 @@ pub async fn handle(
             }
         };
     let overhead = answer.record(&state, &outcome);
-    let mut reply = if request.is_stream() {
+    let mut reply = if stream {
         let events = answer
             .events(&outcome)
             .into_iter()
