@@ -250,6 +250,39 @@ async fn the_window_cuts_an_anthropic_history_at_a_turn_never_between_a_tool_cal
 }
 
 #[tokio::test]
+async fn the_window_keeps_a_responses_requests_developer_instructions_as_every_api_does() {
+    let h = harness_with(|c| {
+        native(c);
+        c.memory.history_budget_tokens = 60;
+    })
+    .await;
+    let long = "filler ".repeat(80);
+    let input = json!([
+        {"role": "developer", "content": "Answer in French."},
+        {"role": "user", "content": long},
+        {"role": "assistant", "content": long},
+        {"role": "user", "content": "What is the capital of Peru?"}
+    ]);
+    let answer = post(
+        &h,
+        "/window/v1/responses",
+        "rosa",
+        &json!({"model": "gpt-x", "input": input}).to_string(),
+    )
+    .await;
+    assert_eq!(answer.status(), 200);
+    let seen = upstream_saw(&h, "/v1/responses")
+        .last()
+        .expect("sent")
+        .json();
+    assert_eq!(
+        seen["input"],
+        json!([input[0], input[3]]),
+        "the old turns go, the developer's instruction stays"
+    );
+}
+
+#[tokio::test]
 async fn responses_keep_their_chain_upstream_and_memory_goes_into_instructions() {
     let h = harness_with(native).await;
     let first = post(

@@ -360,3 +360,35 @@ async fn an_ollama_upstream_gets_memory_in_its_own_shape_and_everything_else_byt
         .iter()
         .any(|r| r.path_and_query == "/api/ps"));
 }
+
+#[tokio::test]
+async fn the_window_keeps_an_ollama_chats_system_messages_on_the_ollama_upstream() {
+    let h = harness_with(|c| {
+        ollama_upstream(c);
+        c.memory.history_budget_tokens = 60;
+    })
+    .await;
+    let long = "filler ".repeat(80);
+    let messages = json!([
+        {"role": "system", "content": "Be kind."},
+        {"role": "user", "content": long},
+        {"role": "system", "content": "Answer in French."},
+        {"role": "assistant", "content": long},
+        {"role": "user", "content": "What is the capital of Peru?"}
+    ]);
+    let body = json!({"model": "qwen3:1b", "stream": false, "messages": messages});
+    let answer = ollama(&h, "/window/api/chat", "ines", body).await;
+    assert_eq!(answer.status(), 200);
+    let sent = h
+        .mock
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path_and_query == "/api/chat")
+        .expect("relayed to the Ollama server")
+        .json();
+    assert_eq!(
+        sent["messages"],
+        json!([messages[0], messages[2], messages[4]]),
+        "the old turns go, every system message stays"
+    );
+}

@@ -117,10 +117,16 @@ pub(super) fn apply_chat(
     while cut > leading && messages[cut]["role"] != "user" {
         cut -= 1;
     }
-    if cut > leading {
-        messages.drain(leading..cut);
-    }
-    let dropped = cut.saturating_sub(leading);
+    // The turns before the cut go; a system message among them stays where it is, as
+    // `Plan::apply` keeps it on every other form (it instructs, it is not a turn).
+    let before = messages.len();
+    let mut at = 0;
+    messages.retain(|message| {
+        let keep = at < leading || at >= cut || message["role"] == "system";
+        at += 1;
+        keep
+    });
+    let dropped = before - messages.len();
     let Some((block, placement)) = &plan.block else {
         return;
     };

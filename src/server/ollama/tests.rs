@@ -186,6 +186,27 @@ fn a_plan_keeps_the_system_drops_old_turns_whole_and_places_the_block() {
     assert_eq!(messages[3]["content"], "new");
 }
 
+#[test]
+fn a_system_message_among_the_dropped_turns_stays_as_on_every_other_form() {
+    let request = json!({"model": "m", "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "old"},
+        {"role": "system", "content": "Mid-chat rule."},
+        {"role": "assistant", "content": "old answer"},
+        {"role": "user", "content": "new"}]});
+    let kept = applied(request, &plan(4, Some(Placement::User)));
+    let texts: Vec<&str> = kept["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        texts,
+        ["Be brief.", "Mid-chat rule.", "<memory>B</memory>\n\nnew"]
+    );
+}
+
 fn stream_lines(events: &[&str], route: Route) -> Vec<Value> {
     let mut translator = Translator::new(route, "m", std::time::Instant::now());
     let mut reader = crate::openai::reply::ChunkReader::default();

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use crate::conversation::reply::{Finish, Reply, Usage};
-use crate::conversation::request::Message;
+use crate::conversation::request::{is_system_role, Message};
 use crate::error::ProxyError;
 use crate::server::core::watch::Watch;
 use crate::strategy::{Placement, Plan};
@@ -30,11 +30,11 @@ pub fn apply(
         .iter()
         .rposition(|m| m.role == "user")
         .map(|i| origin.get(i).copied().flatten());
-    let mut cut = 0;
+    let mut dropped = 0;
     if let Some(Value::Array(items)) = request.get_mut("input") {
         if !chained && !items.is_empty() {
             // The first item kept starts a turn: a message, not a call's output.
-            cut = origin
+            let mut cut = origin
                 .get(plan.first_kept)
                 .copied()
                 .flatten()
@@ -43,7 +43,16 @@ pub fn apply(
             while cut > 0 && !is_message(&items[cut]) {
                 cut -= 1;
             }
-            items.drain(..cut);
+            // A system or developer message before the cut stays where it is, as `Plan::apply`
+            // keeps it on every other form (it instructs, it is not a turn).
+            let before = items.len();
+            let mut at = 0;
+            items.retain(|item| {
+                let keep = at >= cut || item["role"].as_str().is_some_and(is_system_role);
+                at += 1;
+                keep
+            });
+            dropped = before - items.len();
         }
     }
     let Some((block, placement)) = &plan.block else {
@@ -52,7 +61,7 @@ pub fn apply(
     match (placement, request.get_mut("input")) {
         (Placement::User, Some(Value::String(text))) => *text = format!("{block}\n\n{text}"),
         (Placement::User, Some(Value::Array(items))) => {
-            match newest_user.flatten().and_then(|i| i.checked_sub(cut)) {
+            match newest_user.flatten().and_then(|i| i.checked_sub(dropped)) {
                 Some(at) if at < items.len() => prepend(&mut items[at], block),
                 _ => append_instructions(request, block),
             }

@@ -199,6 +199,27 @@ fn a_plan_edits_the_request_in_the_responses_shape() {
     assert_eq!(chained["input"], items);
 }
 
+#[test]
+fn a_developer_message_before_the_cut_stays_as_on_every_other_form() {
+    use crate::strategy::Placement;
+    let items = json!([
+        {"role": "developer", "content": "Answer in French."},
+        {"role": "user", "content": "old"},
+        {"role": "system", "content": "Mid-chat rule."},
+        {"role": "assistant", "content": "old answer"},
+        {"role": "user", "content": "new"}]);
+    let cut = planned(
+        json!({"model": "m", "input": items}),
+        4,
+        Some(Placement::User),
+    );
+    assert_eq!(
+        cut["input"],
+        json!([items[0], items[2],
+            {"role": "user", "content": "<memory>m</memory>\n\nnew"}])
+    );
+}
+
 mod plan_properties {
     use proptest::prelude::*;
     use serde_json::{json, Value};
