@@ -36,6 +36,16 @@ async fn lines(response: reqwest::Response) -> Vec<Value> {
         .collect()
 }
 
+/// The newest chat the scripted Ollama server got.
+fn ollama_server_got(h: &Harness) -> Value {
+    h.mock
+        .requests()
+        .into_iter()
+        .rfind(|r| r.path_and_query == "/api/chat")
+        .expect("relayed to the Ollama server")
+        .json()
+}
+
 fn ollama_upstream(c: &mut memproxy::config::Config) {
     let root = c.upstream.url.trim_end_matches("/v1").to_owned();
     c.upstream.ollama = Some(ApiUpstream {
@@ -295,13 +305,7 @@ async fn an_ollama_upstream_gets_memory_in_its_own_shape_and_everything_else_byt
                      {"role": "user", "content": "What is my cat called?"}]});
     let got = lines(ollama(&h, "/implicit/api/chat", "noa", asked).await).await;
     assert_eq!(got.last().map(|l| l["done"].clone()), Some(json!(true)));
-    let sent = h
-        .mock
-        .requests()
-        .into_iter()
-        .rfind(|r| r.path_and_query == "/api/chat")
-        .expect("relayed to the Ollama server")
-        .json();
+    let sent = ollama_server_got(&h);
     assert!(sent.to_string().contains("Miso"), "memory applied: {sent}");
     assert_eq!(
         sent["options"],
@@ -379,13 +383,7 @@ async fn the_window_keeps_an_ollama_chats_system_messages_on_the_ollama_upstream
     let body = json!({"model": "qwen3:1b", "stream": false, "messages": messages});
     let answer = ollama(&h, "/window/api/chat", "ines", body).await;
     assert_eq!(answer.status(), 200);
-    let sent = h
-        .mock
-        .requests()
-        .into_iter()
-        .rfind(|r| r.path_and_query == "/api/chat")
-        .expect("relayed to the Ollama server")
-        .json();
+    let sent = ollama_server_got(&h);
     assert_eq!(
         sent["messages"],
         json!([messages[0], messages[2], messages[4]]),
