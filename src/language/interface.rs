@@ -101,6 +101,8 @@ pub struct WordLists {
     pub subject_joins: &'static [&'static str],
     /// Pronouns of another person or thing ("he", "she", "they", "it").
     pub subject_others: &'static [&'static str],
+    /// How a fact gives the user a name (lowercase, with the space after: "the user is ").
+    pub subject_naming: &'static [&'static str],
     /// Pronouns that leave a fact without a referent when nothing else names it.
     pub subject_bare: &'static [&'static str],
     /// Openings of a statement about no one.

@@ -1,6 +1,7 @@
 //! Grounding: a fact is the user's only when the user's own statement says it. Over real HTTP,
 //! with a scripted memory LLM that names a source for each fact as the extraction prompt asks:
-//! the assistant's suggestion, a request and another person's age given to the user are refused,
+//! the assistant's suggestion, a request, another person's age and another person's name given
+//! to the user are refused,
 //! the suggestion the user took is kept as their choice, and every stored fact carries the
 //! user's words that state it and whom it is about.
 
@@ -26,6 +27,8 @@ async fn only_the_users_own_statements_become_their_facts() {
                  "text": "The user is 71 years old.", "kind": "fact"},
                 {"quote": "My teacher Dorota is 71", "said_as": "statement", "about": "Dorota",
                  "text": "The user's teacher Dorota is 71 years old.", "kind": "fact"},
+                {"quote": "My teacher Dorota is 71", "said_as": "statement", "about": "user",
+                 "text": "The user's name is Dorota.", "kind": "fact"},
                 {"quote": "Help me prepare three questions for the museum guide",
                  "said_as": "request", "about": "user",
                  "text": "The user is preparing three questions for the museum guide.",

@@ -396,6 +396,10 @@ pub(super) const SUBJECT_JOINS: [&str; 8] = [
 
 pub(super) const SUBJECT_OTHERS: [&str; 4] = ["he", "she", "they", "it"];
 
+/// How a fact gives the user a name.
+pub(super) const SUBJECT_NAMING: [&str; 3] =
+    ["the user is ", "the user's name is ", "the user is called "];
+
 /// Pronouns that leave a fact without a referent when nothing else names it.
 pub(super) const SUBJECT_BARE: [&str; 6] = ["it", "them", "this", "that", "these", "those"];
 

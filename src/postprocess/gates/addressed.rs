@@ -51,9 +51,11 @@ pub fn about_addressed(fact: &str, names: &[String]) -> bool {
         let starts = trimmed
             .strip_prefix(name.as_str())
             .is_some_and(|rest| rest.starts_with([' ', '\'', '\u{2019}']));
-        let named = ["The user is ", "The user's name is ", "The user is called "]
+        let (lower, name) = (trimmed.to_lowercase(), name.to_lowercase());
+        let named = super::lists()
+            .subject_naming
             .iter()
-            .any(|lead| trimmed.strip_prefix(lead) == Some(name.as_str()));
+            .any(|lead| lower.strip_prefix(lead) == Some(name.as_str()));
         starts || named
     })
 }

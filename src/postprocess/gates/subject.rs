@@ -56,6 +56,27 @@ fn own_names(texts: &[&str]) -> Vec<String> {
     names
 }
 
+/// The name a fact gives the user ("The user is Lena.", "The user's name is Lena, …"),
+/// lowercased: a capitalised word right after how facts give names.
+pub(super) fn name_given(fact: &str) -> Option<String> {
+    let fact = fact.trim();
+    let lower = fact.to_lowercase();
+    // The longest lead that fits ("the user is called " before "the user is ").
+    let lead = super::lists()
+        .subject_naming
+        .iter()
+        .filter(|lead| lower.starts_with(**lead))
+        .max_by_key(|lead| lead.len())?;
+    let word = fact
+        .get(lead.len()..)?
+        .split(|c: char| !c.is_alphanumeric() && c != '-')
+        .next()?;
+    word.chars()
+        .next()
+        .is_some_and(char::is_uppercase)
+        .then(|| word.to_lowercase())
+}
+
 /// The clause's subject, from its first words.
 fn subject_of(clause: &[String], names: &[String]) -> Subject {
     let start: Vec<&str> = clause
@@ -117,6 +138,16 @@ fn clauses(text: &str, names: &[String]) -> Vec<(Subject, Vec<String>)> {
 /// `known`: what is already known about the user (stored memories, the agent's block), where a
 /// name given earlier ("a dog named Pixel") may be.
 pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<String> {
+    // Who the user is is the user's to say: a name the user gave someone or something else ("our
+    // cat Miso", "my teacher Dorota") made the user's own ("The user is Miso, a 14-year-old
+    // cat", "The user's name is Dorota.") belongs to that other, unless the user also called
+    // themselves so.
+    if let Some(name) = name_given(fact) {
+        let all = [user_texts, known].concat();
+        if names_of_others(&all).contains(&name) && !own_names(&all).contains(&name) {
+            return Some(name);
+        }
+    }
     let lower = fact.trim().to_lowercase();
     let about_user = (lower.starts_with("the user ") || lower.starts_with("user "))
         && !lower.starts_with("the user's")
@@ -295,6 +326,38 @@ mod tests {
             someone_else("The user works at the hospital.", &pronoun, &[]),
             Some("she".to_owned())
         );
+    }
+
+    #[test]
+    fn the_user_is_never_named_after_someone_they_named() {
+        let pet = ["Our dog Pixel is 9 and the vet says he has arthritis."];
+        assert_eq!(
+            someone_else(
+                "The user is Pixel, a 9-year-old dog with arthritis.",
+                &pet,
+                &[]
+            ),
+            Some("pixel".to_owned())
+        );
+        let teacher = ["I'm Ines, and my teacher Dorota still plays in a quartet at 71."];
+        assert_eq!(
+            someone_else("The user's name is Dorota.", &teacher, &[]),
+            Some("dorota".to_owned())
+        );
+        assert_eq!(
+            someone_else("The user is called Dorota.", &teacher, &[]),
+            Some("dorota".to_owned())
+        );
+        assert_eq!(someone_else("The user is Ines.", &teacher, &[]), None);
+        // A name the user also gave themselves stays theirs; other words after "is" are no name.
+        let shared = ["I'm Max, and my dog Max hates the rain."];
+        assert_eq!(someone_else("The user is Max.", &shared, &[]), None);
+        assert_eq!(someone_else("The user is British.", &teacher, &[]), None);
+        assert_eq!(
+            name_given("The user's name is Ana-Lucia, 34."),
+            Some("ana-lucia".to_owned())
+        );
+        assert_eq!(name_given("The user is a nurse."), None);
     }
 
     #[test]
