@@ -100,6 +100,23 @@ pub fn reply_of_message(message: &super::ChatMessage, finish: Option<&str>) -> R
     }
 }
 
+/// A reply as the Chat Completions assistant message: its text, and its calls as `tool_calls`
+/// (with `content: null` when it only calls).
+pub fn assistant_message(reply: &Reply) -> Value {
+    let mut message = serde_json::json!({"role": "assistant", "content": reply.text});
+    if !reply.calls.is_empty() {
+        let calls = reply.calls.iter().map(|call| {
+            serde_json::json!({"id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments}})
+        });
+        if reply.text.is_empty() {
+            message["content"] = Value::Null;
+        }
+        message["tool_calls"] = Value::Array(calls.collect());
+    }
+    message
+}
+
 /// An error object (OpenAI's `{"message", "type", "code"}`, or a bare string) as the in-stream
 /// failure.
 pub fn failed(error: &Value) -> Event {

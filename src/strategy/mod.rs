@@ -11,6 +11,6 @@ mod tasks;
 
 pub use crate::config::memory::{MemoryConfig, MemoryLlmConfig};
 pub use inject::Placement;
-pub use plan::Plan;
+pub use plan::{cut_keeps, Plan};
 pub use preprocess::{prepare, turns_of, Rewrite};
 pub use tasks::is_client_task;

@@ -18,6 +18,13 @@ pub struct Plan {
     pub block: Option<(String, super::Placement)>,
 }
 
+/// What a cut at `cut` keeps of the message at `at`: the turns from the cut on, and every
+/// system or developer message wherever it is (it instructs, it is not a turn). Every form
+/// applies this one rule: `Plan::apply`, and the relays to their own JSON.
+pub fn cut_keeps(at: usize, cut: usize, system: bool) -> bool {
+    at >= cut || system
+}
+
 impl Plan {
     /// The messages with the plan applied: the leading system messages, any system message among
     /// the dropped turns, the turns from `first_kept` on; then the block in place.
@@ -27,7 +34,7 @@ impl Plan {
         let mut kept: Vec<M> = messages
             .iter()
             .enumerate()
-            .filter(|&(at, message)| at >= self.first_kept || system(message))
+            .filter(|&(at, message)| cut_keeps(at, self.first_kept, system(message)))
             .map(|(_, message)| message.clone())
             .collect();
         if let Some((text, placement)) = &self.block {

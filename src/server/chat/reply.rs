@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use crate::conversation::reply::{CallPart, Event, Reply, Usage};
-use crate::openai::reply::finish_name;
+use crate::openai::reply::{assistant_message, finish_name};
 use crate::openai::translate::{translate_stream, StreamTranslator};
 
 use crate::server::core::{Answer, AnswerBody};
@@ -66,21 +66,7 @@ fn usage_json(usage: &Usage) -> Value {
 
 /// A whole reply as a `chat.completion`, named `model` as the client asked.
 pub fn completion(reply: &Reply, model: &str) -> Value {
-    let mut message = json!({"role": "assistant", "content": reply.text});
-    if !reply.calls.is_empty() {
-        let calls: Vec<Value> = reply
-            .calls
-            .iter()
-            .map(|call| {
-                json!({"id": call.id, "type": "function",
-                    "function": {"name": call.name, "arguments": call.arguments}})
-            })
-            .collect();
-        if reply.text.is_empty() {
-            message["content"] = Value::Null;
-        }
-        message["tool_calls"] = Value::Array(calls);
-    }
+    let message = assistant_message(reply);
     let mut body = json!({
         "id": format!("chatcmpl-{}", reply.id),
         "object": "chat.completion",

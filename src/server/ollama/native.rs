@@ -16,7 +16,7 @@ use crate::conversation::request::Message;
 use crate::error::ProxyError;
 use crate::openai::sse::Framing;
 use crate::server::core::watch::Watch;
-use crate::strategy::{Placement, Plan};
+use crate::strategy::{cut_keeps, Placement, Plan};
 
 use crate::server::core::forward::Reading;
 use crate::server::core::native::{Call, Native};
@@ -117,14 +117,11 @@ pub(super) fn apply_chat(
     while cut > leading && messages[cut]["role"] != "user" {
         cut -= 1;
     }
-    // The turns before the cut go; a system message among them stays where it is, as
-    // `Plan::apply` keeps it on every other form (it instructs, it is not a turn).
     let before = messages.len();
     let mut at = 0;
     messages.retain(|message| {
-        let keep = at < leading || at >= cut || message["role"] == "system";
         at += 1;
-        keep
+        cut_keeps(at - 1, cut, message["role"] == "system")
     });
     let dropped = before - messages.len();
     let Some((block, placement)) = &plan.block else {

@@ -13,7 +13,7 @@ use crate::conversation::reply::{Finish, Reply, Usage};
 use crate::conversation::request::{is_system_role, Message};
 use crate::error::ProxyError;
 use crate::server::core::watch::Watch;
-use crate::strategy::{Placement, Plan};
+use crate::strategy::{cut_keeps, Placement, Plan};
 
 /// Applies `plan` to the request. `neutral` is the request as the strategy saw it and `origin`
 /// maps each of its messages to the `input` item it came from.
@@ -43,14 +43,15 @@ pub fn apply(
             while cut > 0 && !is_message(&items[cut]) {
                 cut -= 1;
             }
-            // A system or developer message before the cut stays where it is, as `Plan::apply`
-            // keeps it on every other form (it instructs, it is not a turn).
             let before = items.len();
             let mut at = 0;
             items.retain(|item| {
-                let keep = at >= cut || item["role"].as_str().is_some_and(is_system_role);
                 at += 1;
-                keep
+                cut_keeps(
+                    at - 1,
+                    cut,
+                    item["role"].as_str().is_some_and(is_system_role),
+                )
             });
             dropped = before - items.len();
         }

@@ -145,17 +145,5 @@ pub fn said(response: &Value) -> Reply {
 
 /// The response's output as the Chat Completions assistant message (for the next turn).
 pub fn assistant_message(response: &Value) -> Value {
-    let reply = said(response);
-    let mut message = json!({"role": "assistant", "content": reply.text});
-    if !reply.calls.is_empty() {
-        if reply.text.is_empty() {
-            message["content"] = Value::Null;
-        }
-        let calls = reply.calls.iter().map(|call| {
-            json!({"id": call.id, "type": "function",
-                "function": {"name": call.name, "arguments": call.arguments}})
-        });
-        message["tool_calls"] = Value::Array(calls.collect());
-    }
-    message
+    crate::openai::reply::assistant_message(&said(response))
 }
