@@ -5,7 +5,7 @@
 //! API's own request as a `strategy::Plan`, so nothing here has to carry a wire's unknown fields.
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Number, Value};
 
 use super::reply::Call;
 
@@ -127,6 +127,69 @@ pub struct Request {
     /// The end user the request names (Chat Completions' `user`, Anthropic's
     /// `metadata.user_id`), if any.
     pub user: Option<String>,
+    /// The functions the client offers the model (the client runs them).
+    pub tools: Vec<Tool>,
+    /// Whether and which tool the model must call; `None`: the API's default.
+    pub tool_choice: Option<ToolChoice>,
+    /// How the model samples, where it stops, and the shape of its answer.
+    pub parameters: Parameters,
+}
+
+/// A function the client offers the model.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub description: Option<String>,
+    /// The JSON schema of its arguments.
+    pub parameters: Option<Value>,
+    /// The arguments must keep to the schema exactly (where the API has the setting).
+    pub strict: Option<bool>,
+}
+
+/// Whether and which tool the model must call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides.
+    Auto,
+    /// No tool.
+    None,
+    /// Some tool.
+    Required,
+    /// This tool.
+    Named(String),
+}
+
+/// The shape the answer must have.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Format {
+    /// Any JSON object.
+    Json,
+    /// JSON that keeps to a schema.
+    Schema {
+        name: String,
+        schema: Value,
+        strict: Option<bool>,
+    },
+}
+
+/// The settings of a request: numbers as the client wrote them (`1` stays `1`, not `1.0`),
+/// `None` where the client left the upstream's default.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Parameters {
+    /// The longest answer, in tokens.
+    pub max_tokens: Option<Number>,
+    pub temperature: Option<Number>,
+    pub top_p: Option<Number>,
+    pub top_k: Option<Number>,
+    pub min_p: Option<Number>,
+    pub seed: Option<Number>,
+    pub presence_penalty: Option<Number>,
+    pub frequency_penalty: Option<Number>,
+    /// Text that ends the answer where the model writes it.
+    pub stop: Vec<String>,
+    /// `Some(false)`: at most one tool call per answer.
+    pub parallel_tool_calls: Option<bool>,
+    pub format: Option<Format>,
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 //! relayed as the upstream's own bytes; the views here only *read* them.
 
 pub mod accumulate;
+pub mod neutral;
 pub mod reply;
 pub mod sse;
 pub mod translate;
@@ -156,20 +157,6 @@ impl ChatMessage {
     pub fn text(&self) -> String {
         crate::conversation::request::text_of(self.content.as_ref())
     }
-
-    /// The message in no API's shape.
-    pub fn neutral(&self) -> crate::conversation::request::Message {
-        crate::conversation::request::Message {
-            role: self.role.clone(),
-            content: self.content.clone(),
-            name: self.name.clone(),
-            calls: self
-                .tool_calls
-                .as_ref()
-                .map(|calls| calls.iter().map(Into::into).collect()),
-            call_id: self.tool_call_id.clone(),
-        }
-    }
 }
 
 impl ChatRequest {
@@ -227,17 +214,6 @@ impl ChatRequest {
 
     pub fn is_stream(&self) -> bool {
         self.stream == Some(true)
-    }
-
-    /// The request in no API's shape, as identity, the strategies, the recall log and the hooks
-    /// read it.
-    pub fn neutral(&self) -> crate::conversation::request::Request {
-        crate::conversation::request::Request {
-            model: self.model.clone(),
-            messages: self.messages.iter().map(ChatMessage::neutral).collect(),
-            stream: self.is_stream(),
-            user: self.user.clone(),
-        }
     }
 
     pub fn client_wants_usage(&self) -> bool {

@@ -1,5 +1,4 @@
-//! What the translating API surfaces share with Chat Completions, in one place: the settings
-//! they carry over to a translated request ([`carry_settings`]), reading a request body as a JSON
+//! What the translating API surfaces share, in one place: reading a request body as a JSON
 //! object ([`json_object`]), and the stream adapter ([`translate_stream`]) that feeds the neutral
 //! events of an answer to a surface's [`StreamTranslator`] and ends it when the input ends. Each
 //! API surface only says what its own events are.
@@ -14,28 +13,6 @@ use serde_json::{Map, Value};
 
 use crate::conversation::reply::{Event, Events};
 use crate::error::ProxyError;
-
-/// Copies the settings another API shares with Chat Completions into a translated request
-/// (`(their name, Chat Completions name)`, nulls left out), and asks for usage on a stream (the
-/// other API's stream reports it).
-pub fn carry_settings(
-    from: &serde_json::Map<String, Value>,
-    into: &mut serde_json::Map<String, Value>,
-    names: &[(&str, &str)],
-) {
-    for (theirs, ours) in names {
-        if let Some(value) = from.get(*theirs).filter(|v| !v.is_null()) {
-            into.insert((*ours).into(), value.clone());
-        }
-    }
-    if from.get("stream") == Some(&Value::Bool(true)) {
-        into.insert("stream".into(), Value::Bool(true));
-        into.insert(
-            "stream_options".into(),
-            serde_json::json!({"include_usage": true}),
-        );
-    }
-}
 
 /// One API's view of an answer's stream.
 pub trait StreamTranslator: Send + 'static {

@@ -55,11 +55,10 @@ fn responses_bodies() {
         json::bytes(json::responses_seeds()),
         |raw| {
             match memproxy::server::responses::parse(&raw) {
-                Ok(request) => {
-                    if let Err(error) = memproxy::server::responses::to_chat(&request, Vec::new()) {
-                        openai_refusal(&error)?;
-                    }
-                }
+                Ok(request) => match memproxy::server::responses::translate(&request, Vec::new()) {
+                    Ok(translated) => written_request_parses(&translated.request)?,
+                    Err(error) => openai_refusal(&error)?,
+                },
                 Err(error) => openai_refusal(&error)?,
             }
             Ok(())
@@ -74,7 +73,11 @@ fn anthropic_messages_bodies() {
         2_000,
         json::bytes(json::messages_seeds()),
         |raw| {
-            if let Err(error) = memproxy::server::messages::to_chat(&raw) {
+            let translated = memproxy::server::messages::translate(&raw);
+            if let Ok(translated) = &translated {
+                written_request_parses(&translated.request)?;
+            }
+            if let Err(error) = translated {
                 let (status, _, _) = error.catalogue();
                 prop_assert!(
                     status == 400 || status == 413,
@@ -109,15 +112,33 @@ fn responses_with_any_stored_history() {
         let Value::Object(request) = body else {
             return Ok(());
         };
-        let history: Vec<Value> = history
+        let history: Vec<_> = history
             .into_iter()
             .filter_map(|b| memproxy::openai::ChatRequest::parse(b.to_string().as_bytes()).ok())
             .flat_map(|request| request.messages)
-            .filter_map(|message| serde_json::to_value(message).ok())
+            .map(|message| message.neutral())
             .collect();
-        if let Err(error) = memproxy::server::responses::to_chat(&request, history) {
-            openai_refusal(&error)?;
+        match memproxy::server::responses::translate(&request, history) {
+            Ok(translated) => written_request_parses(&translated.request)?,
+            Err(error) => openai_refusal(&error)?,
         }
         Ok(())
     });
+}
+
+/// What memproxy sends a Chat Completions upstream for a translated request is a request its own
+/// Chat Completions parser takes.
+fn written_request_parses(
+    request: &memproxy::conversation::request::Request,
+) -> Result<(), TestCaseError> {
+    let written = memproxy::openai::neutral::chat_request(request);
+    let bytes = serde_json::to_vec(&written).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    if let Err(error) = memproxy::openai::ChatRequest::parse(&bytes) {
+        // A translation with no messages is refused by the core (`check_built`), not sent.
+        prop_assert!(
+            request.messages.is_empty(),
+            "memproxy would send a request it refuses itself: {error}"
+        );
+    }
+    Ok(())
 }

@@ -443,3 +443,64 @@ async fn a_streams_message_start_counts_the_prompt_memproxy_sent() {
     assert_eq!(counted, reported);
     assert!(counted > bare, "{counted} with memory, {bare} without");
 }
+
+/// The neutral request carries what a client offers and asks for: the hooks see a Messages
+/// request's tools, tool choice and settings in no API's shape, and the Chat Completions upstream
+/// gets them under its own names, written once from that neutral request.
+#[tokio::test]
+async fn a_messages_requests_tools_and_settings_reach_the_hooks_neutral_and_the_upstream_as_chat() {
+    use memproxy::conversation::request::ToolChoice;
+    let h = harness_with(|_| {}).await;
+    let mut body = ask("What is the weather in Porto?");
+    body["temperature"] = json!(0.25);
+    body["top_k"] = json!(5);
+    body["stop_sequences"] = json!(["END"]);
+    body["tools"] = json!([{"name": "weather", "description": "The weather of a city.",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
+    body["tool_choice"] = json!({"type": "tool", "name": "weather",
+        "disable_parallel_tool_use": true});
+    let answered = messages(&h, "/passthrough/v1/messages", "mira", body).await;
+    assert_eq!(answered.status(), 200);
+
+    let exchange = h.next_exchange().await;
+    let request = &exchange.request;
+    assert_eq!(request.tools.len(), 1);
+    assert_eq!(request.tools[0].name, "weather");
+    assert_eq!(
+        request.tools[0].description.as_deref(),
+        Some("The weather of a city.")
+    );
+    assert_eq!(
+        request.tool_choice,
+        Some(ToolChoice::Named("weather".into()))
+    );
+    let settings = &request.parameters;
+    assert_eq!(settings.max_tokens, Some(64.into()));
+    assert_eq!(settings.top_k, Some(5.into()));
+    assert_eq!(
+        settings.temperature.as_ref().and_then(|t| t.as_f64()),
+        Some(0.25)
+    );
+    assert_eq!(settings.stop, ["END"]);
+    assert_eq!(settings.parallel_tool_calls, Some(false));
+
+    let seen = h.mock.chat_requests(None).last().cloned().expect("request");
+    assert_eq!(seen["tools"][0]["type"], "function");
+    assert_eq!(seen["tools"][0]["function"]["name"], "weather");
+    assert_eq!(
+        seen["tools"][0]["function"]["parameters"]["properties"]["city"]["type"],
+        "string"
+    );
+    assert_eq!(
+        seen["tool_choice"],
+        json!({"type": "function", "function": {"name": "weather"}})
+    );
+    assert_eq!(
+        (&seen["max_tokens"], &seen["top_k"], &seen["temperature"]),
+        (&json!(64), &json!(5), &json!(0.25))
+    );
+    assert_eq!(
+        (&seen["stop"], &seen["parallel_tool_calls"]),
+        (&json!(["END"]), &json!(false))
+    );
+}

@@ -60,8 +60,8 @@ pub async fn handle(
     };
     let exchange = Exchange {
         route_mode,
-        request,
-        client_body: Some(body),
+        request: request.neutral(),
+        client: Some((request, body)),
         route,
     };
     let answer = handle_request(state, context, headers, exchange).await?;

@@ -21,6 +21,7 @@ use std::time::Instant;
 use axum::body::Bytes;
 use axum::http::{header, HeaderMap, HeaderValue};
 
+use crate::conversation::request::Request;
 use crate::error::ProxyError;
 use crate::identity::resolve_mode;
 use crate::mode::Mode;
@@ -41,15 +42,16 @@ pub fn route_mode(prefix: &str, rest: &str) -> Result<Mode, ProxyError> {
     })
 }
 
-/// A Chat Completions request on its way through memproxy: read from a client, or translated
-/// from another API by its surface (which hands over the request itself, not bytes to read again).
+/// A request on its way through memproxy: the neutral request every surface reads its own into
+/// (which hands over the request itself, not bytes to read again), and for a Chat Completions
+/// client its own request, whose fields memproxy does not read go upstream as they came.
 pub struct Exchange {
     /// The mode its route names, if any.
     pub route_mode: Option<Mode>,
-    pub request: ChatRequest,
-    /// The client's own bytes, which go upstream untouched when nothing changes them; `None` for
-    /// a translated request.
-    pub client_body: Option<Bytes>,
+    pub request: Request,
+    /// The Chat Completions client's own request and bytes; `None` for another API's request,
+    /// which goes upstream as [`crate::openai::neutral::chat_request`] writes it.
+    pub client: Option<(ChatRequest, Bytes)>,
     /// The API surface it came in on, for metrics (`/v1/messages`).
     pub route: &'static str,
 }
@@ -65,14 +67,18 @@ pub async fn handle_request(
     let started = Instant::now();
     let Exchange {
         route_mode,
-        request,
-        client_body,
+        request: neutral,
+        client,
         route,
     } = exchange;
-    if client_body.is_none() {
-        request.check_built()?;
-    }
-    let neutral = request.neutral();
+    let (request, client_body) = match client {
+        Some((request, body)) => (request, Some(body)),
+        None => {
+            let request = crate::openai::neutral::chat_request(&neutral);
+            request.check_built()?;
+            (request, None)
+        }
+    };
     let mode = prepare::mode_for(
         resolve_mode(&headers, route_mode, state.config.mode)?,
         &neutral,

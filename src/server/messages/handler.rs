@@ -107,7 +107,7 @@ async fn native(call: Call) -> Response {
                 upstream,
                 body,
                 wire,
-                neutral: translated.chat.neutral(),
+                neutral: translated.request,
                 origin: translated.origin,
                 apply: super::native::apply,
                 reading: Reading {
@@ -147,18 +147,18 @@ async fn translated(
     body: Bytes,
 ) -> Response {
     let super::Translated {
-        chat,
+        request,
         dropped_tools,
         ..
-    } = match super::to_chat(&body) {
+    } = match super::translate(&body) {
         Ok(translated) => translated,
         Err(error) => return super::error_response(&error),
     };
-    let model = chat.model.clone().unwrap_or_default();
+    let model = request.model.clone().unwrap_or_default();
     // Kept for a stream's `message_start`, counted there only if the strategy reported no count
     // (passthrough).
-    let sent = if chat.stream == Some(true) {
-        chat.neutral().messages
+    let sent = if request.stream {
+        request.messages.clone()
     } else {
         Vec::new()
     };
@@ -167,8 +167,8 @@ async fn translated(
     }
     let exchange = crate::server::core::Exchange {
         route_mode: mode,
-        request: chat,
-        client_body: None,
+        request,
+        client: None,
         route: ROUTE,
     };
     let mut response =
@@ -234,7 +234,7 @@ pub async fn count_tokens(
             object.entry("max_tokens").or_insert(json!(1));
         }
         let bytes = serde_json::to_vec(&value).map_err(|e| ProxyError::Internal(e.to_string()))?;
-        let chat = super::to_chat(&bytes)?.chat;
+        let chat = crate::openai::neutral::chat_request(&super::translate(&bytes)?.request);
         let messages: usize = chat
             .messages
             .iter()

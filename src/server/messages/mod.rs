@@ -1,7 +1,7 @@
 //! The Anthropic Messages API surface (`POST /v1/messages`): its request read and checked as
-//! Anthropic checks it, and translated to the Chat Completions form memproxy's strategies, recall
-//! log and hooks work on ([`crate::openai::ChatRequest`], the neutral form); the answer and its
-//! stream translated back ([`reply`], [`events`]); errors in Anthropic's shape.
+//! Anthropic checks it, and read into the neutral request memproxy's core, strategies, recall log
+//! and hooks work on ([`crate::conversation::request::Request`]); the answer and its stream
+//! translated back ([`reply`], [`events`]); errors in Anthropic's shape.
 //!
 //! What has no Chat Completions counterpart is refused with a precise error (MCP servers,
 //! documents), except offered server tools (left out and named in `x-memproxy-dropped-tools`)
@@ -17,29 +17,30 @@ pub mod reply;
 
 use serde_json::{json, Map, Value};
 
+use crate::conversation::reply::Call;
+use crate::conversation::request::{Message, Parameters, Request, Tool, ToolChoice};
 use crate::error::ProxyError;
-use crate::openai::ChatRequest;
 
 /// Top-level fields that name features a Chat Completions upstream does not have.
 const UNTRANSLATABLE: [&str; 2] = ["mcp_servers", "container"];
 
-/// A Messages request as Chat Completions.
+/// A Messages request in the neutral form.
 pub struct Translated {
-    pub chat: ChatRequest,
-    /// For each message of `chat`, the index of the request message it came from (`None`: the
-    /// top-level `system`).
+    pub request: Request,
+    /// For each message of `request`, the index of the request message it came from (`None`:
+    /// the top-level `system`).
     pub origin: Vec<Option<usize>>,
     /// Offered server tools the upstream cannot run: left out, named in
     /// `x-memproxy-dropped-tools`.
     pub dropped_tools: Vec<String>,
 }
 
-/// A Messages request body as Chat Completions, checked first the way Anthropic checks it.
-pub fn to_chat(body: &[u8]) -> Result<Translated, ProxyError> {
+/// A Messages request body in the neutral form, checked first the way Anthropic checks it.
+pub fn translate(body: &[u8]) -> Result<Translated, ProxyError> {
     from_request(&crate::openai::translate::json_object(body)?)
 }
 
-/// [`to_chat`] of a request already parsed.
+/// [`translate`] of a request already parsed.
 pub fn from_request(request: &Map<String, Value>) -> Result<Translated, ProxyError> {
     let model = match request.get("model") {
         Some(Value::String(model)) if !model.is_empty() => model.clone(),
@@ -59,7 +60,7 @@ pub fn from_request(request: &Map<String, Value>) -> Result<Translated, ProxyErr
     if let Some(name) = UNTRANSLATABLE.iter().find(|n| request.contains_key(**n)) {
         return Err(untranslatable(&format!("'{name}'")));
     }
-    let mut chat = Vec::new();
+    let mut out = Vec::new();
     if let Some(system) = request.get("system") {
         let text = match system {
             Value::String(text) => text.clone(),
@@ -72,53 +73,63 @@ pub fn from_request(request: &Map<String, Value>) -> Result<Translated, ProxyErr
             }
         };
         if !text.is_empty() {
-            chat.push(json!({"role": "system", "content": text}));
+            out.push(Message::text_message("system", text));
         }
     }
-    let mut origin = vec![None; chat.len()];
+    let mut origin = vec![None; out.len()];
     for (index, message) in messages.iter().enumerate() {
-        convert_message(message, index, &mut chat)?;
-        origin.resize(chat.len(), Some(index));
+        convert_message(message, index, &mut out)?;
+        origin.resize(out.len(), Some(index));
     }
-    let mut out = Map::new();
-    out.insert("model".into(), json!(model));
-    out.insert("messages".into(), Value::Array(chat));
-    out.insert("max_tokens".into(), Value::Number(max_tokens));
-    crate::openai::translate::carry_settings(
-        request,
-        &mut out,
-        &[
-            ("temperature", "temperature"),
-            ("top_p", "top_p"),
-            ("top_k", "top_k"),
-            ("stop_sequences", "stop"),
-        ],
-    );
-    match &request.get("metadata").unwrap_or(&Value::Null)["user_id"] {
-        Value::Null => {}
+    let user = match &request.get("metadata").unwrap_or(&Value::Null)["user_id"] {
+        Value::Null => None,
         // Claude Code puts a JSON object of device and session ids there: not a person's name,
         // neither for memproxy's user nor as the upstream's `user`.
-        Value::String(user) if user.trim_start().starts_with('{') => {}
-        Value::String(user) => {
-            out.insert("user".into(), json!(user));
-        }
+        Value::String(user) if user.trim_start().starts_with('{') => None,
+        Value::String(user) => Some(user.clone()),
         _ => return Err(field("metadata.user_id", "Must be a string.")),
-    }
+    };
+    let mut parameters = Parameters {
+        max_tokens: Some(max_tokens),
+        ..Parameters::default()
+    };
+    let number = |name: &str| {
+        crate::openai::neutral::number_setting(request, name).map_err(|why| field(name, &why))
+    };
+    parameters.temperature = number("temperature")?;
+    parameters.top_p = number("top_p")?;
+    parameters.top_k = number("top_k")?;
+    parameters.stop = match request.get("stop_sequences") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(stops)) if stops.iter().all(Value::is_string) => stops
+            .iter()
+            .filter_map(|stop| stop.as_str().map(str::to_owned))
+            .collect(),
+        Some(_) => return Err(field("stop_sequences", "Must be a list of strings.")),
+    };
     let mut dropped_tools = Vec::new();
-    if let Some(tools) = request.get("tools").filter(|t| !t.is_null()) {
-        let (tools, dropped) = convert_tools(tools)?;
-        dropped_tools = dropped;
-        if !tools.is_empty() {
-            out.insert("tools".into(), Value::Array(tools));
+    let mut tools = Vec::new();
+    if let Some(offered) = request.get("tools").filter(|t| !t.is_null()) {
+        (tools, dropped_tools) = convert_tools(offered)?;
+    }
+    let mut tool_choice = None;
+    if let Some(choice) = request.get("tool_choice").filter(|c| !c.is_null()) {
+        tool_choice = Some(convert_tool_choice(choice)?);
+        if choice["disable_parallel_tool_use"] == true {
+            parameters.parallel_tool_calls = Some(false);
         }
     }
-    if let Some(choice) = request.get("tool_choice").filter(|c| !c.is_null()) {
-        convert_tool_choice(choice, &mut out)?;
-    }
-    let chat = serde_json::from_value(Value::Object(out))
-        .map_err(|error| ProxyError::Internal(format!("translated request: {error}")))?;
+    let stream = request.get("stream") == Some(&Value::Bool(true));
     Ok(Translated {
-        chat,
+        request: Request {
+            model: Some(model),
+            messages: out,
+            stream,
+            user,
+            tools,
+            tool_choice,
+            parameters,
+        },
         origin,
         dropped_tools,
     })
@@ -153,7 +164,11 @@ fn texts(blocks: &[Value], place: &str) -> Result<String, ProxyError> {
     Ok(parts.join("\n\n"))
 }
 
-fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Result<(), ProxyError> {
+fn convert_message(
+    message: &Value,
+    index: usize,
+    out: &mut Vec<Message>,
+) -> Result<(), ProxyError> {
     let at = format!("messages.{index}");
     let role = match message["role"].as_str() {
         Some(role @ ("user" | "assistant")) => role,
@@ -164,7 +179,7 @@ fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Resu
                 Value::Array(blocks) => texts(blocks, &format!("{at}.content"))?,
                 _ => return Err(field(&format!("{at}.content"), "Must be text.")),
             };
-            chat.push(json!({"role": "system", "content": text}));
+            out.push(Message::text_message("system", text));
             return Ok(());
         }
         _ => {
@@ -176,7 +191,7 @@ fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Resu
     };
     let blocks = match &message["content"] {
         Value::String(text) => {
-            chat.push(json!({"role": role, "content": text}));
+            out.push(Message::text_message(role, text.clone()));
             return Ok(());
         }
         Value::Array(blocks) => blocks,
@@ -188,8 +203,8 @@ fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Resu
         }
     };
     let mut parts: Vec<Value> = Vec::new();
-    let mut calls: Vec<Value> = Vec::new();
-    let mut results: Vec<Value> = Vec::new();
+    let mut calls: Vec<Call> = Vec::new();
+    let mut results: Vec<Message> = Vec::new();
     for (position, block) in blocks.iter().enumerate() {
         let place = format!("{at}.content.{position}");
         match block["type"].as_str().unwrap_or_default() {
@@ -207,8 +222,11 @@ fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Resu
                 } else {
                     block["input"].clone()
                 };
-                calls.push(json!({"id": id, "type": "function",
-                    "function": {"name": name, "arguments": input.to_string()}}));
+                calls.push(Call {
+                    id: id.to_owned(),
+                    name: name.to_owned(),
+                    arguments: input.to_string(),
+                });
             }
             "tool_result" if role == "user" => {
                 let Some(id) = block["tool_use_id"].as_str() else {
@@ -223,7 +241,10 @@ fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Resu
                 if block["is_error"] == true {
                     content = format!("Error: {content}");
                 }
-                results.push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+                results.push(Message {
+                    call_id: Some(id.to_owned()),
+                    ..Message::text_message("tool", content)
+                });
             }
             // The model's earlier reasoning: a Chat Completions upstream has no place for it.
             "thinking" | "redacted_thinking" if role == "assistant" => {}
@@ -236,19 +257,20 @@ fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Resu
         }
     }
     // Tool results answer the previous assistant message's calls: they come first.
-    chat.extend(results);
+    out.extend(results);
     if role == "assistant" {
-        let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
-        let mut out = json!({"role": "assistant", "content": text.join("")});
+        let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        if calls.is_empty() && text.is_empty() {
+            return Ok(());
+        }
+        let mut said = Message::text_message("assistant", text);
         if !calls.is_empty() {
-            if text.is_empty() {
-                out["content"] = Value::Null;
+            if said.text().is_empty() {
+                said.content = Some(Value::Null);
             }
-            out["tool_calls"] = Value::Array(calls);
+            said.calls = Some(calls);
         }
-        if !text.is_empty() || out.get("tool_calls").is_some() {
-            chat.push(out);
-        }
+        out.push(said);
     } else if !parts.is_empty() {
         let plain = parts.iter().all(|p| p["type"] == "text");
         let content = if plain {
@@ -257,7 +279,10 @@ fn convert_message(message: &Value, index: usize, chat: &mut Vec<Value>) -> Resu
         } else {
             Value::Array(parts)
         };
-        chat.push(json!({"role": "user", "content": content}));
+        out.push(Message {
+            content: Some(content),
+            ..Message::text_message("user", String::new())
+        });
     }
     Ok(())
 }
@@ -300,7 +325,7 @@ fn image_part(source: &Value, place: &str) -> Result<Value, ProxyError> {
 }
 
 /// Custom tools as functions, and the names of server tools (left out: see [`Translated`]).
-fn convert_tools(tools: &Value) -> Result<(Vec<Value>, Vec<String>), ProxyError> {
+fn convert_tools(tools: &Value) -> Result<(Vec<Tool>, Vec<String>), ProxyError> {
     let Value::Array(tools) = tools else {
         return Err(field("tools", "Must be a list of tools."));
     };
@@ -317,44 +342,36 @@ fn convert_tools(tools: &Value) -> Result<(Vec<Value>, Vec<String>), ProxyError>
         let Some(name) = tool["name"].as_str() else {
             return Err(field(&format!("tools.{index}.name"), "Field required."));
         };
-        let mut function = json!({"name": name});
-        if let Some(description) = tool["description"].as_str() {
-            function["description"] = json!(description);
-        }
-        function["parameters"] = if tool["input_schema"].is_object() {
-            tool["input_schema"].clone()
-        } else {
+        if !tool["input_schema"].is_object() {
             return Err(field(
                 &format!("tools.{index}.input_schema"),
                 "Field required (a JSON schema object).",
             ));
-        };
-        out.push(json!({"type": "function", "function": function}));
+        }
+        out.push(Tool {
+            name: name.to_owned(),
+            description: tool["description"].as_str().map(str::to_owned),
+            parameters: Some(tool["input_schema"].clone()),
+            strict: None,
+        });
     }
     Ok((out, dropped))
 }
 
-fn convert_tool_choice(choice: &Value, out: &mut Map<String, Value>) -> Result<(), ProxyError> {
-    let chat = match choice["type"].as_str() {
-        Some("auto") => json!("auto"),
-        Some("any") => json!("required"),
-        Some("none") => json!("none"),
+fn convert_tool_choice(choice: &Value) -> Result<ToolChoice, ProxyError> {
+    match choice["type"].as_str() {
+        Some("auto") => Ok(ToolChoice::Auto),
+        Some("any") => Ok(ToolChoice::Required),
+        Some("none") => Ok(ToolChoice::None),
         Some("tool") => match choice["name"].as_str() {
-            Some(name) => json!({"type": "function", "function": {"name": name}}),
-            None => return Err(field("tool_choice.name", "Field required.")),
+            Some(name) => Ok(ToolChoice::Named(name.to_owned())),
+            None => Err(field("tool_choice.name", "Field required.")),
         },
-        _ => {
-            return Err(field(
-                "tool_choice.type",
-                "Must be 'auto', 'any', 'tool' or 'none'.",
-            ))
-        }
-    };
-    out.insert("tool_choice".into(), chat);
-    if choice["disable_parallel_tool_use"] == true {
-        out.insert("parallel_tool_calls".into(), json!(false));
+        _ => Err(field(
+            "tool_choice.type",
+            "Must be 'auto', 'any', 'tool' or 'none'.",
+        )),
     }
-    Ok(())
 }
 
 /// Anthropic's error `type` for a status.

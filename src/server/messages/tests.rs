@@ -5,13 +5,13 @@ use super::*;
 use crate::openai::translate::feed_chat;
 
 fn chat(request: Value) -> Value {
-    let converted = to_chat(request.to_string().as_bytes()).expect("translates");
-    serde_json::to_value(converted.chat).expect("json")
+    let converted = translate(request.to_string().as_bytes()).expect("translates");
+    serde_json::to_value(crate::openai::neutral::chat_request(&converted.request)).expect("json")
 }
 
 fn refusal(request: Value) -> String {
-    match to_chat(request.to_string().as_bytes()) {
-        Ok(converted) => panic!("accepted: {:?}", converted.chat),
+    match translate(request.to_string().as_bytes()) {
+        Ok(converted) => panic!("accepted: {:?}", converted.request),
         Err(error) => {
             assert_eq!(error.catalogue().0, 400);
             error.to_string()
@@ -104,7 +104,7 @@ fn bad_and_untranslatable_requests_are_refused_precisely() {
     assert!(refusal(json!({"model": "m", "max_tokens": 5,
         "messages": [{"role": "tool", "content": "x"}]}))
     .contains("messages.0.role"));
-    let translated = to_chat(
+    let translated = translate(
         json!({"model": "m", "max_tokens": 5, "messages": message,
             "tools": [{"type": "web_search_20250305", "name": "web_search"}]})
         .to_string()
@@ -112,7 +112,7 @@ fn bad_and_untranslatable_requests_are_refused_precisely() {
     )
     .expect("server tools are left out, not refused");
     assert_eq!(translated.dropped_tools, ["web_search"]);
-    assert!(translated.chat.extra.get("tools").is_none());
+    assert!(translated.request.tools.is_empty());
     let document = refusal(
         json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user",
         "content": [{"type": "document", "source": {}}]}]}),
@@ -123,7 +123,18 @@ fn bad_and_untranslatable_requests_are_refused_precisely() {
         "mcp_servers": []}))
         .contains("mcp_servers")
     );
-    assert!(to_chat(b"[1]").is_err() && to_chat(b"{").is_err());
+    assert!(translate(b"[1]").is_err() && translate(b"{").is_err());
+    let hot = refusal(json!({"model": "m", "max_tokens": 5, "messages": message,
+        "temperature": "hot"}));
+    assert!(
+        hot.contains("temperature") && hot.contains("number"),
+        "{hot}"
+    );
+    assert!(
+        refusal(json!({"model": "m", "max_tokens": 5, "messages": message,
+        "stop_sequences": "END"}))
+        .contains("stop_sequences")
+    );
 }
 
 #[test]
@@ -259,7 +270,7 @@ fn an_error_in_the_stream_becomes_an_error_event() {
 
 /// Applies a plan the way the native relay does: translate, then edit the request itself.
 fn planned(request: Value, first_kept: usize, block: Option<crate::strategy::Placement>) -> Value {
-    let translated = to_chat(request.to_string().as_bytes()).expect("translates");
+    let translated = translate(request.to_string().as_bytes()).expect("translates");
     let plan = crate::strategy::Plan {
         first_kept,
         block: block.map(|placement| ("<memory>m</memory>".to_owned(), placement)),
@@ -269,7 +280,7 @@ fn planned(request: Value, first_kept: usize, block: Option<crate::strategy::Pla
     };
     native::apply(
         &mut wire,
-        &translated.chat.neutral().messages,
+        &translated.request.messages,
         &translated.origin,
         &plan,
     );
@@ -387,14 +398,14 @@ mod plan_properties {
             if system {
                 request["system"] = json!([{"type": "text", "text": "S", "cache_control": {"type": "ephemeral"}}]);
             }
-            let translated = super::super::to_chat(request.to_string().as_bytes()).expect("translates");
-            let first_kept = cut.min(translated.chat.messages.len());
+            let translated = super::super::translate(request.to_string().as_bytes()).expect("translates");
+            let first_kept = cut.min(translated.request.messages.len());
             let plan = Plan {
                 first_kept,
                 block: placement(place).map(|p| ("<memory>B</memory>".to_owned(), p)),
             };
             let Value::Object(mut wire) = request.clone() else { unreachable!() };
-            super::super::native::apply(&mut wire, &translated.chat.neutral().messages, &translated.origin, &plan);
+            super::super::native::apply(&mut wire, &translated.request.messages, &translated.origin, &plan);
             let out = Value::Object(wire);
             let sent = out["messages"].as_array().expect("messages");
             prop_assert!(!sent.is_empty());

@@ -124,8 +124,8 @@ async fn conversation(
         Route::Chat => super::from_chat(&wire),
         Route::Generate => super::from_generate(&wire),
     };
-    let chat = match converted {
-        Ok(Some(chat)) => chat,
+    let request = match converted {
+        Ok(Some(request)) => request,
         Ok(None) => {
             let model = wire
                 .get("model")
@@ -136,11 +136,11 @@ async fn conversation(
         }
         Err(error) => return error_response(&error),
     };
-    let model = chat.model.clone().unwrap_or_default();
+    let model = request.model.clone().unwrap_or_default();
     let exchange = crate::server::core::Exchange {
         route_mode: mode,
-        request: chat,
-        client_body: None,
+        request,
+        client: None,
         route: match route {
             Route::Chat => "/api/chat",
             Route::Generate => "/api/generate",

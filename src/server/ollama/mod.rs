@@ -1,7 +1,7 @@
 //! Ollama's own API surface (`POST /api/chat`, `POST /api/generate`, and the model routes its
-//! clients call around them): a request read and checked as Ollama reads it, translated to the
-//! Chat Completions form memproxy's strategies, recall log and hooks work on
-//! ([`crate::openai::ChatRequest`]); the answer and its NDJSON stream translated back ([`reply`],
+//! clients call around them): a request read and checked as Ollama reads it, into the neutral
+//! request memproxy's core, strategies, recall log and hooks work on
+//! ([`crate::conversation::request::Request`]); the answer and its NDJSON stream translated back ([`reply`],
 //! [`events`]); errors in Ollama's shape (`{"error": "…"}` with the status).
 //!
 //! Ollama streams unless the request says `"stream": false`. Images (base64, on a message) become
@@ -19,24 +19,13 @@ pub mod reply;
 
 use serde_json::{json, Map, Value};
 
+use crate::conversation::reply::Call;
+use crate::conversation::request::{Format, Message, Parameters, Request, Tool};
 use crate::error::ProxyError;
-use crate::openai::ChatRequest;
 
 /// The Ollama API version whose shapes this surface speaks, answered at `/api/version` when the
 /// upstream is no Ollama server (clients check it before using tools or structured output).
 pub const API_VERSION: &str = "0.12.0";
-
-/// `options` carried to Chat Completions as they are (`(Ollama's name, Chat Completions name)`).
-const OPTIONS: [(&str, &str); 8] = [
-    ("temperature", "temperature"),
-    ("top_p", "top_p"),
-    ("top_k", "top_k"),
-    ("min_p", "min_p"),
-    ("seed", "seed"),
-    ("stop", "stop"),
-    ("presence_penalty", "presence_penalty"),
-    ("frequency_penalty", "frequency_penalty"),
-];
 
 /// Request fields that would change the answer and have no Chat Completions counterpart.
 const UNTRANSLATABLE: [&str; 5] = ["raw", "template", "suffix", "context", "logprobs"];
@@ -45,41 +34,40 @@ fn invalid(message: impl Into<String>) -> ProxyError {
     ProxyError::invalid(message, None)
 }
 
-/// An `/api/chat` request as Chat Completions. `None`: a request with no messages, which Ollama
+/// An `/api/chat` request in the neutral form. `None`: a request with no messages, which Ollama
 /// answers by loading the model (`done_reason: "load"`), and which has nothing to forward.
-pub fn from_chat(request: &Map<String, Value>) -> Result<Option<ChatRequest>, ProxyError> {
-    let model = model(request)?;
+pub fn from_chat(request: &Map<String, Value>) -> Result<Option<Request>, ProxyError> {
+    let mut out = settings(request)?;
     refuse_untranslatable(request)?;
-    let mut out = settings(request, model)?;
     let messages = match request.get("messages") {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Array(messages)) if messages.is_empty() => return Ok(None),
         Some(Value::Array(messages)) => messages,
         Some(_) => return Err(invalid("messages must be a list of messages")),
     };
-    let mut chat = Vec::new();
     let mut calls = Calls::default();
     for (index, message) in messages.iter().enumerate() {
-        chat.push(convert_message(message, index, &mut calls)?);
+        out.messages
+            .push(convert_message(message, index, &mut calls)?);
     }
-    out.insert("messages".into(), Value::Array(chat));
     if let Some(tools) = request.get("tools").filter(|t| !t.is_null()) {
         let Value::Array(tools) = tools else {
             return Err(invalid("tools must be a list of tools"));
         };
-        if !tools.is_empty() {
-            out.insert("tools".into(), Value::Array(tools.clone()));
-        }
+        out.tools = tools
+            .iter()
+            .enumerate()
+            .map(|(index, tool)| convert_tool(tool, index))
+            .collect::<Result<_, _>>()?;
     }
-    finish(out).map(Some)
+    Ok(Some(out))
 }
 
-/// An `/api/generate` request as Chat Completions: `system` and `prompt` (with its images) as
+/// An `/api/generate` request in the neutral form: `system` and `prompt` (with its images) as
 /// one exchange. `None`: an empty prompt, which Ollama answers by loading the model.
-pub fn from_generate(request: &Map<String, Value>) -> Result<Option<ChatRequest>, ProxyError> {
-    let model = model(request)?;
+pub fn from_generate(request: &Map<String, Value>) -> Result<Option<Request>, ProxyError> {
+    let mut out = settings(request)?;
     refuse_untranslatable(request)?;
-    let mut out = settings(request, model)?;
     let prompt = match request.get("prompt") {
         None | Some(Value::Null) => "",
         Some(Value::String(prompt)) => prompt,
@@ -88,22 +76,35 @@ pub fn from_generate(request: &Map<String, Value>) -> Result<Option<ChatRequest>
     if prompt.is_empty() {
         return Ok(None);
     }
-    let mut chat = Vec::new();
     match request.get("system") {
         None | Some(Value::Null) => {}
         Some(Value::String(system)) if system.is_empty() => {}
-        Some(Value::String(system)) => chat.push(json!({"role": "system", "content": system})),
+        Some(Value::String(system)) => out
+            .messages
+            .push(Message::text_message("system", system.clone())),
         Some(_) => return Err(invalid("system must be a string")),
     }
     let content = with_images(prompt, request.get("images"), "images")?;
-    chat.push(json!({"role": "user", "content": content}));
-    out.insert("messages".into(), Value::Array(chat));
-    finish(out).map(Some)
+    out.messages.push(Message {
+        content: Some(content),
+        ..Message::text_message("user", String::new())
+    });
+    Ok(Some(out))
 }
 
-fn finish(out: Map<String, Value>) -> Result<ChatRequest, ProxyError> {
-    serde_json::from_value(Value::Object(out))
-        .map_err(|error| ProxyError::Internal(format!("translated request: {error}")))
+/// A function tool as Ollama gives it (the Chat Completions form: `{"type": "function",
+/// "function": {name, description, parameters}}`).
+fn convert_tool(tool: &Value, index: usize) -> Result<Tool, ProxyError> {
+    let function = &tool["function"];
+    let Some(name) = function["name"].as_str().filter(|name| !name.is_empty()) else {
+        return Err(invalid(format!("tools[{index}].function.name is required")));
+    };
+    Ok(Tool {
+        name: name.to_owned(),
+        description: function["description"].as_str().map(str::to_owned),
+        parameters: function.get("parameters").filter(|p| !p.is_null()).cloned(),
+        strict: function["strict"].as_bool(),
+    })
 }
 
 fn model(request: &Map<String, Value>) -> Result<String, ProxyError> {
@@ -137,48 +138,69 @@ fn refuse_untranslatable(request: &Map<String, Value>) -> Result<(), ProxyError>
     }
 }
 
-/// The model, the stream flag (Ollama streams unless told not to), `format` and `options`.
-fn settings(request: &Map<String, Value>, model: String) -> Result<Map<String, Value>, ProxyError> {
-    let mut out = Map::new();
-    out.insert("model".into(), json!(model));
+/// The model, the stream flag (Ollama streams unless told not to), `format` and `options`: a
+/// request with no messages yet. Options with a Chat Completions counterpart are kept; the model
+/// server's own (`num_ctx`, `num_gpu`, …) are dropped.
+fn settings(request: &Map<String, Value>) -> Result<Request, ProxyError> {
+    let model = model(request)?;
     let stream = match request.get("stream") {
         None | Some(Value::Null) => true,
         Some(Value::Bool(stream)) => *stream,
         Some(_) => return Err(invalid("stream must be true or false")),
     };
-    if stream {
-        out.insert("stream".into(), json!(true));
-        out.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    match request.get("format") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(format)) if format.is_empty() => {}
-        Some(Value::String(format)) if format == "json" => {
-            out.insert("response_format".into(), json!({"type": "json_object"}));
-        }
-        Some(schema @ Value::Object(_)) => {
-            out.insert(
-                "response_format".into(),
-                json!({"type": "json_schema",
-                       "json_schema": {"name": "format", "schema": schema}}),
-            );
-        }
+    let format = match request.get("format") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(format)) if format.is_empty() => None,
+        Some(Value::String(format)) if format == "json" => Some(Format::Json),
+        Some(schema @ Value::Object(_)) => Some(Format::Schema {
+            name: "format".to_owned(),
+            schema: schema.clone(),
+            strict: None,
+        }),
         Some(_) => return Err(invalid("format must be \"json\" or a JSON schema object")),
-    }
+    };
+    let mut parameters = Parameters {
+        format,
+        ..Parameters::default()
+    };
     match request.get("options") {
         None | Some(Value::Null) => {}
-        Some(Value::Object(options)) => {
-            crate::openai::translate::carry_settings(options, &mut out, &OPTIONS);
-            // Ollama's -1 (until the model stops) and -2 (until the context is full) are no
-            // limit in Chat Completions.
-            let limit = options.get("num_predict").and_then(Value::as_i64);
-            if let Some(limit) = limit.filter(|n| *n > 0) {
-                out.insert("max_tokens".into(), json!(limit));
-            }
-        }
+        Some(Value::Object(options)) => read_options(options, &mut parameters)?,
         Some(_) => return Err(invalid("options must be an object")),
     }
-    Ok(out)
+    Ok(Request {
+        model: Some(model),
+        stream,
+        parameters,
+        ..Request::default()
+    })
+}
+
+/// The `options` that have a counterpart in every API memproxy speaks upstream.
+fn read_options(options: &Map<String, Value>, into: &mut Parameters) -> Result<(), ProxyError> {
+    let number = |name: &str| {
+        crate::openai::neutral::number_setting(options, name)
+            .map_err(|why| invalid(format!("options: {why}")))
+    };
+    into.temperature = number("temperature")?;
+    into.top_p = number("top_p")?;
+    into.top_k = number("top_k")?;
+    into.min_p = number("min_p")?;
+    into.seed = number("seed")?;
+    into.presence_penalty = number("presence_penalty")?;
+    into.frequency_penalty = number("frequency_penalty")?;
+    // Ollama's -1 (until the model stops) and -2 (until the context is full) are no limit.
+    into.max_tokens = number("num_predict")?.filter(|n| n.as_i64().is_some_and(|n| n > 0));
+    into.stop = match options.get("stop") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::String(stop)) => vec![stop.clone()],
+        Some(Value::Array(stops)) if stops.iter().all(Value::is_string) => stops
+            .iter()
+            .filter_map(|stop| stop.as_str().map(str::to_owned))
+            .collect(),
+        Some(_) => return Err(invalid("options: 'stop' must be a list of strings.")),
+    };
+    Ok(())
 }
 
 /// Tool calls seen so far, for matching a tool result to the call it answers.
@@ -210,7 +232,11 @@ impl Calls {
     }
 }
 
-fn convert_message(message: &Value, index: usize, calls: &mut Calls) -> Result<Value, ProxyError> {
+fn convert_message(
+    message: &Value,
+    index: usize,
+    calls: &mut Calls,
+) -> Result<Message, ProxyError> {
     let place = format!("messages[{index}]");
     let Value::Object(message) = message else {
         return Err(invalid(format!("{place} must be an object")));
@@ -228,10 +254,14 @@ fn convert_message(message: &Value, index: usize, calls: &mut Calls) -> Result<V
     match role.as_str() {
         "system" | "user" => {
             let content = with_images(content, images, &format!("{place}.images"))?;
-            Ok(json!({"role": role, "content": content}))
+            Ok(Message {
+                role,
+                content: Some(content),
+                ..Message::default()
+            })
         }
         "assistant" => {
-            let mut out = json!({"role": "assistant", "content": content});
+            let mut out = Message::text_message("assistant", content.to_owned());
             let made = message.get("tool_calls").and_then(Value::as_array);
             let mut converted = Vec::new();
             for (position, call) in made.into_iter().flatten().enumerate() {
@@ -251,13 +281,16 @@ fn convert_message(message: &Value, index: usize, calls: &mut Calls) -> Result<V
                     other => other.to_string(),
                 };
                 calls.made.push((id.clone(), name.to_owned(), false));
-                converted.push(json!({"id": id, "type": "function",
-                    "function": {"name": name, "arguments": arguments}}));
+                converted.push(Call {
+                    id,
+                    name: name.to_owned(),
+                    arguments,
+                });
             }
             if !converted.is_empty() {
-                out["tool_calls"] = Value::Array(converted);
+                out.calls = Some(converted);
                 if content.is_empty() {
-                    out["content"] = Value::Null;
+                    out.content = Some(Value::Null);
                 }
             }
             Ok(out)
@@ -272,7 +305,10 @@ fn convert_message(message: &Value, index: usize, calls: &mut Calls) -> Result<V
                     "{place} is a tool result, but no earlier assistant message made a tool call"
                 )));
             };
-            Ok(json!({"role": "tool", "tool_call_id": id, "content": content}))
+            Ok(Message {
+                call_id: Some(id),
+                ..Message::text_message("tool", content.to_owned())
+            })
         }
         other => Err(invalid(format!(
             "{place}.role '{other}' is not one of system, user, assistant, tool"

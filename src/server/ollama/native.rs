@@ -61,7 +61,7 @@ pub async fn handle(call: Call, route: Route) -> Response {
                 upstream,
                 body,
                 wire,
-                neutral: neutral.neutral(),
+                neutral,
                 origin,
                 apply,
                 reading: Reading {

@@ -15,7 +15,10 @@ fn object(value: Value) -> Map<String, Value> {
 
 fn chat(request: Value) -> Value {
     let converted = from_chat(&object(request)).expect("translates");
-    serde_json::to_value(converted.expect("a conversation")).expect("json")
+    serde_json::to_value(crate::openai::neutral::chat_request(
+        &converted.expect("a conversation"),
+    ))
+    .expect("json")
 }
 
 fn refusal(request: Value) -> String {
@@ -96,7 +99,8 @@ fn generate_is_one_exchange_and_an_empty_request_only_loads() {
     })))
     .expect("translates")
     .expect("a conversation");
-    let messages = serde_json::to_value(&converted.messages).expect("json");
+    let messages = serde_json::to_value(crate::openai::neutral::chat_request(&converted).messages)
+        .expect("json");
     assert_eq!(
         messages,
         json!([{"role": "system", "content": "Be brief."},
@@ -134,6 +138,17 @@ fn what_has_no_counterpart_or_is_malformed_is_refused_by_name() {
     assert!(refusal(json!({"model": "m", "format": 3,
         "messages": [{"role": "user", "content": "x"}]}))
     .contains("format"));
+    // A setting of the wrong type is named here, not left for the upstream to puzzle over.
+    let one = json!([{"role": "user", "content": "x"}]);
+    assert!(
+        refusal(json!({"model": "m", "options": {"top_k": "5"}, "messages": one}))
+            .contains("'top_k' must be a number")
+    );
+    assert!(refusal(
+        json!({"model": "m", "tools": [{"type": "function", "function": {}}],
+        "messages": one})
+    )
+    .contains("tools[0].function.name"));
 }
 
 #[test]
@@ -154,7 +169,6 @@ fn applied(request: Value, plan: &Plan) -> Value {
     let neutral = from_chat(&wire)
         .expect("reads")
         .expect("a conversation")
-        .neutral()
         .messages;
     native::apply_chat(&mut wire, &neutral, &[], plan);
     Value::Object(wire)

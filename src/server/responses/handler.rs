@@ -118,7 +118,7 @@ async fn handle(
             ))
         }
     };
-    let translated = wire::to_chat(&request, history)?;
+    let translated = wire::translate(&request, history)?;
     let skeleton = reply::skeleton(&request, &reply::new_id(), reply::now_seconds());
     let log = Logger {
         state: Arc::clone(&state),
@@ -133,8 +133,8 @@ async fn handle(
     };
     let exchange = crate::server::core::Exchange {
         route_mode: mode,
-        request: translated.chat,
-        client_body: None,
+        request: translated.request,
+        client: None,
         route: ROUTE,
     };
     let answer = crate::server::core::handle_request(state, context, headers, exchange).await?;
@@ -172,7 +172,7 @@ async fn native(
             .ok_or_else(|| previous_not_found(previous))?,
         None => Vec::new(),
     };
-    let translated = match wire::to_chat(&request, history) {
+    let translated = match wire::translate(&request, history) {
         Ok(translated) => translated,
         Err(why) => {
             let request = (Method::POST, "/responses", body);
@@ -212,7 +212,7 @@ async fn native(
         upstream,
         body,
         wire: request,
-        neutral: translated.chat.neutral(),
+        neutral: translated.request,
         origin: translated.origin,
         apply: wire::native::apply,
         reading: Reading {

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::conversation::request::Message;
 use crate::error::ProxyError;
 use crate::store::responses::{chain_messages, messages_of, StoredResponse, MAX_CHAIN};
 use crate::store::{now_ms, UserScope};
@@ -39,7 +40,7 @@ pub struct Logger {
     pub scope: UserScope,
     pub store: bool,
     pub previous: Option<String>,
-    pub new_messages: Vec<Value>,
+    pub new_messages: Vec<Message>,
     /// Whether the response's body is logged too (`GET /v1/responses/{id}` serves it), or only
     /// its conversation, when the upstream keeps the body.
     pub keep_body: bool,
@@ -51,7 +52,13 @@ impl Logger {
         if !self.store || response["status"] == "failed" {
             return;
         }
-        let mut messages = self.new_messages;
+        // Stored as Chat Completions messages, the form every logged response has had.
+        let mut messages: Vec<Value> = self
+            .new_messages
+            .iter()
+            .map(crate::openai::neutral::chat_message)
+            .filter_map(|message| serde_json::to_value(message).ok())
+            .collect();
         messages.push(crate::server::responses::reply::assistant_message(
             &response,
         ));
@@ -114,6 +121,26 @@ async fn write_queued(state: SharedState) {
 /// The messages of this user's logged chain ending in `id`, oldest first (`None`: a link is
 /// not logged). Pending responses are the newest links; the store holds the rest.
 pub async fn chain(
+    state: &SharedState,
+    scope: &UserScope,
+    id: &str,
+) -> Result<Option<Vec<Message>>, ProxyError> {
+    let Some(stored) = stored_chain(state, scope, id).await? else {
+        return Ok(None);
+    };
+    stored
+        .into_iter()
+        .map(|message| {
+            serde_json::from_value::<crate::openai::ChatMessage>(message)
+                .map(|message| message.neutral())
+                .map_err(|error| ProxyError::Internal(format!("a logged response: {error}")))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
+}
+
+/// The conversation of the chain ending at `id`, as logged (Chat Completions messages).
+async fn stored_chain(
     state: &SharedState,
     scope: &UserScope,
     id: &str,

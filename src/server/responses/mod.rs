@@ -1,6 +1,6 @@
-//! The OpenAI Responses API surface (`POST /v1/responses`): its request read, checked and
-//! translated to the Chat Completions form memproxy's strategies, recall log and hooks work on
-//! ([`crate::openai::ChatRequest`], the neutral form), with the history of
+//! The OpenAI Responses API surface (`POST /v1/responses`): its request read, checked and read
+//! into the neutral request memproxy's core, strategies, recall log and hooks work on
+//! ([`crate::conversation::request::Request`]), with the history of
 //! `previous_response_id` put back in front ([`crate::store::responses`]); the answer and its
 //! stream translated back ([`reply`], [`events`]). Errors keep the OpenAI shape this API shares
 //! with Chat Completions.
@@ -20,15 +20,16 @@ pub mod reply;
 
 use serde_json::{json, Map, Value};
 
+use crate::conversation::reply::Call;
+use crate::conversation::request::{Format, Message, Parameters, Request, Tool, ToolChoice};
 use crate::error::ProxyError;
-use crate::openai::ChatRequest;
 
-/// A Responses request as Chat Completions: the request (instructions, then `history`, then the
+/// A Responses request in the neutral form: the request (instructions, then `history`, then the
 /// new input items) and the new items alone (what this response adds to the chain).
 pub struct Translated {
-    pub chat: ChatRequest,
-    pub new_messages: Vec<Value>,
-    /// For each message of `chat`, the index of the `input` item it came from (`None`:
+    pub request: Request,
+    pub new_messages: Vec<Message>,
+    /// For each message of `request`, the index of the `input` item it came from (`None`:
     /// `instructions`, the history of `previous_response_id`, or a string `input`).
     pub origin: Vec<Option<usize>>,
     /// Offered tools the upstream cannot run (built-in tools, tool namespaces): left out, and
@@ -36,14 +37,14 @@ pub struct Translated {
     pub dropped_tools: Vec<String>,
 }
 
-/// Parses the body into a JSON object (the fields are read by [`to_chat`]).
+/// Parses the body into a JSON object (the fields are read by [`translate`]).
 pub fn parse(body: &[u8]) -> Result<Map<String, Value>, ProxyError> {
     crate::openai::translate::json_object(body)
 }
 
-pub fn to_chat(
+pub fn translate(
     request: &Map<String, Value>,
-    history: Vec<Value>,
+    history: Vec<Message>,
 ) -> Result<Translated, ProxyError> {
     let model = match request.get("model") {
         Some(Value::String(model)) if !model.is_empty() => model.clone(),
@@ -61,7 +62,10 @@ pub fn to_chat(
         ));
     }
     let (new_messages, item_origin) = match request.get("input") {
-        Some(Value::String(text)) => (vec![json!({"role": "user", "content": text})], vec![None]),
+        Some(Value::String(text)) => (
+            vec![Message::text_message("user", text.clone())],
+            vec![None],
+        ),
         Some(Value::Array(items)) => convert_items(items)?,
         _ => {
             return Err(ProxyError::invalid(
@@ -73,7 +77,7 @@ pub fn to_chat(
     let mut messages = Vec::new();
     match request.get("instructions") {
         None | Some(Value::Null) => {}
-        Some(Value::String(text)) => messages.push(json!({"role": "system", "content": text})),
+        Some(Value::String(text)) => messages.push(Message::text_message("system", text.clone())),
         Some(_) => {
             return Err(ProxyError::invalid(
                 "'instructions' must be a string.",
@@ -85,40 +89,47 @@ pub fn to_chat(
     let mut origin = vec![None; messages.len()];
     origin.extend(item_origin);
     messages.extend(new_messages.iter().cloned());
-    let mut out = Map::new();
-    out.insert("model".into(), json!(model));
-    out.insert("messages".into(), Value::Array(messages));
-    crate::openai::translate::carry_settings(
-        request,
-        &mut out,
-        &[
-            ("temperature", "temperature"),
-            ("top_p", "top_p"),
-            ("max_output_tokens", "max_tokens"),
-            ("parallel_tool_calls", "parallel_tool_calls"),
-            ("user", "user"),
-        ],
-    );
-    let mut dropped_tools = Vec::new();
-    if let Some(tools) = request.get("tools").filter(|t| !t.is_null()) {
-        let (tools, dropped) = convert_tools(tools)?;
-        dropped_tools = dropped;
-        if !tools.is_empty() {
-            out.insert("tools".into(), Value::Array(tools));
-        }
+    let number = |name: &str| {
+        crate::openai::neutral::number_setting(request, name)
+            .map_err(|why| ProxyError::invalid(why, Some(name)))
+    };
+    let mut parameters = Parameters {
+        temperature: number("temperature")?,
+        top_p: number("top_p")?,
+        max_tokens: number("max_output_tokens")?,
+        ..Parameters::default()
+    };
+    parameters.parallel_tool_calls = match request.get("parallel_tool_calls") {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(parallel)) => Some(*parallel),
+        Some(_) => return Err(bad("parallel_tool_calls", "must be a boolean.")),
+    };
+    let user = match request.get("user") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(user)) => Some(user.clone()),
+        Some(_) => return Err(bad("user", "must be a string.")),
+    };
+    let (mut tools, mut dropped_tools) = (Vec::new(), Vec::new());
+    if let Some(offered) = request.get("tools").filter(|t| !t.is_null()) {
+        (tools, dropped_tools) = convert_tools(offered)?;
     }
-    if let Some(choice) = request.get("tool_choice").filter(|c| !c.is_null()) {
-        out.insert("tool_choice".into(), convert_tool_choice(choice)?);
-    }
+    let tool_choice = match request.get("tool_choice").filter(|c| !c.is_null()) {
+        Some(choice) => Some(convert_tool_choice(choice)?),
+        None => None,
+    };
     if let Some(format) = request.get("text").and_then(|t| t.get("format")) {
-        if let Some(format) = convert_format(format)? {
-            out.insert("response_format".into(), format);
-        }
+        parameters.format = convert_format(format)?;
     }
-    let chat = serde_json::from_value(Value::Object(out))
-        .map_err(|error| ProxyError::Internal(format!("translated request: {error}")))?;
     Ok(Translated {
-        chat,
+        request: Request {
+            model: Some(model),
+            messages,
+            stream: request.get("stream") == Some(&Value::Bool(true)),
+            user,
+            tools,
+            tool_choice,
+            parameters,
+        },
         new_messages,
         origin,
         dropped_tools,
@@ -137,13 +148,13 @@ fn bad(param: &str, problem: &str) -> ProxyError {
     ProxyError::invalid(format!("{param}: {problem}"), Some(param))
 }
 
-/// The items as Chat Completions messages, and for each message the item it starts at.
-fn convert_items(items: &[Value]) -> Result<(Vec<Value>, Vec<Option<usize>>), ProxyError> {
-    let mut chat: Vec<Value> = Vec::new();
+/// The items as neutral messages, and for each message the item it starts at.
+fn convert_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Option<usize>>), ProxyError> {
+    let mut out: Vec<Message> = Vec::new();
     let mut origin = Vec::new();
     for (index, item) in items.iter().enumerate() {
         // The messages the previous item started.
-        origin.resize(chat.len(), index.checked_sub(1));
+        origin.resize(out.len(), index.checked_sub(1));
         let at = format!("input[{index}]");
         let kind = item["type"]
             .as_str()
@@ -153,27 +164,31 @@ fn convert_items(items: &[Value]) -> Result<(Vec<Value>, Vec<Option<usize>>), Pr
                 ""
             });
         match kind {
-            "message" => chat.push(convert_message(item, &at)?),
+            "message" => out.push(convert_message(item, &at)?),
             "function_call" => {
                 let (Some(call_id), Some(name)) = (item["call_id"].as_str(), item["name"].as_str())
                 else {
                     return Err(bad(&at, "a function_call needs 'call_id' and 'name'."));
                 };
-                let call = json!({"id": call_id, "type": "function", "function": {
-                    "name": name, "arguments": item["arguments"].as_str().unwrap_or("{}")}});
+                let call = Call {
+                    id: call_id.to_owned(),
+                    name: name.to_owned(),
+                    arguments: item["arguments"].as_str().unwrap_or("{}").to_owned(),
+                };
                 // Calls right after an assistant message (or after other calls) belong to it.
-                match chat.last_mut() {
-                    Some(last) if last["role"] == "assistant" => {
-                        match last["tool_calls"].as_array_mut() {
-                            Some(calls) => calls.push(call),
-                            None => last["tool_calls"] = json!([call]),
-                        }
-                        if last["content"] == "" {
-                            last["content"] = Value::Null;
+                match out.last_mut() {
+                    Some(last) if last.role == "assistant" => {
+                        last.calls.get_or_insert_with(Vec::new).push(call);
+                        if last.content == Some(Value::String(String::new())) {
+                            last.content = Some(Value::Null);
                         }
                     }
-                    _ => chat
-                        .push(json!({"role": "assistant", "content": null, "tool_calls": [call]})),
+                    _ => out.push(Message {
+                        role: "assistant".to_owned(),
+                        content: Some(Value::Null),
+                        calls: Some(vec![call]),
+                        ..Message::default()
+                    }),
                 }
             }
             "function_call_output" => {
@@ -185,7 +200,10 @@ fn convert_items(items: &[Value]) -> Result<(Vec<Value>, Vec<Option<usize>>), Pr
                     Value::Array(parts) => text_of(parts, &at)?,
                     _ => return Err(bad(&at, "'output' must be a string or text parts.")),
                 };
-                chat.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+                out.push(Message {
+                    call_id: Some(call_id.to_owned()),
+                    ..Message::text_message("tool", output)
+                });
             }
             // The model's own reasoning from an earlier turn: no place for it upstream.
             "reasoning" => {}
@@ -198,11 +216,11 @@ fn convert_items(items: &[Value]) -> Result<(Vec<Value>, Vec<Option<usize>>), Pr
             }
         }
     }
-    origin.resize(chat.len(), items.len().checked_sub(1));
-    Ok((chat, origin))
+    origin.resize(out.len(), items.len().checked_sub(1));
+    Ok((out, origin))
 }
 
-fn convert_message(item: &Value, at: &str) -> Result<Value, ProxyError> {
+fn convert_message(item: &Value, at: &str) -> Result<Message, ProxyError> {
     let role = match item["role"].as_str() {
         Some(role @ ("user" | "assistant" | "system")) => role,
         // Local servers rarely know the `developer` role; it means the same as `system`.
@@ -251,7 +269,11 @@ fn convert_message(item: &Value, at: &str) -> Result<Value, ProxyError> {
             ))
         }
     };
-    Ok(json!({"role": role, "content": content}))
+    Ok(Message {
+        role: role.to_owned(),
+        content: Some(content),
+        ..Message::default()
+    })
 }
 
 fn is_text_part(part: &Value) -> bool {
@@ -280,10 +302,10 @@ fn text_of(parts: &[Value], at: &str) -> Result<String, ProxyError> {
     Ok(texts.join("\n\n"))
 }
 
-/// The function tools as Chat Completions tools, and the names of the others (built-in tools and
-/// namespaces, which a Chat Completions upstream cannot run: tools are offers, so the request
-/// still has its meaning without them).
-fn convert_tools(tools: &Value) -> Result<(Vec<Value>, Vec<String>), ProxyError> {
+/// The function tools, and the names of the others (built-in tools and namespaces, which a Chat
+/// Completions upstream cannot run: tools are offers, so the request still has its meaning
+/// without them).
+fn convert_tools(tools: &Value) -> Result<(Vec<Tool>, Vec<String>), ProxyError> {
     let Value::Array(tools) = tools else {
         return Err(bad("tools", "must be a list."));
     };
@@ -301,24 +323,38 @@ fn convert_tools(tools: &Value) -> Result<(Vec<Value>, Vec<String>), ProxyError>
         let Some(name) = tool["name"].as_str() else {
             return Err(bad(&format!("tools[{index}].name"), "is required."));
         };
-        let mut function = json!({"name": name});
-        for key in ["description", "parameters", "strict"] {
-            if let Some(value) = tool.get(key).filter(|v| !v.is_null()) {
-                function[key] = value.clone();
+        let description = match tool.get("description") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(text)) => Some(text.clone()),
+            Some(_) => {
+                return Err(bad(
+                    &format!("tools[{index}].description"),
+                    "must be a string.",
+                ))
             }
-        }
-        out.push(json!({"type": "function", "function": function}));
+        };
+        let strict = match tool.get("strict") {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(strict)) => Some(*strict),
+            Some(_) => return Err(bad(&format!("tools[{index}].strict"), "must be a boolean.")),
+        };
+        out.push(Tool {
+            name: name.to_owned(),
+            description,
+            parameters: tool.get("parameters").filter(|v| !v.is_null()).cloned(),
+            strict,
+        });
     }
     Ok((out, dropped))
 }
 
-fn convert_tool_choice(choice: &Value) -> Result<Value, ProxyError> {
+fn convert_tool_choice(choice: &Value) -> Result<ToolChoice, ProxyError> {
     match choice {
-        Value::String(mode) if matches!(mode.as_str(), "auto" | "none" | "required") => {
-            Ok(choice.clone())
-        }
+        Value::String(mode) if mode == "auto" => Ok(ToolChoice::Auto),
+        Value::String(mode) if mode == "none" => Ok(ToolChoice::None),
+        Value::String(mode) if mode == "required" => Ok(ToolChoice::Required),
         Value::Object(_) if choice["type"] == "function" => match choice["name"].as_str() {
-            Some(name) => Ok(json!({"type": "function", "function": {"name": name}})),
+            Some(name) => Ok(ToolChoice::Named(name.to_owned())),
             None => Err(bad("tool_choice.name", "is required.")),
         },
         _ => Err(untranslatable(
@@ -328,19 +364,21 @@ fn convert_tool_choice(choice: &Value) -> Result<Value, ProxyError> {
     }
 }
 
-fn convert_format(format: &Value) -> Result<Option<Value>, ProxyError> {
+fn convert_format(format: &Value) -> Result<Option<Format>, ProxyError> {
     match format["type"].as_str() {
         None | Some("text") => Ok(None),
-        Some("json_object") => Ok(Some(json!({"type": "json_object"}))),
+        Some("json_object") => Ok(Some(Format::Json)),
         Some("json_schema") => {
-            let mut schema = json!({
-                "name": format["name"].as_str().unwrap_or("response"),
-                "schema": format["schema"].clone(),
-            });
-            if let Some(strict) = format.get("strict").filter(|v| !v.is_null()) {
-                schema["strict"] = strict.clone();
-            }
-            Ok(Some(json!({"type": "json_schema", "json_schema": schema})))
+            let strict = match format.get("strict") {
+                None | Some(Value::Null) => None,
+                Some(Value::Bool(strict)) => Some(*strict),
+                Some(_) => return Err(bad("text.format.strict", "must be a boolean.")),
+            };
+            Ok(Some(Format::Schema {
+                name: format["name"].as_str().unwrap_or("response").to_owned(),
+                schema: format["schema"].clone(),
+                strict,
+            }))
         }
         Some(other) => Err(bad("text.format.type", &format!("'{other}' is not known."))),
     }

@@ -8,12 +8,15 @@ fn translated(request: Value) -> Value {
     let Value::Object(request) = request else {
         panic!("an object")
     };
-    let out = to_chat(
+    let out = translate(
         &request,
-        vec![json!({"role": "user", "content": "earlier"})],
+        vec![crate::conversation::request::Message::text_message(
+            "user",
+            "earlier".into(),
+        )],
     )
     .expect("translates");
-    serde_json::to_value(out.chat).expect("json")
+    serde_json::to_value(crate::openai::neutral::chat_request(&out.request)).expect("json")
 }
 
 #[test]
@@ -63,6 +66,27 @@ fn items_parts_and_settings_become_chat_completions() {
     assert_eq!(messages[4]["content"], "Calling.");
     assert_eq!(messages[4]["tool_calls"][0]["id"], "call_1");
     assert_eq!(messages[5]["content"], "done");
+}
+
+#[test]
+fn a_setting_of_the_wrong_type_is_refused_by_name() {
+    let refused = |request: Value| {
+        let Value::Object(request) = request else {
+            panic!("an object")
+        };
+        match translate(&request, Vec::new()) {
+            Ok(_) => panic!("accepted"),
+            Err(error) => (error.catalogue().0.as_u16(), error.to_string()),
+        }
+    };
+    let (status, message) = refused(json!({"model": "m", "input": "hi", "top_p": "high"}));
+    assert_eq!(status, 400);
+    assert!(message.contains("'top_p' must be a number"), "{message}");
+    let (_, message) = refused(json!({"model": "m", "input": "hi", "parallel_tool_calls": 1}));
+    assert!(message.contains("parallel_tool_calls"), "{message}");
+    let (_, message) = refused(json!({"model": "m", "input": "hi",
+        "tools": [{"type": "function", "name": "f", "strict": "yes"}]}));
+    assert!(message.contains("tools[0].strict"), "{message}");
 }
 
 #[test]
@@ -137,14 +161,14 @@ fn planned(request: Value, first_kept: usize, block: Option<crate::strategy::Pla
     let Value::Object(mut wire) = request else {
         panic!("an object")
     };
-    let translated = to_chat(&wire, Vec::new()).expect("translates");
+    let translated = translate(&wire, Vec::new()).expect("translates");
     let plan = crate::strategy::Plan {
         first_kept,
         block: block.map(|placement| ("<memory>m</memory>".to_owned(), placement)),
     };
     native::apply(
         &mut wire,
-        &translated.chat.neutral().messages,
+        &translated.request.messages,
         &translated.origin,
         &plan,
     );
@@ -266,9 +290,9 @@ mod plan_properties {
                 request["previous_response_id"] = json!("resp_1");
             }
             let Value::Object(mut wire) = request.clone() else { unreachable!() };
-            let translated = super::super::to_chat(&wire, Vec::new()).expect("translates");
+            let translated = super::super::translate(&wire, Vec::new()).expect("translates");
             let plan = Plan {
-                first_kept: cut.min(translated.chat.messages.len()),
+                first_kept: cut.min(translated.request.messages.len()),
                 block: match place {
                     0 => None,
                     1 => Some(Placement::System),
@@ -277,7 +301,7 @@ mod plan_properties {
                 }
                 .map(|p| ("<memory>B</memory>".to_owned(), p)),
             };
-            super::super::native::apply(&mut wire, &translated.chat.neutral().messages, &translated.origin, &plan);
+            super::super::native::apply(&mut wire, &translated.request.messages, &translated.origin, &plan);
             let out = Value::Object(wire);
             let sent = out["input"].as_array().expect("input");
             let first = &sent[0];
