@@ -186,7 +186,8 @@ fn conversation_fingerprint(request: &Request) -> String {
             .iter()
             .find(|m| m.role == role || (role == "system" && m.role == "developer"))
             .and_then(|m| m.content.as_ref())
-            .map(|content| content.to_string())
+            // The content's JSON form, which the ids of stored conversations were made from.
+            .map(|content| content.to_json().to_string())
             .unwrap_or_default()
     };
     let mut hasher = Sha256::new();
@@ -250,6 +251,32 @@ mod tests {
         };
         assert_eq!(id(&first), id(&later));
         assert_ne!(id(&first), id(&other));
+    }
+
+    /// Stored conversations are found again by their id: the hash stays what it was when content
+    /// was kept as JSON (the values here are the ones that code gave), parts in any key order.
+    #[test]
+    fn a_conversations_id_is_the_one_stored_conversations_have() {
+        let id = |body: &str| {
+            Scope::identify(&KeyGrant::tenant("t"), &HeaderMap::new(), &request(body))
+                .expect("scope")
+                .conversation
+        };
+        assert_eq!(
+            id(
+                r#"{"messages":[{"role":"system","content":"be kind"},{"role":"user","content":"hi"}]}"#
+            ),
+            "c-f735c68eaa309cd1a5ac162a"
+        );
+        assert_eq!(
+            id(
+                r#"{"messages":[{"role":"system","content":"be kind"},{"role":"user","content":[
+                {"text":"Look at this","type":"text"},
+                {"type":"image_url","image_url":{"url":"https://x/y.png","detail":"low"}},
+                {"type":"text","text":"café"}]}]}"#
+            ),
+            "c-21f9f194849efa4b490670b0"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@
 use serde::Serialize;
 use serde_json::{Number, Value};
 
+use super::content::Content;
 use super::reply::Call;
 
 /// One message of the conversation.
@@ -14,9 +15,8 @@ use super::reply::Call;
 pub struct Message {
     /// `system`, `developer`, `user`, `assistant` or `tool`.
     pub role: String,
-    /// Its content as the client gave it: a string, content parts (`{"type": "text", "text"}`,
-    /// images, …), an explicit `null`, or none (`None`).
-    pub content: Option<Value>,
+    /// What it says; `None`: nothing (an assistant message of tool calls only, or `null`).
+    pub content: Option<Content>,
     /// The name of the participant, where the client gives one.
     pub name: Option<String>,
     /// The tool calls of an assistant message (`Some(vec![])`: an empty list the client sent).
@@ -30,7 +30,7 @@ impl Message {
     pub fn text_message(role: &str, text: String) -> Message {
         Message {
             role: role.to_owned(),
-            content: Some(Value::String(text)),
+            content: Some(Content::Text(text)),
             ..Message::default()
         }
     }
@@ -38,7 +38,7 @@ impl Message {
     /// The text of the message: a string content, or the text parts of content parts (one per
     /// line).
     pub fn text(&self) -> String {
-        text_of(self.content.as_ref())
+        self.content.as_ref().map(Content::text).unwrap_or_default()
     }
 
     /// A system or developer message: instructions, not a turn of the conversation.
@@ -82,7 +82,8 @@ impl Message {
 /// placement needs, so the one placement rule serves every form.
 pub trait Editable: Clone {
     fn role(&self) -> &str;
-    fn content_mut(&mut self) -> &mut Option<Value>;
+    /// Adds `text` before or after what the message says ([`Content::add_text`]).
+    fn add_text(&mut self, text: &str, before: bool);
     /// A new message of `role` saying `text`.
     fn saying(role: &str, text: String) -> Self;
 }
@@ -91,24 +92,11 @@ impl Editable for Message {
     fn role(&self) -> &str {
         &self.role
     }
-    fn content_mut(&mut self) -> &mut Option<Value> {
-        &mut self.content
+    fn add_text(&mut self, text: &str, before: bool) {
+        Content::add_text(&mut self.content, text, before);
     }
     fn saying(role: &str, text: String) -> Self {
         Message::text_message(role, text)
-    }
-}
-
-/// The text of a content: a string, or the text parts of content parts (one per line).
-pub fn text_of(content: Option<&Value>) -> String {
-    match content {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|part| part.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
     }
 }
 
@@ -219,14 +207,5 @@ mod tests {
         };
         assert_eq!(empty.stored_calls().as_deref(), Some("[]"));
         assert_eq!(Message::default().stored_calls(), None);
-    }
-
-    #[test]
-    fn text_reads_strings_and_text_parts() {
-        let parts = serde_json::json!([{"type": "text", "text": "a"},
-            {"type": "image_url", "image_url": {"url": "x"}}, {"type": "text", "text": "b"}]);
-        assert_eq!(text_of(Some(&parts)), "a\nb");
-        assert_eq!(Message::text_message("user", "hi".into()).text(), "hi");
-        assert_eq!(text_of(Some(&Value::Null)), "");
     }
 }

@@ -137,8 +137,11 @@ impl crate::conversation::request::Editable for ChatMessage {
     fn role(&self) -> &str {
         &self.role
     }
-    fn content_mut(&mut self) -> &mut Option<Value> {
-        &mut self.content
+    fn add_text(&mut self, text: &str, before: bool) {
+        use crate::conversation::content::Content;
+        let mut content = self.content.as_ref().and_then(Content::from_json);
+        Content::add_text(&mut content, text, before);
+        self.content = content.as_ref().map(Content::to_json);
     }
     fn saying(role: &str, text: String) -> Self {
         ChatMessage {
@@ -155,7 +158,9 @@ impl crate::conversation::request::Editable for ChatMessage {
 impl ChatMessage {
     /// The text of the message: a string content, or the text parts of an array content.
     pub fn text(&self) -> String {
-        crate::conversation::request::text_of(self.content.as_ref())
+        use crate::conversation::content::Content;
+        let content = self.content.as_ref().and_then(Content::from_json);
+        content.as_ref().map(Content::text).unwrap_or_default()
     }
 }
 

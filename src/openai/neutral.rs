@@ -6,6 +6,7 @@
 use serde_json::{json, Map, Number, Value};
 
 use super::{ChatMessage, ChatRequest, FunctionCall, StreamOptions, ToolCall};
+use crate::conversation::content::Content;
 use crate::conversation::reply::Call;
 use crate::conversation::request::{Format, Message, Parameters, Request, Tool, ToolChoice};
 
@@ -26,7 +27,12 @@ impl From<&Call> for ToolCall {
 pub fn chat_message(message: &Message) -> ChatMessage {
     ChatMessage {
         role: message.role.clone(),
-        content: message.content.clone(),
+        content: Some(
+            message
+                .content
+                .as_ref()
+                .map_or(Value::Null, Content::to_json),
+        ),
         name: message.name.clone(),
         tool_calls: message
             .calls
@@ -131,7 +137,7 @@ impl ChatMessage {
     pub fn neutral(&self) -> Message {
         Message {
             role: self.role.clone(),
-            content: self.content.clone(),
+            content: self.content.as_ref().and_then(Content::from_json),
             name: self.name.clone(),
             calls: self
                 .tool_calls

@@ -4,8 +4,6 @@
 //! from the start: appended to the system message, prefixed to the newest user message (leaves the
 //! cached prompt prefix untouched), or as an earlier synthetic exchange.
 
-use serde_json::Value;
-
 use crate::conversation::request::Editable;
 use crate::dates::ymd;
 
@@ -159,29 +157,6 @@ pub fn quoted(text: &str) -> String {
     serde_json::Value::String(defused).to_string()
 }
 
-/// Prepends or appends `text` to a message's content (string or content parts).
-fn add_text<M: Editable>(message: &mut M, text: &str, before: bool) {
-    let content = message.content_mut();
-    match content {
-        Some(Value::Array(parts)) => {
-            let part = serde_json::json!({"type": "text", "text": text});
-            if before {
-                parts.insert(0, part);
-            } else {
-                parts.push(part);
-            }
-        }
-        Some(Value::String(existing)) if !existing.is_empty() => {
-            *existing = if before {
-                format!("{text}\n\n{existing}")
-            } else {
-                format!("{existing}\n\n{text}")
-            };
-        }
-        _ => *content = Some(Value::String(text.to_owned())),
-    }
-}
-
 /// Puts the block into `messages` (the already compacted request) at `placement`.
 /// `first_turn` is the index of the first non-system message.
 pub fn place<M: Editable>(
@@ -192,11 +167,11 @@ pub fn place<M: Editable>(
 ) {
     match placement {
         Placement::System => match messages[..first_turn].last_mut() {
-            Some(system) => add_text(system, block, false),
+            Some(system) => Editable::add_text(system, block, false),
             None => messages.insert(0, M::saying("system", block.to_owned())),
         },
         Placement::User => match messages.iter_mut().rev().find(|m| m.role() == "user") {
-            Some(user) => add_text(user, block, true),
+            Some(user) => Editable::add_text(user, block, true),
             None => messages.insert(first_turn, M::saying("system", block.to_owned())),
         },
         Placement::History => {

@@ -17,6 +17,7 @@ pub mod reply;
 
 use serde_json::{json, Map, Value};
 
+use crate::conversation::content::{Content, Part};
 use crate::conversation::reply::Call;
 use crate::conversation::request::{Message, Parameters, Request, Tool, ToolChoice};
 use crate::error::ProxyError;
@@ -202,14 +203,14 @@ fn convert_message(
             ))
         }
     };
-    let mut parts: Vec<Value> = Vec::new();
+    let mut parts: Vec<Part> = Vec::new();
     let mut calls: Vec<Call> = Vec::new();
     let mut results: Vec<Message> = Vec::new();
     for (position, block) in blocks.iter().enumerate() {
         let place = format!("{at}.content.{position}");
         match block["type"].as_str().unwrap_or_default() {
             "text" => match block["text"].as_str() {
-                Some(text) => parts.push(json!({"type": "text", "text": text})),
+                Some(text) => parts.push(Part::Text(text.to_owned())),
                 None => return Err(field(&place, "A text block needs 'text'.")),
             },
             "image" if role == "user" => parts.push(image_part(&block["source"], &place)?),
@@ -258,26 +259,31 @@ fn convert_message(
     }
     // Tool results answer the previous assistant message's calls: they come first.
     out.extend(results);
+    let texts: Vec<&str> = parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::Text(text) => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
     if role == "assistant" {
-        let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        let text = texts.concat();
         if calls.is_empty() && text.is_empty() {
             return Ok(());
         }
         let mut said = Message::text_message("assistant", text);
         if !calls.is_empty() {
             if said.text().is_empty() {
-                said.content = Some(Value::Null);
+                said.content = None;
             }
             said.calls = Some(calls);
         }
         out.push(said);
     } else if !parts.is_empty() {
-        let plain = parts.iter().all(|p| p["type"] == "text");
-        let content = if plain {
-            let text: Vec<&str> = parts.iter().filter_map(|p| p["text"].as_str()).collect();
-            json!(text.join("\n\n"))
+        let content = if texts.len() == parts.len() {
+            Content::Text(texts.join("\n\n"))
         } else {
-            Value::Array(parts)
+            Content::Parts(parts)
         };
         out.push(Message {
             content: Some(content),
@@ -304,7 +310,7 @@ fn result_text(blocks: &[Value], place: &str) -> Result<String, ProxyError> {
     Ok(parts.join("\n\n"))
 }
 
-fn image_part(source: &Value, place: &str) -> Result<Value, ProxyError> {
+fn image_part(source: &Value, place: &str) -> Result<Part, ProxyError> {
     let url = match source["type"].as_str() {
         Some("base64") => match (source["media_type"].as_str(), source["data"].as_str()) {
             (Some(media), Some(data)) => format!("data:{media};base64,{data}"),
@@ -321,7 +327,7 @@ fn image_part(source: &Value, place: &str) -> Result<Value, ProxyError> {
         },
         _ => return Err(field(place, "An image 'source' must be base64 or url.")),
     };
-    Ok(json!({"type": "image_url", "image_url": {"url": url}}))
+    Ok(Part::Image { url, detail: None })
 }
 
 /// Custom tools as functions, and the names of server tools (left out: see [`Translated`]).

@@ -19,6 +19,7 @@ pub mod reply;
 
 use serde_json::{json, Map, Value};
 
+use crate::conversation::content::{Content, Part};
 use crate::conversation::reply::Call;
 use crate::conversation::request::{Format, Message, Parameters, Request, Tool};
 use crate::error::ProxyError;
@@ -290,7 +291,7 @@ fn convert_message(
             if !converted.is_empty() {
                 out.calls = Some(converted);
                 if content.is_empty() {
-                    out.content = Some(Value::Null);
+                    out.content = None;
                 }
             }
             Ok(out)
@@ -316,17 +317,19 @@ fn convert_message(
     }
 }
 
-/// A message's text with its images (base64, as Ollama takes them) as Chat Completions parts.
-fn with_images(text: &str, images: Option<&Value>, place: &str) -> Result<Value, ProxyError> {
+/// A message's text with its images (base64, as Ollama takes them) as parts.
+fn with_images(text: &str, images: Option<&Value>, place: &str) -> Result<Content, ProxyError> {
     let images = match images {
-        None | Some(Value::Null) => return Ok(json!(text)),
-        Some(Value::Array(images)) if images.is_empty() => return Ok(json!(text)),
+        None | Some(Value::Null) => return Ok(Content::Text(text.to_owned())),
+        Some(Value::Array(images)) if images.is_empty() => {
+            return Ok(Content::Text(text.to_owned()))
+        }
         Some(Value::Array(images)) => images,
         Some(_) => return Err(invalid(format!("{place} must be a list of base64 images"))),
     };
     let mut parts = Vec::new();
     if !text.is_empty() {
-        parts.push(json!({"type": "text", "text": text}));
+        parts.push(Part::Text(text.to_owned()));
     }
     for (position, image) in images.iter().enumerate() {
         let Some(data) = image.as_str().filter(|d| !d.is_empty()) else {
@@ -335,9 +338,9 @@ fn with_images(text: &str, images: Option<&Value>, place: &str) -> Result<Value,
             )));
         };
         let url = format!("data:{};base64,{data}", image_type(data));
-        parts.push(json!({"type": "image_url", "image_url": {"url": url}}));
+        parts.push(Part::Image { url, detail: None });
     }
-    Ok(Value::Array(parts))
+    Ok(Content::Parts(parts))
 }
 
 /// The media type of a base64 image, from the first bytes its format always starts with.

@@ -18,8 +18,9 @@ pub mod native;
 pub(super) mod pending;
 pub mod reply;
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
+use crate::conversation::content::{Content, Part};
 use crate::conversation::reply::Call;
 use crate::conversation::request::{Format, Message, Parameters, Request, Tool, ToolChoice};
 use crate::error::ProxyError;
@@ -179,13 +180,13 @@ fn convert_items(items: &[Value]) -> Result<(Vec<Message>, Vec<Option<usize>>), 
                 match out.last_mut() {
                     Some(last) if last.role == "assistant" => {
                         last.calls.get_or_insert_with(Vec::new).push(call);
-                        if last.content == Some(Value::String(String::new())) {
-                            last.content = Some(Value::Null);
+                        if last.content == Some(Content::Text(String::new())) {
+                            last.content = None;
                         }
                     }
                     _ => out.push(Message {
                         role: "assistant".to_owned(),
-                        content: Some(Value::Null),
+                        content: None,
                         calls: Some(vec![call]),
                         ..Message::default()
                     }),
@@ -233,23 +234,20 @@ fn convert_message(item: &Value, at: &str) -> Result<Message, ProxyError> {
         }
     };
     let content = match &item["content"] {
-        Value::String(text) => json!(text),
-        Value::Array(parts) if parts.iter().all(is_text_part) => json!(text_of(parts, at)?),
+        Value::String(text) => Content::Text(text.clone()),
+        Value::Array(parts) if parts.iter().all(is_text_part) => Content::Text(text_of(parts, at)?),
         Value::Array(parts) => {
             let mut converted = Vec::new();
             for part in parts {
                 converted.push(match part["type"].as_str() {
                     Some("input_text" | "output_text" | "text") => {
-                        json!({"type": "text", "text": part["text"].as_str().unwrap_or_default()})
+                        Part::Text(part["text"].as_str().unwrap_or_default().to_owned())
                     }
                     Some("input_image") => match part["image_url"].as_str() {
-                        Some(url) => {
-                            let mut image = json!({"url": url});
-                            if let Some(detail) = part["detail"].as_str() {
-                                image["detail"] = json!(detail);
-                            }
-                            json!({"type": "image_url", "image_url": image})
-                        }
+                        Some(url) => Part::Image {
+                            url: url.to_owned(),
+                            detail: part["detail"].as_str().map(str::to_owned),
+                        },
                         None => return Err(untranslatable("An input_image by file_id", "input")),
                     },
                     other => {
@@ -260,7 +258,7 @@ fn convert_message(item: &Value, at: &str) -> Result<Message, ProxyError> {
                     }
                 });
             }
-            Value::Array(converted)
+            Content::Parts(converted)
         }
         _ => {
             return Err(bad(
