@@ -3,7 +3,7 @@
 //! the field names of that API live here only); [`ChatRequest::neutral`] reads a client's own
 //! Chat Completions request, whose bytes still go upstream as they came.
 
-use serde_json::{json, Map, Number, Value};
+use serde_json::{json, Map, Value};
 
 use super::{ChatMessage, ChatRequest, FunctionCall, StreamOptions, ToolCall};
 use crate::conversation::content::Content;
@@ -239,15 +239,6 @@ fn read_parameters(fields: &Map<String, Value>) -> Parameters {
         stop,
         parallel_tool_calls: fields.get("parallel_tool_calls").and_then(Value::as_bool),
         format,
-    }
-}
-
-/// A setting that must be a number, if given (`null`: not given).
-pub fn number_setting(fields: &Map<String, Value>, name: &str) -> Result<Option<Number>, String> {
-    match fields.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(number)) => Ok(Some(number.clone())),
-        Some(_) => Err(format!("'{name}' must be a number.")),
     }
 }
 

@@ -1,5 +1,6 @@
-//! What the translating API surfaces (`messages`, `responses`, `ollama`) share once they have the
-//! core's answer ([`super::Answer`]): building their own answer (a stream, a JSON body), naming
+//! What the translating API surfaces (`messages`, `responses`, `ollama`) share: reading a numeric
+//! setting ([`number_setting`]), and once they have the core's answer ([`super::Answer`]):
+//! building their own answer (a stream, a JSON body), naming
 //! the tools that were left out, reading an upstream error's message, and asking the upstream on
 //! a client's behalf.
 
@@ -97,4 +98,17 @@ pub async fn ask_upstream(
     let deadline = tokio::time::Instant::now() + state.upstream.config.total_timeout;
     let body = state.upstream.whole_body(response, deadline).await?;
     Ok((status, body))
+}
+
+/// A setting that must be a number, if given (`null`: not given).
+pub fn number_setting(
+    fields: &serde_json::Map<String, serde_json::Value>,
+    name: &str,
+) -> Result<Option<serde_json::Number>, String> {
+    use serde_json::Value;
+    match fields.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(number)) => Ok(Some(number.clone())),
+        Some(_) => Err(format!("'{name}' must be a number.")),
+    }
 }

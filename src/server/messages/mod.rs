@@ -95,7 +95,7 @@ pub fn from_request(request: &Map<String, Value>) -> Result<Translated, ProxyErr
         ..Parameters::default()
     };
     let number = |name: &str| {
-        crate::openai::neutral::number_setting(request, name).map_err(|why| field(name, &why))
+        crate::server::core::surface::number_setting(request, name).map_err(|why| field(name, &why))
     };
     parameters.temperature = number("temperature")?;
     parameters.top_p = number("top_p")?;

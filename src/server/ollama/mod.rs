@@ -180,7 +180,7 @@ fn settings(request: &Map<String, Value>) -> Result<Request, ProxyError> {
 /// The `options` that have a counterpart in every API memproxy speaks upstream.
 fn read_options(options: &Map<String, Value>, into: &mut Parameters) -> Result<(), ProxyError> {
     let number = |name: &str| {
-        crate::openai::neutral::number_setting(options, name)
+        crate::server::core::surface::number_setting(options, name)
             .map_err(|why| invalid(format!("options: {why}")))
     };
     into.temperature = number("temperature")?;

@@ -91,7 +91,7 @@ pub fn translate(
     origin.extend(item_origin);
     messages.extend(new_messages.iter().cloned());
     let number = |name: &str| {
-        crate::openai::neutral::number_setting(request, name)
+        crate::server::core::surface::number_setting(request, name)
             .map_err(|why| ProxyError::invalid(why, Some(name)))
     };
     let mut parameters = Parameters {
