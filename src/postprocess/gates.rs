@@ -22,6 +22,8 @@ mod form;
 mod guess;
 mod instruction;
 mod knowing;
+#[cfg(test)]
+mod labelled;
 mod person;
 mod promise;
 mod reading;

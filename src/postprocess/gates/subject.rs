@@ -85,7 +85,7 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
         .skip_while(|w| super::lists().subject_leading.contains(w))
         .collect();
     let first = start.first().copied().unwrap_or_default();
-    let user = |w: &str| matches!(w, "i" | "im" | "ive" | "id" | "ill" | "we" | "were");
+    let user = speaks_as_user;
     if user(first) {
         return Subject::User;
     }
@@ -105,22 +105,28 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
     Subject::Unknown
 }
 
-/// The user's clauses with their subjects; a clause that names none has the one before it.
+/// The user's clauses with their subjects; a clause that names none has the one before it in
+/// its sentence ("Noor, my wife, is a doctor on nights": the doctor is the wife), unless it has
+/// the user speaking in it ("My boss agreed, from Monday I'm remote"), which keeps it the user's
+/// as any clause with no subject is.
 fn clauses(text: &str, names: &[String]) -> Vec<(Subject, Vec<String>)> {
     let mut out: Vec<(Subject, Vec<String>)> = Vec::new();
-    for sentence in text.split(['.', '!', '?', ';', ',', '\n']) {
-        let mut current: Vec<String> = Vec::new();
+    for sentence in text.split(['.', '!', '?', ';', '\n']) {
         let mut pieces: Vec<Vec<String>> = Vec::new();
-        for word in words(sentence) {
-            if super::lists().subject_joins.contains(&word.as_str()) && !current.is_empty() {
-                pieces.push(std::mem::take(&mut current));
+        for part in sentence.split(',') {
+            let mut current: Vec<String> = Vec::new();
+            for word in words(part) {
+                if super::lists().subject_joins.contains(&word.as_str()) && !current.is_empty() {
+                    pieces.push(std::mem::take(&mut current));
+                }
+                current.push(word);
             }
-            current.push(word);
+            pieces.push(current);
         }
-        pieces.push(current);
         let mut previous = Subject::Unknown;
         for piece in pieces.into_iter().filter(|p| !p.is_empty()) {
             let subject = match subject_of(&piece, names) {
+                Subject::Unknown if piece.iter().any(|w| speaks_as_user(w)) => Subject::Unknown,
                 Subject::Unknown => previous.clone(),
                 found => found,
             };
@@ -129,6 +135,12 @@ fn clauses(text: &str, names: &[String]) -> Vec<(Subject, Vec<String>)> {
         }
     }
     out
+}
+
+/// A word by which the user speaks of themselves as the one who does something ("I", "we",
+/// "I'm", …, as [`words`] writes them).
+fn speaks_as_user(word: &str) -> bool {
+    matches!(word, "i" | "im" | "ive" | "id" | "ill" | "we" | "were")
 }
 
 /// Who a fact stated about the user ("The user ...") was really about, when the user's messages
@@ -457,5 +469,21 @@ mod tests {
         assert!(!no_referent(
             "The user's boss said he would approve the leave."
         ));
+    }
+
+    /// A clause with no subject of its own is about whoever the clause before it in the sentence
+    /// named, across commas ("Marek, my brother, is a pilot"), unless the user speaks in it.
+    #[test]
+    fn a_subject_carries_across_commas_unless_the_user_speaks() {
+        let said = ["Like I said, Marek, my brother, is a pilot for a cargo airline."];
+        assert_eq!(
+            someone_else("The user is a pilot for a cargo airline.", &said, &[]),
+            Some("brother".to_owned())
+        );
+        let said = ["My boss finally agreed, from Monday I'm working from home."];
+        assert_eq!(
+            someone_else("The user is working from home from Monday.", &said, &[]),
+            None
+        );
     }
 }
