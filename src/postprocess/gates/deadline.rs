@@ -26,11 +26,12 @@ fn deadline(text: &str) -> Option<Deadline> {
         return None;
     }
     let words = content_words(text);
+    // The list's words are compared as the fact's are read: stemmed ("colleague" → "colleagu").
     if words.iter().any(|w| {
         super::lists()
             .deadline_others
             .iter()
-            .any(|o| w.starts_with(o))
+            .any(|o| w.starts_with(&super::stem(o)))
     }) {
         return None;
     }
@@ -82,6 +83,10 @@ mod tests {
         assert!(!moves("The thesis deadline is still October 15.", old));
         assert!(!moves("The user's tax return is due on April 30.", old));
         assert!(!moves("The user's sister's deadline is May 1.", old));
+        // Another's deadline, beside one that says nothing of what it is for.
+        let bare = "The deadline is October 15.";
+        assert!(!moves("My sister's deadline is June 30.", bare));
+        assert!(!moves("My colleague's deadline is June 30.", bare));
         // No date: nothing to compare.
         assert!(!moves("The user is worried about the deadline.", old));
         assert!(!moves("The user moved to Porto in November.", old));

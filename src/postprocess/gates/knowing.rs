@@ -199,13 +199,16 @@ fn someone_else_gate(e: &Evidence, r: &Read<'_>) -> Result<(), Rejection> {
 }
 
 /// A claim about health or diet must be the user's own word, not the model's reading of it
-/// ("cannot stand mushrooms" is no allergy).
+/// ("cannot stand mushrooms" is no allergy). The list's stems are read in the text as written,
+/// the fact's and the user's alike: a stemmer's output ("intolerant" → "intoler") need not start
+/// with them.
 fn sensitive(e: &Evidence, r: &Read<'_>) -> Result<(), Rejection> {
     let own_word = |stem: &str| {
-        e.user_words
+        e.user_texts
             .iter()
-            .chain(&r.known)
-            .any(|w| w.starts_with(stem))
+            .map(String::as_str)
+            .chain(r.known_texts.iter().copied())
+            .any(|text| text.to_lowercase().contains(stem))
     };
     refuse(
         lists()

@@ -120,6 +120,11 @@ fn junk_seen_from_the_background_save_is_refused() {
         only_dislike.check("The user is allergic to mushrooms."),
         Err(Rejection::Ungrounded)
     );
+    // Every listed word the user says is theirs, however a stemmer cuts it.
+    let intolerant = Evidence::new([("user", "I'm lactose intolerant myself, so no pizza.")]);
+    assert_eq!(intolerant.check("The user is lactose intolerant."), Ok(()));
+    let pregnant = Evidence::new([("user", "My wife and I are expecting; I'm pregnant!")]);
+    assert_eq!(pregnant.check("The user is pregnant."), Ok(()));
     // The word may come from what is already known about the user.
     assert_eq!(
         only_dislike.check_knowing(
