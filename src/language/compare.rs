@@ -1,7 +1,7 @@
 //! The words of a text as the rules compare them, through the current language ([`super::current`]):
-//! its content words, whether one text only adds to another, and the names it gives to other
-//! people. On the ground floor, so that retrieval, injection and the gates read texts the same way
-//! without reaching into one another.
+//! its content words, whether one text only adds to another, the names it gives to other
+//! people, and the words it capitalises as names. On the ground floor, so that retrieval,
+//! injection and the gates read texts the same way without reaching into one another.
 
 use std::collections::HashSet;
 
@@ -57,6 +57,35 @@ pub fn names_of_others(texts: &[&str]) -> Vec<String> {
     names
 }
 
+/// Words the texts write with a capital inside a sentence, where a capital marks a name ("My new
+/// manager, Priya, is 29" gives "priya"), lowercased: not a sentence's first word, not "I"
+/// ("I'm", …), not a month or weekday. A name that only ever opens a sentence is not found.
+pub fn proper_nouns(texts: &[&str]) -> Vec<String> {
+    let mut names = Vec::new();
+    for text in texts {
+        for sentence in text.split(['.', '!', '?', ';', ':', '\n']) {
+            let raw = sentence
+                .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '\u{2019}')
+                .filter(|w| !w.is_empty());
+            for word in raw.skip(1) {
+                let capitalized = word.chars().next().is_some_and(char::is_uppercase);
+                let own = word == "I" || word.starts_with("I'") || word.starts_with("I\u{2019}");
+                if !capitalized || own || crate::dates::is_date_word(word) {
+                    continue;
+                }
+                let name = word
+                    .trim_end_matches("'s")
+                    .trim_end_matches("\u{2019}s")
+                    .to_lowercase();
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+        }
+    }
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +98,15 @@ mod tests {
             "Yesterday I met Ana.",
         ]);
         assert_eq!(names, ["tomas", "mochi"]);
+    }
+
+    #[test]
+    fn a_capital_inside_a_sentence_is_a_name() {
+        let names = proper_nouns(&[
+            "My new manager, Priya, is 29. Quick update: Dorota's class moved to Friday.",
+            "I'm off to Lisbon in May; I think Ana's coming.",
+        ]);
+        assert_eq!(names, ["priya", "lisbon", "ana"]);
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! booked it."). Pure functions: the implicit gates and explicit mode's core-memory hygiene both
 //! call them.
 
-use crate::language::{content_words, names_of_others};
+use crate::language::{content_words, names_of_others, proper_nouns};
 
 #[derive(Clone, Debug, PartialEq)]
 enum Subject {
@@ -99,7 +99,12 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
             None => Subject::Unknown,
         };
     }
-    if super::lists().subject_others.contains(&first) || names.iter().any(|n| n == first) {
+    if super::lists().subject_others.contains(&first) {
+        return Subject::Other(first.to_owned());
+    }
+    // A name opening a clause in which the user does not speak ("Priya agreed to monthly
+    // one-to-ones"; not "Tomas and I went climbing", which is the user's too).
+    if names.iter().any(|n| n == first) && !start.iter().any(|w| user(w)) {
         return Subject::Other(first.to_owned());
     }
     Subject::Unknown
@@ -111,7 +116,8 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
 /// as any clause with no subject is.
 fn clauses(text: &str, names: &[String]) -> Vec<(Subject, Vec<String>)> {
     let mut out: Vec<(Subject, Vec<String>)> = Vec::new();
-    for sentence in text.split(['.', '!', '?', ';', '\n']) {
+    // A colon opens a clause of its own ("Quick update: Dorota moved our lessons").
+    for sentence in text.split(['.', '!', '?', ';', ':', '\n']) {
         let mut pieces: Vec<Vec<String>> = Vec::new();
         for part in sentence.split(',') {
             let mut current: Vec<String> = Vec::new();
@@ -173,14 +179,19 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
         return None;
     }
     let named = words(fact);
-    let names = names_of_others(&[user_texts, known].concat());
+    let all = [user_texts, known].concat();
+    // The names of others: those the user gave someone ("my teacher Dorota"), and any word
+    // written as a name that the user never gave themselves.
+    let own = own_names(&all);
+    let mut names = names_of_others(&all);
+    names.extend(proper_nouns(&all).into_iter().filter(|n| !own.contains(n)));
     // "The user Tomas moved to Berlin": a small model's fact about the user's brother Tomas (a
     // name the user gave someone else, or any name but the user's own).
     let second = fact.split_whitespace().nth(2).unwrap_or_default();
     let second = second.trim_matches(|c: char| !c.is_alphanumeric());
     if second.chars().next().is_some_and(char::is_uppercase) && second != "I" {
         let lower = second.to_lowercase();
-        if names.contains(&lower) || !own_names(&[user_texts, known].concat()).contains(&lower) {
+        if names.contains(&lower) || !own.contains(&lower) {
             return Some(lower);
         }
     }
@@ -483,6 +494,37 @@ mod tests {
         let said = ["My boss finally agreed, from Monday I'm working from home."];
         assert_eq!(
             someone_else("The user is working from home from Monday.", &said, &[]),
+            None
+        );
+    }
+
+    #[test]
+    fn a_name_opening_a_clause_is_its_subject() {
+        // Named in an earlier message (or a stored memory), then the subject of a later one.
+        let said = [
+            "Our landlord, Mr Haddad, said the heating gets fixed this week.",
+            "News: Haddad replaced the whole boiler yesterday.",
+        ];
+        assert_eq!(
+            someone_else("The user replaced the whole boiler.", &said, &[]),
+            Some("haddad".to_owned())
+        );
+        let known = ["The user's coach Ilse trains the juniors."];
+        let said = ["Ilse signed up for the Berlin marathon."];
+        assert_eq!(
+            someone_else("The user signed up for the Berlin marathon.", &said, &known),
+            Some("ilse".to_owned())
+        );
+        // The user speaking in the clause keeps it theirs; so does a name the user gave themselves.
+        let said = ["Ilse and I signed up for the Berlin marathon."];
+        assert_eq!(
+            someone_else("The user signed up for the Berlin marathon.", &said, &known),
+            None
+        );
+        let said = ["Hi, this is Ilse again. Ilse ran the Berlin marathon in 3 hours, by the way."];
+        let mine = ["The user is Ilse."];
+        assert_eq!(
+            someone_else("The user ran the Berlin marathon in 3 hours.", &said, &mine),
             None
         );
     }
