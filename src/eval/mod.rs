@@ -2,6 +2,7 @@
 //! scores, tokens, latency), and narrower measurements on benchmark data (figures, not assertions).
 
 pub mod audit;
+mod audit_gates;
 mod audit_judge;
 mod audit_run;
 pub mod ceiling;
@@ -30,6 +31,9 @@ pub enum EvalCommand {
     /// Labels the memories a finished run left (correct, misattributed, wrong subject, stale,
     /// duplicate, not a fact) with a judge model, and its agreement with a person's labels.
     Audit(audit_run::AuditArgs),
+    /// Puts every hand-labelled memory of a dataset to the gates (no model): how many of each
+    /// label they would refuse.
+    Gates(audit_gates::GatesArgs),
 }
 
 /// `memproxy eval --dataset …` compares strategies; the subcommands are narrower measurements.
@@ -47,6 +51,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         Some(EvalCommand::Retrieval(options)) => locomo::run(options).await,
         Some(EvalCommand::Strategies(options)) => strategies::run(options).await,
         Some(EvalCommand::Audit(options)) => audit_run::run(options).await,
+        Some(EvalCommand::Gates(options)) => audit_gates::run(options),
         None => run::run(args.run).await,
     }
 }

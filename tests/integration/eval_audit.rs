@@ -116,3 +116,47 @@ async fn the_judge_labels_each_stored_memory_and_is_compared_with_a_persons_labe
         ])
     );
 }
+
+#[test]
+fn the_gates_are_put_to_each_labelled_memory_without_a_model() {
+    let dir = tempfile::tempdir().expect("dir");
+    let labels = dir.path().join("labels.jsonl");
+    std::fs::write(
+        &labels,
+        [
+            json!({"conversation": "tiny", "memory": "The user lives in Lisbon.", "label": "correct"}),
+            json!({"conversation": "tiny", "memory": "The user is Pixel.", "label": "wrong_subject"}),
+            json!({"conversation": "tiny", "memory": "The user thinks Lisbon is a nice city.", "label": "misattributed"}),
+            json!({"conversation": "other", "memory": "The user has a cat.", "label": "correct"}),
+        ]
+        .map(|l| l.to_string())
+        .join("\n"),
+    )
+    .expect("labels");
+    let output = Command::new(env!("CARGO_BIN_EXE_memproxy"))
+        .args(["eval", "gates", "--show", "--dataset"])
+        .arg(fixture("tiny-scenario.json"))
+        .arg("--labels")
+        .arg(&labels)
+        .output()
+        .expect("memproxy runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{printed}");
+    // The label of another conversation is not read; the user's own fact passes, the dog's name
+    // given to the user and the assistant's words told as the user's are refused, by name.
+    assert!(
+        printed.contains("3 labelled memories of 1 conversations"),
+        "{printed}"
+    );
+    let row = |label: &str| {
+        printed
+            .lines()
+            .find(|l| l.starts_with(label) && !l.contains("The user"))
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    assert_eq!(row("correct"), "correct 1 0", "{printed}");
+    assert_eq!(row("wrong_subject"), "wrong_subject 0 1", "{printed}");
+    assert_eq!(row("misattributed"), "misattributed 0 1", "{printed}");
+    assert!(printed.contains("not_the_user 1"), "{printed}");
+}
