@@ -1,18 +1,33 @@
 //! `memproxy eval gates --dataset DIR --labels FILE`: the gates against what a person decided,
 //! without a model. Every hand-labelled memory of the dataset's conversations is put to every
-//! gate, with its whole conversation as the evidence (the user's and the assistant's messages,
-//! said by the last session's date), and counted by its label: a correct memory refused is a
-//! fact the store would lose, a wrong one refused is one it would keep out. Wider evidence than
-//! one extraction's turns, so a bound on what the gates catch, not a replay of a run.
+//! gate and counted by its label: a correct memory refused is a fact the store would lose, a
+//! wrong one refused is one it would keep out. The evidence is, by default, what a run's
+//! extraction would read: the one session whose user messages hold most of the memory's words
+//! (its likely source), said by that session's date, and as what is already known, the memories
+//! of that conversation labelled correct whose source is an earlier session (what a run would
+//! have stored by then). `--evidence conversation` gives every message of the conversation
+//! instead, and nothing known. Neither replays a run, whose known memories are the stored ones
+//! most like the fact.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use super::audit::{read_hand_labels, Label};
-use super::dataset::{self, Conversation};
+use super::dataset::{self, Conversation, Session};
+use crate::language::content_words;
 use crate::postprocess::gates::Evidence;
+
+/// What a memory is checked against.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Scope {
+    /// The session that holds most of its words, and the correct memories of earlier sessions.
+    #[default]
+    Session,
+    /// The whole conversation.
+    Conversation,
+}
 
 #[derive(Args, Clone, Debug)]
 pub struct GatesArgs {
@@ -22,6 +37,9 @@ pub struct GatesArgs {
     /// A person's labels (JSON lines: conversation, memory, label).
     #[arg(long)]
     pub labels: PathBuf,
+    /// The evidence each memory is put to the gates with.
+    #[arg(long, value_enum, default_value_t = Scope::Session)]
+    pub evidence: Scope,
     /// Print each memory with its label and the gate's verdict, not only the counts.
     #[arg(long)]
     pub show: bool,
@@ -35,17 +53,39 @@ struct Count {
     refused: BTreeMap<&'static str, usize>,
 }
 
-fn evidence(conversation: &Conversation) -> Evidence {
-    let turns = conversation
-        .sessions
+/// The evidence of `sessions` (all the turns, said by the last one's date).
+fn evidence_of<'a>(sessions: impl IntoIterator<Item = &'a Session>) -> Evidence {
+    let sessions: Vec<&Session> = sessions.into_iter().collect();
+    let turns = sessions
         .iter()
         .flat_map(|session| &session.turns)
         .map(|turn| (turn.role.as_str(), turn.content.as_str()));
     let evidence = Evidence::new(turns);
-    match conversation.sessions.iter().rev().find_map(|s| s.time_ms) {
+    match sessions.iter().rev().find_map(|s| s.time_ms) {
         Some(at) => evidence.said_at(at),
         None => evidence,
     }
+}
+
+/// The index of the session of `conversation` whose user messages hold most of `memory`'s
+/// content words (the first of equals).
+fn source_session(conversation: &Conversation, memory: &str) -> usize {
+    let words = content_words(memory);
+    let mut best: Option<(usize, usize)> = None;
+    for (index, session) in conversation.sessions.iter().enumerate() {
+        let said: String = session
+            .turns
+            .iter()
+            .filter(|t| t.role == "user")
+            .map(|t| t.content.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let shared = content_words(&said).intersection(&words).count();
+        if best.is_none_or(|(most, _)| shared > most) {
+            best = Some((shared, index));
+        }
+    }
+    best.map_or(0, |(_, index)| index)
 }
 
 pub fn run(args: GatesArgs) -> anyhow::Result<()> {
@@ -56,15 +96,27 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
         .map(|c| (c.id.as_str(), c))
         .collect();
     let mut counts: BTreeMap<Label, Count> = BTreeMap::new();
-    let mut evidences: HashMap<&str, Evidence> = HashMap::new();
-    for label in read_hand_labels(&args.labels)? {
+    let labels = read_hand_labels(&args.labels)?;
+    for label in &labels {
         let Some(conversation) = by_id.get(label.conversation.as_str()) else {
             continue;
         };
-        let evidence = evidences
-            .entry(conversation.id.as_str())
-            .or_insert_with(|| evidence(conversation));
-        let verdict = evidence.check(&label.memory);
+        let verdict = match args.evidence {
+            Scope::Conversation => evidence_of(&conversation.sessions).check(&label.memory),
+            Scope::Session => {
+                let source = source_session(conversation, &label.memory);
+                let known: Vec<&str> = labels
+                    .iter()
+                    .filter(|other| {
+                        other.conversation == label.conversation
+                            && other.label == Label::Correct
+                            && source_session(conversation, &other.memory) < source
+                    })
+                    .map(|other| other.memory.as_str())
+                    .collect();
+                evidence_of(conversation.sessions.get(source)).check_knowing(&label.memory, &known)
+            }
+        };
         let count = counts.entry(label.label).or_default();
         match verdict {
             Ok(()) => count.passed += 1,
@@ -84,13 +136,14 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
         }
     }
     println!(
-        "{} labelled memories of {} conversations ({})",
+        "{} labelled memories of {} conversations ({}; evidence: {:?})",
         counts
             .values()
             .map(|c| c.passed + c.refused.values().sum::<usize>())
             .sum::<usize>(),
         data.conversations.len(),
-        args.dataset.display()
+        args.dataset.display(),
+        args.evidence
     );
     println!(
         "{:14} {:>6} {:>7}  refused by",

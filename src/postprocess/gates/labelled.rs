@@ -12,25 +12,17 @@ const AUDIT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/audit");
 
 /// Each tuning conversation's user messages, by the conversation's id.
 fn tuning_conversations() -> HashMap<String, Vec<String>> {
-    let mut conversations = HashMap::new();
-    let folder = std::fs::read_dir(format!("{AUDIT}/tuning")).expect("the tuning half");
-    for entry in folder {
-        let path = entry.expect("an entry").path();
-        let text = std::fs::read_to_string(&path).expect("a conversation");
-        let conversation: Value = serde_json::from_str(&text).expect("json");
-        let said = conversation["sessions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .flat_map(|session| session["turns"].as_array().into_iter().flatten())
-            .filter_map(|turn| turn["user"].as_str())
-            .filter(|text| !text.is_empty())
-            .map(str::to_owned)
-            .collect();
-        let id = conversation["id"].as_str().expect("an id").to_owned();
-        conversations.insert(id, said);
-    }
-    conversations
+    tuning_turns()
+        .into_iter()
+        .map(|(id, (turns, _))| {
+            let said = turns
+                .into_iter()
+                .filter(|(role, text)| role == "user" && !text.is_empty())
+                .map(|(_, text)| text)
+                .collect();
+            (id, said)
+        })
+        .collect()
 }
 
 #[test]
