@@ -97,6 +97,7 @@ impl AgentMail {
             app_reply: None,
             tool_results: Vec::new(),
             params: serde_json::Map::new(),
+            client_tools: Default::default(),
             clock: job.payload["clock"].as_i64(),
             record: true,
             from_agent: Some(from.clone()),

@@ -43,7 +43,9 @@ pub use crate::config::explicit::{CoreMemoryAt, ExplicitConfig, Rewarm, Tools};
 pub use after::TurnTasks;
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
 pub use preview::Preview;
-pub use turn_types::{Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome};
+pub use turn_types::{
+    ClientToolsAsked, Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome,
+};
 
 use crate::memory::{MemoryResult, MemoryService};
 use crate::postprocess::llm::MemoryLlm;

@@ -159,7 +159,7 @@ impl Agents {
             .collect();
         // With other agents of the user, the turn offers the messaging tools too.
         let tool_set = self.config.tools(&input.model);
-        let (tools, client) = super::tools::for_request(&input.params, &peers, tool_set);
+        let (tools, client) = super::tools::for_request(&input.client_tools, &peers, tool_set);
         let tools_tokens = if client.is_empty() && peers.is_empty() {
             context::tools_tokens(tool_set)
         } else {

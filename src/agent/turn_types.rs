@@ -10,6 +10,16 @@ use super::model::ModelError;
 use crate::openai::Usage;
 use crate::store::{StepRecord, UserScope};
 
+/// The client's tools as its request offers them ([`crate::agent::tools::ClientTools`] reads
+/// them for the agent).
+#[derive(Clone, Debug, Default)]
+pub struct ClientToolsAsked {
+    pub tools: Vec<crate::conversation::request::Tool>,
+    pub choice: Option<crate::conversation::request::ToolChoice>,
+    /// `Some(false)`: at most one call per answer.
+    pub parallel: Option<bool>,
+}
+
 /// What the client asked, reduced to what the agent needs.
 #[derive(Clone, Debug)]
 pub struct TurnInput {
@@ -26,9 +36,12 @@ pub struct TurnInput {
     pub app_reply: Option<String>,
     /// The results of the client tool calls a paused turn waits for (resuming it).
     pub tool_results: Vec<ToolResult>,
-    /// Sampling parameters passed through to every step (temperature, max_tokens, ...), and the
-    /// client's `tools`, `tool_choice`, `parallel_tool_calls`.
+    /// Sampling parameters passed through to every step (temperature, max_tokens, ...), as the
+    /// Chat Completions upstream takes them: the agent's steps are Chat Completions requests.
     pub params: Map<String, Value>,
+    /// The client's own tools, what its tool choice asks, and whether it allows several calls
+    /// at once, read from the neutral request.
+    pub client_tools: ClientToolsAsked,
     /// When the user said it (`X-Memproxy-Time`); `None`: now.
     pub clock: Option<i64>,
     /// `false` (`X-Memproxy-Record: false`): a read-only turn. The agent may search its memory

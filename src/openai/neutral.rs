@@ -118,7 +118,8 @@ fn write_parameters(parameters: &Parameters, out: &mut Map<String, Value>) {
     }
 }
 
-fn tool(tool: &Tool) -> Value {
+/// A neutral tool as a Chat Completions function tool.
+pub fn tool(tool: &Tool) -> Value {
     let mut function = json!({"name": tool.name});
     if let Some(description) = &tool.description {
         function["description"] = json!(description);

@@ -145,6 +145,61 @@ async fn explicit_mode_answers_in_anthropic_shape_whole_and_streamed() {
 }
 
 #[tokio::test]
+async fn explicit_mode_offers_a_messages_clients_own_tool_to_the_agent_and_hands_its_call_back() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(crate::explicit::call(
+        "get_weather",
+        json!({"city": "Lisbon"}),
+    ));
+    let mut asked = ask("Weather in Lisbon?");
+    asked["tools"] = json!([
+        {"name": "get_weather", "description": "The weather in a city now.",
+         "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        {"name": "send_message", "description": "The app's own send_message.",
+         "input_schema": {"type": "object"}},
+        {"type": "web_search_20250305", "name": "web_search"}
+    ]);
+    asked["tool_choice"] = json!({"type": "auto", "disable_parallel_tool_use": true});
+    let answer = messages(&h, "/explicit/v1/messages", "eli", asked).await;
+    assert_eq!(answer.status(), 200);
+    let body: Value = answer.json().await.expect("json");
+    assert_eq!(body["stop_reason"], "tool_use", "{body}");
+    let used: Vec<&Value> = body["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "tool_use")
+        .collect();
+    assert_eq!(used.len(), 1, "{body}");
+    assert_eq!(used[0]["name"], "get_weather");
+    assert_eq!(used[0]["input"], json!({"city": "Lisbon"}));
+    // The agent was offered the client's functions in the upstream's shape, with their
+    // descriptions; the one named like a memory tool under another name; the server tool not.
+    let seen = h.mock.chat_requests(None).last().cloned().expect("request");
+    let offered: Vec<&Value> = seen["tools"].as_array().into_iter().flatten().collect();
+    let named = |name: &str| {
+        offered
+            .iter()
+            .find(|t| t["function"]["name"] == name)
+            .copied()
+    };
+    let weather = named("get_weather").expect("the client's tool");
+    assert_eq!(
+        weather["function"]["description"],
+        "The weather in a city now."
+    );
+    assert_eq!(
+        weather["function"]["parameters"]["properties"]["city"]["type"],
+        "string"
+    );
+    assert_eq!(
+        named("app_send_message").map(|t| t["function"]["description"].clone()),
+        Some(json!("The app's own send_message."))
+    );
+    assert!(named("web_search").is_none(), "{seen}");
+}
+
+#[tokio::test]
 async fn errors_come_back_in_anthropic_shape_with_anthropic_statuses() {
     let h = harness_with(|c| {
         c.auth.api_keys = vec![Secret::new("mp-key")];

@@ -1,4 +1,5 @@
-//! The client's own tools inside the agent loop. The functions the client's request offers are
+//! The client's own tools inside the agent loop. The functions the client's request offers (read
+//! from the neutral request, whichever API it came in on) are
 //! offered to the agent beside the memory tools; calling one pauses the turn, and the client gets
 //! an ordinary tool-call answer. The client's next request carries the results and resumes the
 //! turn ([`crate::agent::pause`]).
@@ -14,6 +15,8 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 
 pub use crate::agent::turn_types::ClientCall;
+use crate::agent::turn_types::ClientToolsAsked;
+use crate::conversation::request::ToolChoice;
 
 use super::kit::{Effect, Tool, ToolOutcome, ToolScope};
 use super::registry::Registry;
@@ -64,13 +67,12 @@ pub struct ClientTools {
 }
 
 impl ClientTools {
-    /// Reads the request's `tools`, `tool_choice` and `parallel_tool_calls` (Chat Completions
-    /// shapes; the other APIs are translated to them first). Tools that are not functions are
-    /// left out (the agent cannot call them).
-    pub fn from_request(params: &Map<String, Value>) -> ClientTools {
-        let Some(tools) = params.get("tools").and_then(Value::as_array) else {
+    /// Reads the client's tools, tool choice and whether it allows several calls at once, as
+    /// the neutral request has them (only functions: the agent cannot call another kind).
+    pub fn from_request(asked: &ClientToolsAsked) -> ClientTools {
+        if asked.tools.is_empty() {
             return ClientTools::default();
-        };
+        }
         let mut taken: HashSet<String> = Registry::memory()
             .with(Registry::messaging(&[]))
             .names()
@@ -78,42 +80,31 @@ impl ClientTools {
             .map(str::to_owned)
             .collect();
         let mut all = Vec::new();
-        for tool in tools {
-            let Some(name) = tool["function"]["name"].as_str().filter(|n| !n.is_empty()) else {
-                continue;
-            };
-            if tool
-                .get("type")
-                .and_then(Value::as_str)
-                .unwrap_or("function")
-                != "function"
-            {
-                continue;
-            }
-            let exposed = free_name(name, &taken);
+        for tool in asked.tools.iter().filter(|t| !t.name.is_empty()) {
+            let exposed = free_name(&tool.name, &taken);
             taken.insert(exposed.clone());
-            let mut schema = tool.clone();
+            let mut schema = crate::openai::neutral::tool(tool);
             schema["function"]["name"] = Value::String(exposed.clone());
             all.push(Arc::new(ClientTool {
                 exposed,
-                client_name: name.to_owned(),
+                client_name: tool.name.clone(),
                 schema,
             }));
         }
-        let choice = params.get("tool_choice");
-        let named = choice
-            .and_then(|c| c["function"]["name"].as_str())
-            .map(str::to_owned);
-        let offered = match (choice.and_then(Value::as_str), &named) {
-            (Some("none"), _) => Vec::new(),
+        let named = match &asked.choice {
+            Some(ToolChoice::Named(name)) => Some(name.clone()),
+            _ => None,
+        };
+        let offered: Vec<Arc<ClientTool>> = match (&asked.choice, &named) {
+            (Some(ToolChoice::None), _) => Vec::new(),
             (_, Some(name)) => all.into_iter().filter(|t| t.client_name == *name).collect(),
             _ => all,
         };
         ClientTools {
             named: named.is_some() && !offered.is_empty(),
             must_call: !offered.is_empty()
-                && (named.is_some() || choice.and_then(Value::as_str) == Some("required")),
-            one_at_a_time: params.get("parallel_tool_calls") == Some(&Value::Bool(false)),
+                && (named.is_some() || asked.choice == Some(ToolChoice::Required)),
+            one_at_a_time: asked.parallel == Some(false),
             offered,
         }
     }
@@ -167,8 +158,20 @@ mod tests {
 
     use super::*;
 
+    /// The tools of a Chat Completions request's fields, read as the neutral request reads them.
     fn tools(value: Value) -> ClientTools {
-        ClientTools::from_request(value.as_object().unwrap_or(&Map::new()))
+        let mut request = json!({"messages": []});
+        for (key, field) in value.as_object().into_iter().flatten() {
+            request[key] = field.clone();
+        }
+        let neutral = serde_json::from_value::<crate::openai::ChatRequest>(request)
+            .map(|r| r.neutral())
+            .unwrap_or_default();
+        ClientTools::from_request(&ClientToolsAsked {
+            tools: neutral.tools,
+            choice: neutral.tool_choice,
+            parallel: neutral.parameters.parallel_tool_calls,
+        })
     }
 
     fn function(name: &str) -> Value {

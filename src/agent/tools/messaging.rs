@@ -154,6 +154,7 @@ impl Tool for SendAndWait {
                 app_reply: None,
                 tool_results: Vec::new(),
                 params: Map::new(),
+                client_tools: Default::default(),
                 clock: tools.clock,
                 record: true,
                 from_agent: Some(tools.agent.to_owned()),

@@ -17,7 +17,7 @@ pub mod names;
 mod registry;
 mod reply;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 pub use crate::agent::Tools;
 pub use client::{ClientCall, ClientTools};
@@ -28,11 +28,11 @@ pub use registry::Registry;
 /// The tools a request offers the agent: the memory tools, the messaging tools when the agent has
 /// others to reach, and the client's (see [`client`]).
 pub fn for_request(
-    params: &Map<String, Value>,
+    asked: &crate::agent::ClientToolsAsked,
     peers: &[crate::store::AgentRecord],
     set: Tools,
 ) -> (Registry, ClientTools) {
-    let client = ClientTools::from_request(params);
+    let client = ClientTools::from_request(asked);
     let mut registry = Registry::memory_for(set);
     if !peers.is_empty() {
         registry = registry.with(Registry::messaging(peers));

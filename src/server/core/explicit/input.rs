@@ -1,11 +1,11 @@
 //! What an agent turn takes from the client's request, read in its neutral form: the new user
 //! messages (after the last assistant message), that message's text, the results of the tool
-//! calls that message made (resuming a paused turn), the client's system prompt; and, as the
-//! Chat Completions upstream takes them, the client's parameters (sampling, and its tools).
+//! calls that message made (resuming a paused turn), the client's system prompt and its own
+//! tools; and, as the Chat Completions upstream takes them, its sampling parameters.
 
 use serde_json::{Map, Value};
 
-use crate::agent::{ToolResult, TurnInput};
+use crate::agent::{ClientToolsAsked, ToolResult, TurnInput};
 use crate::conversation::request::Request;
 use crate::error::ProxyError;
 use crate::identity::Scope;
@@ -88,6 +88,11 @@ pub fn turn_input(
             .filter(|text| !text.trim().is_empty()),
         tool_results,
         params,
+        client_tools: ClientToolsAsked {
+            tools: request.tools.clone(),
+            choice: request.tool_choice.clone(),
+            parallel: request.parameters.parallel_tool_calls,
+        },
         clock: scope.time_ms,
         record: scope.record,
         from_agent: None,
