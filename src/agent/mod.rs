@@ -43,6 +43,7 @@ pub use crate::config::explicit::{CoreMemoryAt, ExplicitConfig, Rewarm, Tools};
 pub use after::TurnTasks;
 pub use model::{ChatModel, ModelAnswer, ModelError, UpstreamModel};
 pub use preview::Preview;
+pub use step::passes_through;
 pub use turn_types::{
     ClientToolsAsked, Ending, Stop, ToolResult, TurnError, TurnInput, TurnOutcome,
 };

@@ -150,7 +150,7 @@ const SAMPLING_DENYLIST: [&str; 11] = [
 
 /// Whether a client parameter goes to every step (sampling settings do; what shapes the request
 /// itself does not).
-pub(super) fn passes_through(key: &str) -> bool {
+pub fn passes_through(key: &str) -> bool {
     !SAMPLING_DENYLIST.contains(&key)
 }
 

@@ -13,9 +13,11 @@ use crate::store::UserScope;
 
 pub fn turn_input(
     request: &Request,
-    params: Map<String, Value>,
+    mut params: Map<String, Value>,
     scope: &Scope,
 ) -> Result<TurnInput, ProxyError> {
+    // What shapes the request (its messages, tools, format) is read from the neutral request.
+    params.retain(|key, _| crate::agent::passes_through(key));
     let last_assistant = request.messages.iter().rposition(|m| m.role == "assistant");
     let start = last_assistant.map_or(0, |i| i + 1);
     let tail = &request.messages[start..];
