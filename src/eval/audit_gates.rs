@@ -14,10 +14,10 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use super::audit::{read_hand_labels, Label};
-use super::dataset::{self, Conversation, Session};
+use super::audit::{read_hand_labels, HandLabel, Label};
+use super::dataset::{self, Conversation, Dataset, Session};
 use crate::language::content_words;
-use crate::postprocess::gates::Evidence;
+use crate::postprocess::gates::{Evidence, Rejection};
 
 /// What a memory is checked against.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -88,35 +88,57 @@ fn source_session(conversation: &Conversation, memory: &str) -> usize {
     best.map_or(0, |(_, index)| index)
 }
 
-pub fn run(args: GatesArgs) -> anyhow::Result<()> {
-    let data = dataset::load(&args.dataset, None, false)?;
+/// Each labelled memory of `data`'s conversations with the gates' verdict on it (labels of other
+/// conversations are left out).
+fn verdicts<'a>(
+    data: &Dataset,
+    labels: &'a [HandLabel],
+    scope: Scope,
+) -> Vec<(&'a HandLabel, Result<(), Rejection>)> {
     let by_id: HashMap<&str, &Conversation> = data
         .conversations
         .iter()
         .map(|c| (c.id.as_str(), c))
         .collect();
-    let mut counts: BTreeMap<Label, Count> = BTreeMap::new();
-    let labels = read_hand_labels(&args.labels)?;
-    for label in &labels {
-        let Some(conversation) = by_id.get(label.conversation.as_str()) else {
+    // Each label's conversation and likeliest source session, read once.
+    let placed: Vec<Option<(&Conversation, usize)>> = labels
+        .iter()
+        .map(|label| {
+            let conversation = *by_id.get(label.conversation.as_str())?;
+            Some((conversation, source_session(conversation, &label.memory)))
+        })
+        .collect();
+    let mut out = Vec::new();
+    for (label, place) in labels.iter().zip(&placed) {
+        let Some((conversation, source)) = *place else {
             continue;
         };
-        let verdict = match args.evidence {
+        let verdict = match scope {
             Scope::Conversation => evidence_of(&conversation.sessions).check(&label.memory),
             Scope::Session => {
-                let source = source_session(conversation, &label.memory);
                 let known: Vec<&str> = labels
                     .iter()
-                    .filter(|other| {
+                    .zip(&placed)
+                    .filter(|(other, place)| {
                         other.conversation == label.conversation
                             && other.label == Label::Correct
-                            && source_session(conversation, &other.memory) < source
+                            && place.is_some_and(|(_, at)| at < source)
                     })
-                    .map(|other| other.memory.as_str())
+                    .map(|(other, _)| other.memory.as_str())
                     .collect();
                 evidence_of(conversation.sessions.get(source)).check_knowing(&label.memory, &known)
             }
         };
+        out.push((label, verdict));
+    }
+    out
+}
+
+pub fn run(args: GatesArgs) -> anyhow::Result<()> {
+    let data = dataset::load(&args.dataset, None, false)?;
+    let labels = read_hand_labels(&args.labels)?;
+    let mut counts: BTreeMap<Label, Count> = BTreeMap::new();
+    for (label, verdict) in verdicts(&data, &labels, args.evidence) {
         let count = counts.entry(label.label).or_default();
         match verdict {
             Ok(()) => count.passed += 1,
@@ -164,4 +186,35 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The gates against the tuning half's hand labels, with either evidence: no memory a person
+    /// labelled correct is refused, and each labelled another person's (another's act or
+    /// attribute told as the user's) is. The held-out half is not read here, so that it stays
+    /// unseen by whoever changes the gates.
+    #[test]
+    fn the_tuning_labels_keep_every_correct_memory_and_no_one_elses() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/audit");
+        let data = dataset::load(&root.join("tuning"), None, false).expect("the tuning half");
+        let labels = read_hand_labels(&root.join("labels.jsonl")).expect("labels");
+        for scope in [Scope::Session, Scope::Conversation] {
+            let judged = verdicts(&data, &labels, scope);
+            let of = |kind: Label| judged.iter().filter(move |(l, _)| l.label == kind);
+            let refused: Vec<String> = of(Label::Correct)
+                .filter_map(|(l, v)| v.err().map(|r| format!("{} ({})", l.memory, r.as_str())))
+                .collect();
+            assert!(of(Label::Correct).count() >= 50, "{scope:?}");
+            assert!(refused.is_empty(), "{scope:?} refused: {refused:#?}");
+            let others: Vec<&String> = of(Label::WrongSubject)
+                .filter(|(_, v)| v.is_ok())
+                .map(|(l, _)| &l.memory)
+                .collect();
+            assert!(of(Label::WrongSubject).count() >= 3, "{scope:?}");
+            assert!(others.is_empty(), "{scope:?} kept: {others:#?}");
+        }
+    }
 }
