@@ -5,7 +5,8 @@
 //! extraction would read: the one session whose user messages hold most of the memory's words
 //! (its likely source), said by that session's date, and as what is already known, the memories
 //! of that conversation labelled correct whose source is an earlier session (what a run would
-//! have stored by then). `--evidence conversation` gives every message of the conversation
+//! have stored by then), and the user's messages of earlier sessions for the names in them (what
+//! a run looks up: [`Evidence::with_earlier`]). `--evidence conversation` gives every message of the conversation
 //! instead, and nothing known. Neither replays a run, whose known memories are the stored ones
 //! most like the fact.
 
@@ -126,7 +127,16 @@ fn verdicts<'a>(
                     })
                     .map(|(other, _)| other.memory.as_str())
                     .collect();
-                evidence_of(conversation.sessions.get(source)).check_knowing(&label.memory, &known)
+                // What a run's lookup of the user's earlier messages reads (the names in them).
+                let earlier: Vec<String> = conversation.sessions[..source]
+                    .iter()
+                    .flat_map(|s| &s.turns)
+                    .filter(|t| t.role == "user")
+                    .map(|t| t.content.clone())
+                    .collect();
+                evidence_of(conversation.sessions.get(source))
+                    .with_earlier(&earlier)
+                    .check_knowing(&label.memory, &known)
             }
         };
         out.push((label, verdict));

@@ -185,7 +185,7 @@ pub async fn run(args: AuditArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn agreement_line(agreed: &Agreement) -> String {
+pub(super) fn agreement_line(agreed: &Agreement) -> String {
     if agreed.compared == 0 {
         return "no memory has both a judge's and a person's label".to_owned();
     }
@@ -198,7 +198,7 @@ fn agreement_line(agreed: &Agreement) -> String {
     )
 }
 
-fn agreed_json(agreed: &Agreement) -> serde_json::Value {
+pub(super) fn agreed_json(agreed: &Agreement) -> serde_json::Value {
     let confusion: Vec<serde_json::Value> = agreed
         .confusion
         .iter()

@@ -2,6 +2,7 @@
 //! scores, tokens, latency), and narrower measurements on benchmark data (figures, not assertions).
 
 pub mod audit;
+mod audit_calibrate;
 mod audit_gates;
 mod audit_judge;
 mod audit_run;
@@ -34,6 +35,9 @@ pub enum EvalCommand {
     /// Puts every hand-labelled memory of a dataset to the gates (no model): how many of each
     /// label they would refuse.
     Gates(audit_gates::GatesArgs),
+    /// Puts the audit's judge to every hand-labelled memory of a dataset (no run): its
+    /// agreement with a person.
+    Judge(audit_calibrate::JudgeArgs),
 }
 
 /// `memproxy eval --dataset …` compares strategies; the subcommands are narrower measurements.
@@ -52,6 +56,7 @@ pub async fn run(args: EvalArgs) -> anyhow::Result<()> {
         Some(EvalCommand::Strategies(options)) => strategies::run(options).await,
         Some(EvalCommand::Audit(options)) => audit_run::run(options).await,
         Some(EvalCommand::Gates(options)) => audit_gates::run(options),
+        Some(EvalCommand::Judge(options)) => audit_calibrate::run(options).await,
         None => run::run(args.run).await,
     }
 }

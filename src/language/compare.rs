@@ -57,6 +57,37 @@ pub fn names_of_others(texts: &[&str]) -> Vec<String> {
     names
 }
 
+/// The capitalised first words of the texts' sentences (and of what follows a colon or a
+/// semicolon), lowercased: not "I", not a month or weekday. A capital there marks no name on its
+/// own ("Quick update: …", "Dorota moved our lessons"); whether one is a name is for other texts
+/// to tell, where the word stands inside a sentence or after a word of naming.
+pub fn sentence_openers(texts: &[&str]) -> Vec<String> {
+    let mut openers = Vec::new();
+    for text in texts {
+        for sentence in text.split(['.', '!', '?', ';', ':', '\n']) {
+            let Some(word) = sentence
+                .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '\u{2019}')
+                .find(|w| !w.is_empty())
+            else {
+                continue;
+            };
+            let capitalized = word.chars().next().is_some_and(char::is_uppercase);
+            let own = word == "I" || word.starts_with("I'") || word.starts_with("I\u{2019}");
+            if !capitalized || own || crate::dates::is_date_word(word) {
+                continue;
+            }
+            let opener = word
+                .trim_end_matches("'s")
+                .trim_end_matches("\u{2019}s")
+                .to_lowercase();
+            if !openers.contains(&opener) {
+                openers.push(opener);
+            }
+        }
+    }
+    openers
+}
+
 /// Words the texts write with a capital inside a sentence, where a capital marks a name ("My new
 /// manager, Priya, is 29" gives "priya"), lowercased: not a sentence's first word, not "I"
 /// ("I'm", …), not a month or weekday. A name that only ever opens a sentence is not found.
@@ -89,6 +120,15 @@ pub fn proper_nouns(texts: &[&str]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sentence_opener_is_read_in_any_sentence() {
+        let openers = sentence_openers(&[
+            "Quick update: Dorota moved our lessons. I'm glad!",
+            "Monday was long; Tomas's car broke down.\nwe stayed home",
+        ]);
+        assert_eq!(openers, ["quick", "dorota", "tomas"]);
+    }
 
     #[test]
     fn names_given_to_others_are_found() {

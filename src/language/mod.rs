@@ -10,7 +10,7 @@ mod compare;
 mod english;
 mod interface;
 
-pub use compare::{content_words, names_of_others, only_adds_to, proper_nouns};
+pub use compare::{content_words, names_of_others, only_adds_to, proper_nouns, sentence_openers};
 pub use interface::{Language, WordLists};
 
 use english::English;

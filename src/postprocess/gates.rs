@@ -42,6 +42,7 @@ pub use person::check_person;
 pub use rejection::Rejection;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
 pub use subject::{no_referent, someone_else};
+use subject::someone_else_named;
 pub(super) use words::without_dates;
 use words::{fact_words, lists, share, stem, GROUNDED_SHARE};
 
@@ -72,6 +73,9 @@ pub struct Evidence {
     /// The user's words are in a language the text rules have no rules for
     /// ([`crate::language::of`]).
     unread: bool,
+    /// Words opening a sentence of the user's that their earlier messages show to be someone
+    /// else's name ([`Evidence::with_earlier`]).
+    earlier_names: Vec<String>,
 }
 
 impl Evidence {
@@ -117,6 +121,26 @@ impl Evidence {
     /// The gates that read the fact alone still judge a fact in a language they read.
     pub fn has_rules(&self) -> bool {
         !self.unread
+    }
+
+    /// The words opening the user's sentences that may be names ("Dorota moved our lessons"):
+    /// what to look up in the user's earlier messages ([`Evidence::with_earlier`]).
+    pub fn sentence_openers(&self) -> Vec<String> {
+        if self.unread {
+            return Vec::new();
+        }
+        let texts: Vec<&str> = self.user_texts.iter().map(String::as_str).collect();
+        crate::language::sentence_openers(&texts)
+    }
+
+    /// With the user's earlier messages (of any conversation) that hold one of
+    /// [`Evidence::sentence_openers`]: read only for who is who ([`subject::names_in`]), never as
+    /// the user's words for a fact. A name given in an earlier session ("my teacher Dorota")
+    /// makes "Dorota moved our lessons" Dorota's, where these turns alone cannot tell.
+    pub fn with_earlier(mut self, earlier: &[String]) -> Evidence {
+        let texts: Vec<&str> = earlier.iter().map(String::as_str).collect();
+        self.earlier_names = subject::names_in(&texts, &self.sentence_openers());
+        self
     }
 
     /// When the newest of the turns was said: a date resolved from "last week" must be near it.

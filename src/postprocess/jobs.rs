@@ -10,7 +10,7 @@ use super::llm::Answer;
 use super::reconcile::{reconcile, Origin};
 use super::PostProcessor;
 use crate::dates::ymd_weekday;
-use crate::store::{now_ms, Job, Page, Source, StoredMessage, Summary, UserScope};
+use crate::store::{now_ms, Corpus, Job, Page, Source, StoredMessage, Summary, UserScope};
 use crate::strategy::inject::strip_blocks;
 
 /// Earlier turns shown with the new ones, to understand them (not to extract from).
@@ -72,6 +72,40 @@ async fn live_turns(
                 && !m.content.trim().is_empty()
         })
         .collect())
+}
+
+/// The user's stored messages (any conversation, newest first) read per word that opens one of
+/// their new sentences, for whether the word is someone's name ([`Evidence::with_earlier`]).
+const EARLIER_PER_OPENER: usize = 20;
+
+/// The user's earlier messages that hold one of `openers`, without any injected memory block.
+async fn earlier_naming(
+    pp: &PostProcessor,
+    scope: &UserScope,
+    openers: Vec<String>,
+) -> Result<Vec<String>, String> {
+    if openers.is_empty() {
+        return Ok(Vec::new());
+    }
+    let scope = scope.clone();
+    let texts = pp
+        .memory
+        .blocking(move |store, _| {
+            let mut texts = Vec::new();
+            // One read per word: a common opener ("Quick") fills no other's share.
+            for opener in openers {
+                texts.extend(store.texts_with(
+                    &scope,
+                    Corpus::Message,
+                    &[opener],
+                    EARLIER_PER_OPENER,
+                )?);
+            }
+            Ok(texts)
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(texts.iter().map(|text| strip_blocks(text)).collect())
 }
 
 /// Turns as the memory LLM reads them: `[date] role: text`, one per line.
@@ -154,6 +188,8 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
     if let Some(at) = new.iter().map(|m| m.created_at_ms).max() {
         evidence = evidence.said_at(at);
     }
+    let earlier = earlier_naming(pp, scope, evidence.sentence_openers()).await?;
+    evidence = evidence.with_earlier(&earlier);
     let sources: Vec<Source> = new
         .iter()
         .map(|m| Source {

@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use super::{
     addressed, check_person, guess, lists, mentions_assistant, near_copy, no_referent, predicate,
-    promise, reading, share, someone_else, starts_with_assistant, Evidence, Rejection,
+    promise, reading, share, someone_else_named, starts_with_assistant, Evidence, Rejection,
     ASSISTANT_ONLY_SHARE, COPY_SHARE, GROUNDED_SHARE,
 };
 use crate::postprocess::grounding::sentences;
@@ -193,7 +193,8 @@ fn passing(_: &Evidence, r: &Read<'_>) -> Result<(), Rejection> {
 fn someone_else_gate(e: &Evidence, r: &Read<'_>) -> Result<(), Rejection> {
     let texts: Vec<&str> = e.user_texts.iter().map(String::as_str).collect();
     refuse(
-        !r.commitment && someone_else(r.fact, &texts, r.known_texts).is_some(),
+        !r.commitment
+            && someone_else_named(r.fact, &texts, r.known_texts, &e.earlier_names).is_some(),
         Rejection::NotTheUser,
     )
 }

@@ -156,13 +156,41 @@ fn speaks_as_user(word: &str) -> bool {
 /// `known`: what is already known about the user (stored memories, the agent's block), where a
 /// name given earlier ("a dog named Pixel") may be.
 pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<String> {
+    someone_else_named(fact, user_texts, known, &[])
+}
+
+/// Of `openers` (words that open a sentence of the user's: [`crate::language::sentence_openers`]), those that
+/// `earlier` (the user's earlier messages) shows to be the name of someone else: given to
+/// someone ("my teacher Dorota"), or written with a capital inside a sentence, and never a name
+/// the user gave themselves. A sentence's first word is no name on its own, and these texts are
+/// read for nothing but names.
+pub fn names_in(earlier: &[&str], openers: &[String]) -> Vec<String> {
+    let own = own_names(earlier);
+    let mut found = names_of_others(earlier);
+    found.extend(proper_nouns(earlier));
+    openers
+        .iter()
+        .filter(|o| found.contains(o) && !own.contains(o))
+        .cloned()
+        .collect()
+}
+
+/// [`someone_else`], also knowing `also` to be names of others (from the user's earlier
+/// messages: [`names_in`]).
+pub fn someone_else_named(
+    fact: &str,
+    user_texts: &[&str],
+    known: &[&str],
+    also: &[String],
+) -> Option<String> {
     // Who the user is is the user's to say: a name the user gave someone or something else ("our
     // cat Miso", "my teacher Dorota") made the user's own ("The user is Miso, a 14-year-old
     // cat", "The user's name is Dorota.") belongs to that other, unless the user also called
     // themselves so.
     if let Some(name) = name_given(fact) {
         let all = [user_texts, known].concat();
-        if names_of_others(&all).contains(&name) && !own_names(&all).contains(&name) {
+        let given = names_of_others(&all).contains(&name) || also.contains(&name);
+        if given && !own_names(&all).contains(&name) {
             return Some(name);
         }
     }
@@ -185,6 +213,7 @@ pub fn someone_else(fact: &str, user_texts: &[&str], known: &[&str]) -> Option<S
     let own = own_names(&all);
     let mut names = names_of_others(&all);
     names.extend(proper_nouns(&all).into_iter().filter(|n| !own.contains(n)));
+    names.extend(also.iter().filter(|n| !own.contains(n)).cloned());
     // "The user Tomas moved to Berlin": a small model's fact about the user's brother Tomas (a
     // name the user gave someone else, or any name but the user's own).
     let second = fact.split_whitespace().nth(2).unwrap_or_default();
@@ -526,6 +555,33 @@ mod tests {
         assert_eq!(
             someone_else("The user ran the Berlin marathon in 3 hours.", &said, &mine),
             None
+        );
+    }
+
+    #[test]
+    fn a_name_told_in_an_earlier_message_makes_a_sentence_its_subjects() {
+        use crate::postprocess::gates::{Evidence, Rejection};
+        let now = Evidence::new([(
+            "user",
+            "Small news: Halina switched our lessons to Friday mornings. Works for me.",
+        )]);
+        let fact = "The user switched their lessons to Friday mornings.";
+        // These turns alone cannot tell a name from any word that opens a sentence.
+        assert_eq!(now.check(fact), Ok(()));
+        let earlier = [
+            "My piano teacher Halina retired from the conservatory last year.".to_owned(),
+            "Small steps: I practise scales every evening.".to_owned(),
+        ];
+        let now = now.with_earlier(&earlier);
+        assert_eq!(now.check(fact), Err(Rejection::NotTheUser));
+        // "Small" opens sentences in both messages and is named nowhere; the user's own name is
+        // theirs.
+        assert_eq!(
+            names_in(
+                &["I'm Halina, by the way.", "Small steps: my tutor Oren helps."],
+                &["small".to_owned(), "halina".to_owned(), "oren".to_owned()]
+            ),
+            ["oren"]
         );
     }
 }
