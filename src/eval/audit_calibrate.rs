@@ -46,10 +46,7 @@ struct Group<'a> {
 }
 
 /// The labels of `data`'s conversations, grouped as they were written (see the module's doc).
-fn groups<'a>(
-    by_id: &HashMap<&str, &'a Conversation>,
-    labels: &[HandLabel],
-) -> Vec<Group<'a>> {
+fn groups<'a>(by_id: &HashMap<&str, &'a Conversation>, labels: &[HandLabel]) -> Vec<Group<'a>> {
     let mut out: Vec<Group<'a>> = Vec::new();
     let mut previous: Option<&str> = None;
     for label in labels {
@@ -141,7 +138,11 @@ pub async fn run(args: JudgeArgs) -> anyhow::Result<()> {
     );
     for ((person, judge), count) in &agreed.confusion {
         if person != judge {
-            println!("  person {}, judge {}: {count}", person.as_str(), judge.as_str());
+            println!(
+                "  person {}, judge {}: {count}",
+                person.as_str(),
+                judge.as_str()
+            );
         }
     }
     if let Some(path) = &args.out {

@@ -17,15 +17,15 @@ pub const AUDIT_PROMPT: &str = "MEMPROXY-AUDIT
 You check one entry of the long-term memory a personal assistant kept about its user. You get \
 the whole conversation it was learned from (the user's and the assistant's messages, dated), \
 every entry of the memory, numbered, and the entry to check. Answer these questions about it:
-- source: copy the words of the conversation that the entry comes from;
+- source: the sentence of the conversation that the entry comes from;
 - speaker: who wrote those words: \"user\", \"assistant\", or \"nobody\" when no message says it;
 - said_as: were those words a \"statement\", a \"question\" or a \"request\" (asking the \
 assistant to do something)? A user's reply that accepts a suggestion (\"let's do that\") is a \
 statement;
 - right_person: does the entry say it of the same person the words say it of (not the user's \
 teacher's age given to the user, say)? true or false;
-- changed_later: did the user say later in the conversation that it changed or is no longer \
-true? true or false;
+- changed_by: the user's sentence, said LATER than the source, that says it changed or is no \
+longer true; \"(nothing changed it)\" when no later sentence of the user's changes it;
 - repeats: the number of an EARLIER entry (lower number) that says the same thing, or 0.
 Answer with JSON only.";
 
@@ -60,23 +60,59 @@ pub fn audit_material(
     text
 }
 
-fn verdict_schema() -> Value {
+/// The sentences of the conversation's turns, each once, in the order said: `(role, sentence)`.
+fn sentences_of(conversation: &Conversation) -> Vec<(&str, &str)> {
+    let mut seen = std::collections::HashSet::new();
+    conversation
+        .sessions
+        .iter()
+        .flat_map(|s| &s.turns)
+        .flat_map(|t| {
+            crate::text::sentences(&t.content)
+                .into_iter()
+                .map(move |sentence| (t.role.as_str(), sentence))
+        })
+        .filter(|(_, sentence)| seen.insert(*sentence))
+        .collect()
+}
+
+/// The answer's shape for entry `index` (0-based) of `conversation`. The words asked for are
+/// sentences of the conversation, as the grammar forces them: a small judge asked to copy the
+/// source wrote "The conversation" or the entry itself, and asked whether the user later changed
+/// it, said "no" every time (docs/eval-history.md, the judge). An earlier entry is a number below
+/// the entry's own.
+fn verdict_schema(conversation: &Conversation, index: usize) -> Value {
+    let sentences = sentences_of(conversation);
+    let mut source: Vec<&str> = sentences.iter().map(|(_, s)| *s).collect();
+    source.push(NOWHERE);
+    let mut changed: Vec<&str> = vec![NOTHING];
+    changed.extend(
+        sentences
+            .iter()
+            .filter(|(r, _)| *r == "user")
+            .map(|(_, s)| *s),
+    );
     json!({"type": "object", "additionalProperties": false,
-    "required": ["source", "speaker", "said_as", "right_person", "changed_later", "repeats"],
+    "required": ["source", "speaker", "said_as", "right_person", "changed_by", "repeats"],
     "properties": {
-        "source": {"type": "string", "maxLength": 300},
+        "source": {"type": "string", "enum": source},
         "speaker": {"type": "string", "enum": ["user", "assistant", "nobody"]},
         "said_as": {"type": "string", "enum": ["statement", "question", "request"]},
         "right_person": {"type": "boolean"},
-        "changed_later": {"type": "boolean"},
-        "repeats": {"type": "integer", "minimum": 0, "maximum": 200}
+        "changed_by": {"type": "string", "enum": changed},
+        "repeats": {"type": "integer", "minimum": 0, "maximum": index}
     }})
 }
 
-/// Who wrote `source` in the conversation: the role of the first turn that holds it (compared
-/// after [`normalize`]), or `None` when no turn does.
-fn speaker_of(conversation: &Conversation, source: &str) -> Option<String> {
-    let wanted = normalize(source);
+/// The source an entry drawn from no sentence of the conversation names.
+const NOWHERE: &str = "(no message says it)";
+/// What `changed_by` names when nothing later changed the entry.
+const NOTHING: &str = "(nothing changed it)";
+
+/// Where `words` are in the conversation: the place (in the order said) and role of the first
+/// turn that holds them (compared after [`normalize`]), or `None` when no turn does.
+fn found(conversation: &Conversation, words: &str) -> Option<(usize, String)> {
+    let wanted = normalize(words);
     if wanted.split_whitespace().count() < 2 {
         return None;
     }
@@ -84,8 +120,19 @@ fn speaker_of(conversation: &Conversation, source: &str) -> Option<String> {
         .sessions
         .iter()
         .flat_map(|s| &s.turns)
-        .find(|t| normalize(&t.content).contains(&wanted))
-        .map(|t| t.role.clone())
+        .enumerate()
+        .find(|(_, t)| normalize(&t.content).contains(&wanted))
+        .map(|(at, t)| (at, t.role.clone()))
+}
+
+/// Whether `change` (the judge's pick of the sentence that changed the entry) is the user's,
+/// said after the entry's source (at `source`, when it was found): a sentence said before the
+/// source, or the source itself, changed nothing, whatever the judge says.
+fn changed_by_user(conversation: &Conversation, change: &str, source: Option<usize>) -> bool {
+    match found(conversation, change) {
+        Some((at, role)) => role == "user" && source.is_none_or(|source| at > source),
+        None => false,
+    }
 }
 
 /// The label and reason of a judge's answer for entry `index` (0-based); `None` when the answer
@@ -102,11 +149,15 @@ pub fn parse_verdict(
     }
     let source = object["source"].as_str().unwrap_or_default();
     // Who said the words is read from the conversation where they can be found.
-    let speaker = speaker_of(conversation, source)
+    let place = found(conversation, source);
+    let speaker = place
+        .as_ref()
+        .map(|(_, role)| role.clone())
         .or_else(|| object["speaker"].as_str().map(str::to_owned))?;
     let said_as = object["said_as"].as_str()?;
     let right_person = object["right_person"].as_bool()?;
-    let changed_later = object["changed_later"].as_bool()?;
+    let change = object["changed_by"].as_str()?;
+    let changed_later = changed_by_user(conversation, change, place.map(|(at, _)| at));
     let repeats = object["repeats"].as_u64().unwrap_or(0) as usize;
     let label = if speaker != "user" {
         Label::Misattributed
@@ -122,8 +173,8 @@ pub fn parse_verdict(
         Label::Correct
     };
     let reason = format!(
-        "source {source:?} by {speaker}, a {said_as}; right person {right_person}; changed later \
-         {changed_later}; repeats {repeats}"
+        "source {source:?} by {speaker}, a {said_as}; right person {right_person}; changed by \
+         {change:?} ({changed_later}); repeats {repeats}"
     );
     Some((label, reason))
 }
@@ -146,7 +197,8 @@ impl Judge<'_> {
                     {"role": "user", "content": audit_material(conversation, memories, index)},
                 ],
                 "response_format": {"type": "json_schema",
-                    "json_schema": {"name": "verdict", "strict": true, "schema": verdict_schema()}}});
+                    "json_schema": {"name": "verdict", "strict": true,
+                        "schema": verdict_schema(conversation, index)}}});
             let mut request = self
                 .http
                 .post(format!(
@@ -198,6 +250,7 @@ mod tests {
                         "My teacher Dorota is 71. Any ideas for a weekend?",
                     ),
                     turn("D1:2", "assistant", "Try York or Whitby."),
+                    turn("D1:3", "user", "Dorota turned 72 last week, still playing!"),
                 ],
             }],
             probes: Vec::new(),
@@ -208,51 +261,69 @@ mod tests {
     fn the_label_follows_from_the_answers() {
         let c = conversation();
         let teacher = "My teacher Dorota is 71";
-        // (source, the judge's speaker, said as, right person, changed later, repeats, entry
-        // index) → label
+        let later = "Dorota turned 72 last week";
+        // (source, the judge's speaker, said as, right person, the words that changed it,
+        // repeats, entry index) → label
         let cases = [
             // The words are found in the assistant's line, whatever the judge said of the speaker.
             (
                 ("Try York or Whitby", "user", "statement"),
-                (true, false, 0, 0),
+                (true, "", 0, 0),
                 Label::Misattributed,
             ),
             (
                 ("Any ideas for a weekend?", "user", "question"),
-                (true, false, 0, 0),
+                (true, "", 0, 0),
                 Label::NotAFact,
             ),
             (
                 (teacher, "user", "statement"),
-                (false, false, 0, 0),
+                (false, "", 0, 0),
                 Label::WrongSubject,
             ),
             (
                 (teacher, "user", "statement"),
-                (true, true, 0, 0),
+                (true, later, 0, 0),
                 Label::Stale,
+            ),
+            // A change is the user's words after the source: not the source itself, not the
+            // assistant's, not words found nowhere.
+            (
+                (teacher, "user", "statement"),
+                (true, teacher, 0, 0),
+                Label::Correct,
+            ),
+            (
+                (teacher, "user", "statement"),
+                (true, "Try York or Whitby", 0, 0),
+                Label::Correct,
+            ),
+            (
+                (teacher, "user", "statement"),
+                (true, "she has retired from teaching", 0, 0),
+                Label::Correct,
             ),
             // Only an earlier entry makes a duplicate.
             (
                 (teacher, "user", "statement"),
-                (true, false, 1, 1),
+                (true, "", 1, 1),
                 Label::Duplicate,
             ),
             (
                 (teacher, "user", "statement"),
-                (true, false, 2, 1),
+                (true, "", 2, 1),
                 Label::Correct,
             ),
             // Words found nowhere: the judge's speaker stands.
             (
                 ("nothing like this", "nobody", "statement"),
-                (true, false, 0, 0),
+                (true, "", 0, 0),
                 Label::Misattributed,
             ),
         ];
         for ((source, speaker, said_as), (right, changed, repeats, index), want) in cases {
             let answer = json!({"source": source, "speaker": speaker, "said_as": said_as,
-                "right_person": right, "changed_later": changed, "repeats": repeats});
+                "right_person": right, "changed_by": changed, "repeats": repeats});
             let got = parse_verdict(&answer.to_string(), &c, index).map(|(l, _)| l);
             assert_eq!(got, Some(want), "{answer}");
         }

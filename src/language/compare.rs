@@ -57,6 +57,21 @@ pub fn names_of_others(texts: &[&str]) -> Vec<String> {
     names
 }
 
+/// `word` lowercased, without a possessive "'s", when written as a name may be: with a capital,
+/// and not "I" ("I'm", …), a month or a weekday.
+fn name_like(word: &str) -> Option<String> {
+    let capitalized = word.chars().next().is_some_and(char::is_uppercase);
+    let own = word == "I" || word.starts_with("I'") || word.starts_with("I\u{2019}");
+    if !capitalized || own || crate::dates::is_date_word(word) {
+        return None;
+    }
+    Some(
+        word.trim_end_matches("'s")
+            .trim_end_matches("\u{2019}s")
+            .to_lowercase(),
+    )
+}
+
 /// The capitalised first words of the texts' sentences (and of what follows a colon or a
 /// semicolon), lowercased: not "I", not a month or weekday. A capital there marks no name on its
 /// own ("Quick update: …", "Dorota moved our lessons"); whether one is a name is for other texts
@@ -71,16 +86,7 @@ pub fn sentence_openers(texts: &[&str]) -> Vec<String> {
             else {
                 continue;
             };
-            let capitalized = word.chars().next().is_some_and(char::is_uppercase);
-            let own = word == "I" || word.starts_with("I'") || word.starts_with("I\u{2019}");
-            if !capitalized || own || crate::dates::is_date_word(word) {
-                continue;
-            }
-            let opener = word
-                .trim_end_matches("'s")
-                .trim_end_matches("\u{2019}s")
-                .to_lowercase();
-            if !openers.contains(&opener) {
+            if let Some(opener) = name_like(word).filter(|o| !openers.contains(o)) {
                 openers.push(opener);
             }
         }
@@ -99,16 +105,7 @@ pub fn proper_nouns(texts: &[&str]) -> Vec<String> {
                 .split(|c: char| !c.is_alphanumeric() && c != '\'' && c != '\u{2019}')
                 .filter(|w| !w.is_empty());
             for word in raw.skip(1) {
-                let capitalized = word.chars().next().is_some_and(char::is_uppercase);
-                let own = word == "I" || word.starts_with("I'") || word.starts_with("I\u{2019}");
-                if !capitalized || own || crate::dates::is_date_word(word) {
-                    continue;
-                }
-                let name = word
-                    .trim_end_matches("'s")
-                    .trim_end_matches("\u{2019}s")
-                    .to_lowercase();
-                if !names.contains(&name) {
+                if let Some(name) = name_like(word).filter(|n| !names.contains(n)) {
                     names.push(name);
                 }
             }

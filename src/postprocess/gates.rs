@@ -41,8 +41,8 @@ pub use instruction::reads_as_instruction;
 pub use person::check_person;
 pub use rejection::Rejection;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
-pub use subject::{no_referent, someone_else};
 use subject::someone_else_named;
+pub use subject::{no_referent, someone_else};
 pub(super) use words::without_dates;
 use words::{fact_words, lists, share, stem, GROUNDED_SHARE};
 

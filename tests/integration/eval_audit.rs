@@ -160,3 +160,146 @@ fn the_gates_are_put_to_each_labelled_memory_without_a_model() {
     assert_eq!(row("misattributed"), "misattributed 0 1", "{printed}");
     assert!(printed.contains("not_the_user 1"), "{printed}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_judge_is_put_to_each_labelled_memory_and_its_answers_are_read_against_the_conversation(
+) {
+    let mock = MockUpstream::start().await.expect("mock");
+    let dir = tempfile::tempdir().expect("dir");
+    let dataset = dir.path().join("moved.json");
+    std::fs::write(
+        &dataset,
+        json!({"id": "moved", "title": "A move", "sessions": [
+            {"date": "2026-01-10T10:00:00Z", "turns": [
+                {"user": "I live in Lisbon."}, {"assistant": "Nice city."},
+                {"user": "My dog is Pixel."}]},
+            {"date": "2026-03-10T10:00:00Z", "turns": [
+                {"user": "I moved to Porto last month. Pixel loves the beach."}]}],
+            "probes": []})
+        .to_string(),
+    )
+    .expect("dataset");
+    let labels = dir.path().join("labels.jsonl");
+    std::fs::write(
+        &labels,
+        [
+            json!({"conversation": "moved", "memory": "The user lives in Lisbon.", "label": "stale"}),
+            json!({"conversation": "moved", "memory": "The user's dog is Pixel.", "label": "correct"}),
+            json!({"conversation": "moved", "memory": "The user thinks Lisbon is a nice city.", "label": "misattributed"}),
+            json!({"conversation": "elsewhere", "memory": "The user has a cat.", "label": "correct"}),
+        ]
+        .map(|l| l.to_string())
+        .join("\n"),
+    )
+    .expect("labels");
+    let answer = |source: &str, speaker: &str, changed_by: &str| {
+        Reply::Text(
+            json!({"source": source, "speaker": speaker, "said_as": "statement",
+                "right_person": true, "changed_by": changed_by, "repeats": 0})
+            .to_string(),
+        )
+    };
+    // A later sentence of the user's makes the first stale; a sentence said before the source
+    // changes nothing; words the assistant wrote are the assistant's, whatever the judge says.
+    mock.push_marked(
+        "MEMPROXY-AUDIT",
+        answer("I live in Lisbon.", "user", "I moved to Porto last month."),
+    );
+    mock.push_marked(
+        "MEMPROXY-AUDIT",
+        answer("My dog is Pixel.", "user", "I live in Lisbon."),
+    );
+    mock.push_marked(
+        "MEMPROXY-AUDIT",
+        answer("Nice city.", "user", "(nothing changed it)"),
+    );
+    let out = dir.path().join("judged.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_memproxy"))
+        .args(["eval", "judge", "--dataset"])
+        .arg(&dataset)
+        .arg("--labels")
+        .arg(&labels)
+        .args(["--judge-upstream", &mock.base_url(), "--out"])
+        .arg(&out)
+        .output()
+        .expect("memproxy runs");
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{printed} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        printed.contains("judge vs person on 3 memories: same label 100%"),
+        "{printed}"
+    );
+
+    let judged = mock.chat_requests(Some("MEMPROXY-AUDIT"));
+    assert_eq!(judged.len(), 3, "one judgement per labelled memory");
+    let schema = &judged[2]["response_format"]["json_schema"]["schema"]["properties"];
+    let values = |field: &str| -> Vec<String> {
+        schema[field]["enum"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // The source is one of the conversation's sentences; a change, one of the user's.
+    assert!(
+        values("source").contains(&"Nice city.".to_owned()),
+        "{schema}"
+    );
+    assert!(
+        values("source").contains(&"Pixel loves the beach.".to_owned()),
+        "{schema}"
+    );
+    assert!(
+        values("changed_by").contains(&"I moved to Porto last month.".to_owned()),
+        "{schema}"
+    );
+    assert!(
+        !values("changed_by").contains(&"Nice city.".to_owned()),
+        "{schema}"
+    );
+    // Only an earlier entry can be repeated: the third may name the first two.
+    assert_eq!(schema["repeats"]["maximum"], 2, "{schema}");
+    assert_eq!(
+        judged[0]["response_format"]["json_schema"]["schema"]["properties"]["repeats"]["maximum"],
+        0
+    );
+    // The run's memories are the entries, in the labels' order.
+    let material = judged[2]["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        material.contains("2. The user's dog is Pixel.\n")
+            && material.ends_with("Entry to check: 3. The user thinks Lisbon is a nice city.\n"),
+        "{material}"
+    );
+
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(&out).expect("judged.json")).expect("json");
+    let labels: Vec<(&str, &str)> = report["memories"]
+        .as_array()
+        .expect("memories")
+        .iter()
+        .map(|m| {
+            (
+                m["person"].as_str().unwrap_or_default(),
+                m["judge"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            ("stale", "stale"),
+            ("correct", "correct"),
+            ("misattributed", "misattributed")
+        ]
+    );
+    assert_eq!(report["agreement"]["kappa"], 1.0);
+}

@@ -578,7 +578,10 @@ mod tests {
         // theirs.
         assert_eq!(
             names_in(
-                &["I'm Halina, by the way.", "Small steps: my tutor Oren helps."],
+                &[
+                    "I'm Halina, by the way.",
+                    "Small steps: my tutor Oren helps."
+                ],
                 &["small".to_owned(), "halina".to_owned(), "oren".to_owned()]
             ),
             ["oren"]
