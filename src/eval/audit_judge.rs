@@ -10,6 +10,7 @@ use super::audit::{AuditedMemory, Label};
 use super::dataset::Conversation;
 use super::score::normalize;
 use crate::dates::ymd_weekday;
+use crate::language::content_words;
 
 /// The judge's fixed prompt (system). The user message carries the conversation, every stored
 /// entry, and the one to judge, last, so that a server's prompt cache serves the rest.
@@ -17,15 +18,15 @@ pub const AUDIT_PROMPT: &str = "MEMPROXY-AUDIT
 You check one entry of the long-term memory a personal assistant kept about its user. You get \
 the whole conversation it was learned from (the user's and the assistant's messages, dated), \
 every entry of the memory, numbered, and the entry to check. Answer these questions about it:
-- source: the sentence of the conversation that the entry comes from;
+- source: copy the words of the conversation that the entry comes from;
 - speaker: who wrote those words: \"user\", \"assistant\", or \"nobody\" when no message says it;
 - said_as: were those words a \"statement\", a \"question\" or a \"request\" (asking the \
 assistant to do something)? A user's reply that accepts a suggestion (\"let's do that\") is a \
 statement;
 - right_person: does the entry say it of the same person the words say it of (not the user's \
 teacher's age given to the user, say)? true or false;
-- changed_by: the user's sentence, said LATER than the source, that says it changed or is no \
-longer true; \"(nothing changed it)\" when no later sentence of the user's changes it;
+- changed_by: copy the user's words, said LATER than the source, that say it changed or is no \
+longer true; \"\" when nothing the user said later changes it;
 - repeats: the number of an EARLIER entry (lower number) that says the same thing, or 0.
 Answer with JSON only.";
 
@@ -60,54 +61,40 @@ pub fn audit_material(
     text
 }
 
-/// The sentences of the conversation's turns, each once, in the order said: `(role, sentence)`.
-fn sentences_of(conversation: &Conversation) -> Vec<(&str, &str)> {
-    let mut seen = std::collections::HashSet::new();
-    conversation
-        .sessions
-        .iter()
-        .flat_map(|s| &s.turns)
-        .flat_map(|t| {
-            crate::text::sentences(&t.content)
-                .into_iter()
-                .map(move |sentence| (t.role.as_str(), sentence))
-        })
-        .filter(|(_, sentence)| seen.insert(*sentence))
-        .collect()
-}
-
-/// The answer's shape for entry `index` (0-based) of `conversation`. The words asked for are
-/// sentences of the conversation, as the grammar forces them: a small judge asked to copy the
-/// source wrote "The conversation" or the entry itself, and asked whether the user later changed
-/// it, said "no" every time (docs/eval-history.md, the judge). An earlier entry is a number below
-/// the entry's own.
-fn verdict_schema(conversation: &Conversation, index: usize) -> Value {
-    let sentences = sentences_of(conversation);
-    let mut source: Vec<&str> = sentences.iter().map(|(_, s)| *s).collect();
-    source.push(NOWHERE);
-    let mut changed: Vec<&str> = vec![NOTHING];
-    changed.extend(
-        sentences
-            .iter()
-            .filter(|(r, _)| *r == "user")
-            .map(|(_, s)| *s),
-    );
+/// The answer's shape for entry `index` (0-based): only an earlier entry can be repeated.
+fn verdict_schema(index: usize) -> Value {
     json!({"type": "object", "additionalProperties": false,
     "required": ["source", "speaker", "said_as", "right_person", "changed_by", "repeats"],
     "properties": {
-        "source": {"type": "string", "enum": source},
+        "source": {"type": "string", "maxLength": 300},
         "speaker": {"type": "string", "enum": ["user", "assistant", "nobody"]},
         "said_as": {"type": "string", "enum": ["statement", "question", "request"]},
         "right_person": {"type": "boolean"},
-        "changed_by": {"type": "string", "enum": changed},
+        "changed_by": {"type": "string", "maxLength": 300},
         "repeats": {"type": "integer", "minimum": 0, "maximum": index}
     }})
 }
 
-/// The source an entry drawn from no sentence of the conversation names.
-const NOWHERE: &str = "(no message says it)";
-/// What `changed_by` names when nothing later changed the entry.
-const NOTHING: &str = "(nothing changed it)";
+/// The turn that shares the most content words with `memory` (the first of equals), as
+/// `(place, role)`: where the entry comes from when the judge's copy of its source is found
+/// nowhere. A small judge often copies "The conversation" or the entry itself, and then names
+/// a speaker at random; the words the entry holds tell better.
+fn likeliest_source(conversation: &Conversation, memory: &str) -> Option<(usize, String)> {
+    let words = content_words(memory);
+    let mut best: Option<(usize, usize, &str)> = None;
+    for (at, turn) in conversation
+        .sessions
+        .iter()
+        .flat_map(|s| &s.turns)
+        .enumerate()
+    {
+        let shared = content_words(&turn.content).intersection(&words).count();
+        if shared > 0 && best.is_none_or(|(most, _, _)| shared > most) {
+            best = Some((shared, at, turn.role.as_str()));
+        }
+    }
+    best.map(|(_, at, role)| (at, role.to_owned()))
+}
 
 /// Where `words` are in the conversation: the place (in the order said) and role of the first
 /// turn that holds them (compared after [`normalize`]), or `None` when no turn does.
@@ -125,9 +112,9 @@ fn found(conversation: &Conversation, words: &str) -> Option<(usize, String)> {
         .map(|(at, t)| (at, t.role.clone()))
 }
 
-/// Whether `change` (the judge's pick of the sentence that changed the entry) is the user's,
-/// said after the entry's source (at `source`, when it was found): a sentence said before the
-/// source, or the source itself, changed nothing, whatever the judge says.
+/// Whether `change` (the judge's copy of the words that changed the entry) is the user's, said
+/// after the entry's source (at `source`): words said before the source, the source itself, or
+/// words found nowhere changed nothing, whatever the judge says.
 fn changed_by_user(conversation: &Conversation, change: &str, source: Option<usize>) -> bool {
     match found(conversation, change) {
         Some((at, role)) => role == "user" && source.is_none_or(|source| at > source),
@@ -140,6 +127,7 @@ fn changed_by_user(conversation: &Conversation, change: &str, source: Option<usi
 pub fn parse_verdict(
     answer: &str,
     conversation: &Conversation,
+    memory: &str,
     index: usize,
 ) -> Option<(Label, String)> {
     let object = crate::postprocess::llm::json_object(answer).ok()?;
@@ -149,7 +137,7 @@ pub fn parse_verdict(
     }
     let source = object["source"].as_str().unwrap_or_default();
     // Who said the words is read from the conversation where they can be found.
-    let place = found(conversation, source);
+    let place = found(conversation, source).or_else(|| likeliest_source(conversation, memory));
     let speaker = place
         .as_ref()
         .map(|(_, role)| role.clone())
@@ -198,7 +186,7 @@ impl Judge<'_> {
                 ],
                 "response_format": {"type": "json_schema",
                     "json_schema": {"name": "verdict", "strict": true,
-                        "schema": verdict_schema(conversation, index)}}});
+                        "schema": verdict_schema(index)}}});
             let mut request = self
                 .http
                 .post(format!(
@@ -218,7 +206,7 @@ impl Judge<'_> {
             };
             if let Some((label, reason)) = answer["choices"][0]["message"]["content"]
                 .as_str()
-                .and_then(|text| parse_verdict(text, conversation, index))
+                .and_then(|text| parse_verdict(text, conversation, &memories[index].text, index))
             {
                 memories[index].label = Some(label);
                 memories[index].reason = Some(reason);
@@ -314,25 +302,39 @@ mod tests {
                 (true, "", 2, 1),
                 Label::Correct,
             ),
-            // Words found nowhere: the judge's speaker stands.
-            (
-                ("nothing like this", "nobody", "statement"),
-                (true, "", 0, 0),
-                Label::Misattributed,
-            ),
         ];
+        let memory = "The user's teacher Dorota is 71.";
         for ((source, speaker, said_as), (right, changed, repeats, index), want) in cases {
             let answer = json!({"source": source, "speaker": speaker, "said_as": said_as,
                 "right_person": right, "changed_by": changed, "repeats": repeats});
-            let got = parse_verdict(&answer.to_string(), &c, index).map(|(l, _)| l);
+            let got = parse_verdict(&answer.to_string(), &c, memory, index).map(|(l, _)| l);
             assert_eq!(got, Some(want), "{answer}");
         }
+        // A source found nowhere ("The conversation", as a small judge writes): the turn with
+        // most of the entry's words is its source, whatever the judge said of the speaker; with
+        // no such turn, the judge's speaker stands.
+        let nowhere = |speaker: &str| {
+            json!({"source": "The conversation", "speaker": speaker, "said_as": "statement",
+                "right_person": true, "changed_by": "", "repeats": 0})
+            .to_string()
+        };
+        let label =
+            |answer: String, memory: &str| parse_verdict(&answer, &c, memory, 0).map(|(l, _)| l);
+        assert_eq!(label(nowhere("assistant"), memory), Some(Label::Correct));
+        assert_eq!(
+            label(nowhere("user"), "The user will visit Whitby."),
+            Some(Label::Misattributed)
+        );
+        assert_eq!(
+            label(nowhere("nobody"), "The user sails dinghies."),
+            Some(Label::Misattributed)
+        );
         // A direct label (a judge asked for one) is taken as given.
         let direct = json!({"reason": "x", "label": "stale"}).to_string();
         assert_eq!(
-            parse_verdict(&direct, &c, 0).map(|(l, _)| l),
+            parse_verdict(&direct, &c, memory, 0).map(|(l, _)| l),
             Some(Label::Stale)
         );
-        assert_eq!(parse_verdict("no json", &c, 0), None);
+        assert_eq!(parse_verdict("no json", &c, memory, 0), None);
     }
 }

@@ -209,10 +209,7 @@ async fn the_judge_is_put_to_each_labelled_memory_and_its_answers_are_read_again
         "MEMPROXY-AUDIT",
         answer("My dog is Pixel.", "user", "I live in Lisbon."),
     );
-    mock.push_marked(
-        "MEMPROXY-AUDIT",
-        answer("Nice city.", "user", "(nothing changed it)"),
-    );
+    mock.push_marked("MEMPROXY-AUDIT", answer("Nice city.", "user", ""));
     let out = dir.path().join("judged.json");
     let output = Command::new(env!("CARGO_BIN_EXE_memproxy"))
         .args(["eval", "judge", "--dataset"])
@@ -237,33 +234,6 @@ async fn the_judge_is_put_to_each_labelled_memory_and_its_answers_are_read_again
     let judged = mock.chat_requests(Some("MEMPROXY-AUDIT"));
     assert_eq!(judged.len(), 3, "one judgement per labelled memory");
     let schema = &judged[2]["response_format"]["json_schema"]["schema"]["properties"];
-    let values = |field: &str| -> Vec<String> {
-        schema[field]["enum"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    // The source is one of the conversation's sentences; a change, one of the user's.
-    assert!(
-        values("source").contains(&"Nice city.".to_owned()),
-        "{schema}"
-    );
-    assert!(
-        values("source").contains(&"Pixel loves the beach.".to_owned()),
-        "{schema}"
-    );
-    assert!(
-        values("changed_by").contains(&"I moved to Porto last month.".to_owned()),
-        "{schema}"
-    );
-    assert!(
-        !values("changed_by").contains(&"Nice city.".to_owned()),
-        "{schema}"
-    );
     // Only an earlier entry can be repeated: the third may name the first two.
     assert_eq!(schema["repeats"]["maximum"], 2, "{schema}");
     assert_eq!(
