@@ -61,8 +61,14 @@ impl Agents {
             .chain(outcome.said.iter().map(|m| ("user", m.as_str())))
             .collect();
         said.push(("assistant", outcome.reply().unwrap_or_default()));
+        // The user's earlier messages, for who the names opening their sentences are.
+        let earlier =
+            crate::postprocess::turn_facts::earlier(&self.memory, &input.scope, &said).await;
         let found = match in_prompt {
-            Some(model) => match self.extract_in_prompt(model, &input, &said, at).await {
+            Some(model) => match self
+                .extract_in_prompt(model, &input, &said, &earlier, at)
+                .await
+            {
                 Ok(found) => Some(found),
                 Err(error) => {
                     tracing::warn!(%error, "background save: no facts in the answer inside the agent's prompt; asking the memory LLM");
@@ -84,6 +90,7 @@ impl Agents {
                     &self.extract_prompt,
                     &input.model,
                     &said,
+                    &earlier,
                     at,
                 )
                 .await

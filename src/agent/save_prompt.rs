@@ -59,6 +59,7 @@ impl Agents {
         model: &dyn ChatModel,
         input: &TurnInput,
         said: &[(&str, &str)],
+        earlier: &[String],
         at_ms: i64,
     ) -> Result<Found, String> {
         let mut body = self.warm_body(input).await?;
@@ -73,7 +74,7 @@ impl Agents {
         body["temperature"] = json!(0);
         body["max_tokens"] = json!(self.summarizer.max_tokens().unwrap_or(MAX_TOKENS));
         let answer = model.complete(body).await.map_err(|e| e.to_string())?;
-        let (facts, refused) = turn_facts::read(&answer.content, said, at_ms)?;
+        let (facts, refused) = turn_facts::read(&answer.content, said, earlier, at_ms)?;
         Ok(Found {
             facts,
             refused,

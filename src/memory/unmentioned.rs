@@ -178,6 +178,31 @@ impl super::MemoryService {
     }
 }
 
+impl super::MemoryService {
+    /// The user's own stored messages (any conversation, newest first) that hold each of
+    /// `words`, at most `per_word` per word, read one word at a time so that a common word fills
+    /// no other's share: what the user said before about a word (as in "is it a name?").
+    pub async fn said_with(
+        &self,
+        scope: &UserScope,
+        words: Vec<String>,
+        per_word: usize,
+    ) -> super::MemoryResult<Vec<String>> {
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let scope = scope.clone();
+        self.blocking(move |store, _| {
+            let mut texts = Vec::new();
+            for word in words {
+                texts.extend(store.texts_with(&scope, Corpus::Message, &[word], per_word)?);
+            }
+            Ok(texts)
+        })
+        .await
+    }
+}
+
 struct Sentence {
     /// Lowercase words between single spaces ([`spaced`]).
     text: String,

@@ -10,7 +10,7 @@ use super::llm::Answer;
 use super::reconcile::{reconcile, Origin};
 use super::PostProcessor;
 use crate::dates::ymd_weekday;
-use crate::store::{now_ms, Corpus, Job, Page, Source, StoredMessage, Summary, UserScope};
+use crate::store::{now_ms, Job, Page, Source, StoredMessage, Summary, UserScope};
 use crate::strategy::inject::strip_blocks;
 
 /// Earlier turns shown with the new ones, to understand them (not to extract from).
@@ -74,35 +74,19 @@ async fn live_turns(
         .collect())
 }
 
-/// The user's stored messages (any conversation, newest first) read per word that opens one of
-/// their new sentences, for whether the word is someone's name ([`Evidence::with_earlier`]).
-const EARLIER_PER_OPENER: usize = 20;
+/// The user's stored messages read per word that opens one of their new sentences, for whether
+/// the word is someone's name ([`Evidence::with_earlier`]).
+pub const EARLIER_PER_OPENER: usize = 20;
 
-/// The user's earlier messages that hold one of `openers`, without any injected memory block.
-async fn earlier_naming(
-    pp: &PostProcessor,
+/// The user's earlier messages (any conversation) that hold one of `openers`, without any
+/// injected memory block: what [`Evidence::with_earlier`] reads.
+pub async fn earlier_naming(
+    memory: &crate::memory::MemoryService,
     scope: &UserScope,
     openers: Vec<String>,
 ) -> Result<Vec<String>, String> {
-    if openers.is_empty() {
-        return Ok(Vec::new());
-    }
-    let scope = scope.clone();
-    let texts = pp
-        .memory
-        .blocking(move |store, _| {
-            let mut texts = Vec::new();
-            // One read per word: a common opener ("Quick") fills no other's share.
-            for opener in openers {
-                texts.extend(store.texts_with(
-                    &scope,
-                    Corpus::Message,
-                    &[opener],
-                    EARLIER_PER_OPENER,
-                )?);
-            }
-            Ok(texts)
-        })
+    let texts = memory
+        .said_with(scope, openers, EARLIER_PER_OPENER)
         .await
         .map_err(|e| e.to_string())?;
     Ok(texts.iter().map(|text| strip_blocks(text)).collect())
@@ -188,7 +172,7 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
     if let Some(at) = new.iter().map(|m| m.created_at_ms).max() {
         evidence = evidence.said_at(at);
     }
-    let earlier = earlier_naming(pp, scope, evidence.sentence_openers()).await?;
+    let earlier = earlier_naming(&pp.memory, scope, evidence.sentence_openers()).await?;
     evidence = evidence.with_earlier(&earlier);
     let sources: Vec<Source> = new
         .iter()

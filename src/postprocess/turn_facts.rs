@@ -6,16 +6,35 @@
 use super::fact::{facts_schema, grounded, parse_facts};
 use super::gates::Evidence;
 use super::grounding::Said;
-use super::jobs::{extraction_material, transcript};
+use super::jobs::{earlier_naming, extraction_material, transcript};
 use super::llm::{Answer, MemoryLlm};
 
+/// The user's earlier messages that tell whether a word opening one of their sentences in
+/// `turns` is someone's name ([`Evidence::with_earlier`]); none when they cannot be read (the
+/// gates then judge on the turn alone).
+pub async fn earlier(
+    memory: &crate::memory::MemoryService,
+    scope: &crate::store::UserScope,
+    turns: &[(&str, &str)],
+) -> Vec<String> {
+    let openers = Evidence::new(turns.iter().copied()).sentence_openers();
+    earlier_naming(memory, scope, openers)
+        .await
+        .unwrap_or_else(|error| {
+            tracing::warn!(%error, "the user's earlier messages could not be read for names");
+            Vec::new()
+        })
+}
+
 /// The facts of `turns` (`(role, text)`: the user's messages, and the agent's reply) said at
-/// `at_ms` that pass the gates, and how many were refused.
+/// `at_ms` that pass the gates (reading `earlier` for names: [`earlier`]), and how many were
+/// refused.
 pub async fn extract(
     llm: &MemoryLlm,
     prompt: &str,
     model: &str,
     turns: &[(&str, &str)],
+    earlier: &[String],
     at_ms: i64,
 ) -> Result<(Vec<String>, usize), String> {
     if turns.is_empty() {
@@ -30,7 +49,7 @@ pub async fn extract(
         )
         .await
         .map_err(|e| e.to_string())?;
-    read(&answer, turns, at_ms)
+    read(&answer, turns, earlier, at_ms)
 }
 
 /// What the extraction prompt reads about `turns`: the date, then the messages.
@@ -44,9 +63,12 @@ pub fn material(turns: &[(&str, &str)], at_ms: i64) -> String {
 pub fn read(
     answer: &str,
     turns: &[(&str, &str)],
+    earlier: &[String],
     at_ms: i64,
 ) -> Result<(Vec<String>, usize), String> {
-    let evidence = Evidence::new(turns.iter().copied()).said_at(at_ms);
+    let evidence = Evidence::new(turns.iter().copied())
+        .said_at(at_ms)
+        .with_earlier(earlier);
     let mut kept = Vec::new();
     let mut refused = 0;
     let said: Vec<Said<'_>> = turns

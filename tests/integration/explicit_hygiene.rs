@@ -471,3 +471,56 @@ async fn a_turn_that_only_asks_gets_no_background_save() {
         "only the turn that stated something"
     );
 }
+
+/// The background save reads the user's earlier messages for names, as implicit mode does: a
+/// name told in an earlier turn makes the sentence it opens that person's.
+#[tokio::test]
+async fn the_background_save_keeps_a_person_named_in_an_earlier_turn_apart_from_the_user() {
+    let h = harness_with(|c| c.explicit.background_save = true).await;
+    let extract = |facts: &[&str]| {
+        let facts: Vec<Value> = facts
+            .iter()
+            .map(|f| json!({"text": f, "kind": "fact"}))
+            .collect();
+        memproxy::mock::Reply::Text(json!({ "facts": facts }).to_string())
+    };
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        extract(&["The user has been learning the piano for two years."]),
+    );
+    h.mock.push(send("Two years is a good start."));
+    say(&h, "pianist", "My piano teacher Halina retired from the conservatory last year. I've been learning the piano for two years.").await;
+    crate::common::eventually("the first background save", || async {
+        block(&h, "pianist", "human").await == "The user has been learning the piano for two years."
+    })
+    .await;
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        extract(&[
+            "The user switched their lessons to Friday mornings.",
+            "The user practises scales every evening.",
+        ]),
+    );
+    h.mock.push(send("Friday mornings sound calm."));
+    say(
+        &h,
+        "pianist",
+        "Small news: Halina switched our lessons to Friday mornings. I practise scales every evening.",
+    )
+    .await;
+    crate::common::eventually("the second background save", || async {
+        block(&h, "pianist", "human").await.contains("scales")
+    })
+    .await;
+    let human = block(&h, "pianist", "human").await;
+    assert!(!human.contains("switched"), "{human}");
+    // The step is traced after the block is written.
+    let steps = "/memproxy/v1/agents/default/steps?user=pianist&turns=1";
+    crate::common::eventually("the save is traced", || async {
+        get_json(&h, steps)
+            .await
+            .to_string()
+            .contains("1 saved (human: The user practises scales every evening.), 1 refused")
+    })
+    .await;
+}
