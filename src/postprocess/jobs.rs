@@ -76,11 +76,11 @@ async fn live_turns(
 
 /// The user's stored messages read per word that opens one of their new sentences, for whether
 /// the word is someone's name ([`Evidence::with_earlier`]).
-pub const EARLIER_PER_OPENER: usize = 20;
+const EARLIER_PER_OPENER: usize = 20;
 
 /// The user's earlier messages (any conversation) that hold one of `openers`, without any
 /// injected memory block: what [`Evidence::with_earlier`] reads.
-pub async fn earlier_naming(
+pub(super) async fn earlier_naming(
     memory: &crate::memory::MemoryService,
     scope: &UserScope,
     openers: Vec<String>,

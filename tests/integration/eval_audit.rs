@@ -10,6 +10,12 @@ use serde_json::{json, Value};
 
 use super::eval::{args, fixture, results};
 
+/// A person's labels, one JSON line each.
+fn write_labels(path: &std::path::Path, labels: &[Value]) {
+    let lines: Vec<String> = labels.iter().map(Value::to_string).collect();
+    std::fs::write(path, lines.join("\n")).expect("labels");
+}
+
 fn verdict(label: &str) -> Reply {
     Reply::Text(json!({"reason": "scripted", "label": label}).to_string())
 }
@@ -67,16 +73,13 @@ async fn the_judge_labels_each_stored_memory_and_is_compared_with_a_persons_labe
 
     // Labelled again by `eval audit`, against a person who disagrees on the dog.
     let labels = out.path().join("labels.jsonl");
-    std::fs::write(
+    write_labels(
         &labels,
-        [
+        &[
             json!({"conversation": "tiny", "memory": "the user live in Lisbon", "label": "correct"}),
             json!({"conversation": "tiny", "memory": "The user's dog is Pixel.", "label": "correct"}),
-        ]
-        .map(|l| l.to_string())
-        .join("\n"),
-    )
-    .expect("labels");
+        ],
+    );
     mock.push_marked("MEMPROXY-AUDIT", verdict("correct"));
     mock.push_marked("MEMPROXY-AUDIT", verdict("stale"));
     let output = Command::new(env!("CARGO_BIN_EXE_memproxy"))
@@ -121,18 +124,15 @@ async fn the_judge_labels_each_stored_memory_and_is_compared_with_a_persons_labe
 fn the_gates_are_put_to_each_labelled_memory_without_a_model() {
     let dir = tempfile::tempdir().expect("dir");
     let labels = dir.path().join("labels.jsonl");
-    std::fs::write(
+    write_labels(
         &labels,
-        [
+        &[
             json!({"conversation": "tiny", "memory": "The user lives in Lisbon.", "label": "correct"}),
             json!({"conversation": "tiny", "memory": "The user is Pixel.", "label": "wrong_subject"}),
             json!({"conversation": "tiny", "memory": "The user thinks Lisbon is a nice city.", "label": "misattributed"}),
             json!({"conversation": "other", "memory": "The user has a cat.", "label": "correct"}),
-        ]
-        .map(|l| l.to_string())
-        .join("\n"),
-    )
-    .expect("labels");
+        ],
+    );
     let output = Command::new(env!("CARGO_BIN_EXE_memproxy"))
         .args(["eval", "gates", "--show", "--dataset"])
         .arg(fixture("tiny-scenario.json"))
@@ -180,18 +180,15 @@ async fn the_judge_is_put_to_each_labelled_memory_and_its_answers_are_read_again
     )
     .expect("dataset");
     let labels = dir.path().join("labels.jsonl");
-    std::fs::write(
+    write_labels(
         &labels,
-        [
+        &[
             json!({"conversation": "moved", "memory": "The user lives in Lisbon.", "label": "stale"}),
             json!({"conversation": "moved", "memory": "The user's dog is Pixel.", "label": "correct"}),
             json!({"conversation": "moved", "memory": "The user thinks Lisbon is a nice city.", "label": "misattributed"}),
             json!({"conversation": "elsewhere", "memory": "The user has a cat.", "label": "correct"}),
-        ]
-        .map(|l| l.to_string())
-        .join("\n"),
-    )
-    .expect("labels");
+        ],
+    );
     let answer = |source: &str, speaker: &str, changed_by: &str| {
         Reply::Text(
             json!({"source": source, "speaker": speaker, "said_as": "statement",
