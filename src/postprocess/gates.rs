@@ -30,6 +30,7 @@ mod reading;
 mod rejection;
 mod relation;
 pub mod relative;
+mod roles;
 mod subject;
 mod tense;
 mod vaguer;

@@ -77,5 +77,6 @@ mod shared_blocks;
 mod slow_clients;
 mod stored_responses;
 mod streaming;
+mod subjects;
 mod user_keys;
 mod web_guard;

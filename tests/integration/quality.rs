@@ -16,7 +16,7 @@ async fn chat(h: &Harness, text: &str) {
     assert_eq!(response.status(), 200);
 }
 
-async fn done_reports(h: &Harness) -> Vec<String> {
+pub(crate) async fn done_reports(h: &Harness) -> Vec<String> {
     get_json(h, "/memproxy/v1/jobs?state=done").await["data"]
         .as_array()
         .into_iter()
@@ -263,7 +263,12 @@ async fn an_update_that_keeps_the_old_text_does_not_drop_the_new_fact() {
 
 /// Sends `text` as `user`'s one message in implicit mode (said at `time`), waits for its
 /// extraction job and returns the user's memories, sorted.
-async fn extracted(h: &Harness, user: &str, time: Option<&str>, text: &str) -> Vec<String> {
+pub(crate) async fn extracted(
+    h: &Harness,
+    user: &str,
+    time: Option<&str>,
+    text: &str,
+) -> Vec<String> {
     let mut request = h
         .client
         .post(h.url("/implicit/v1/chat/completions"))
@@ -530,63 +535,4 @@ async fn a_vaguer_paraphrase_beside_the_fact_as_told_is_not_stored() {
     );
     let report = done_reports(&h).await.join("; ");
     assert!(report.contains("1 rejected (vaguer)"), "{report}");
-}
-
-/// A name told in an earlier conversation makes a later sentence it opens that person's: the
-/// extraction looks the word up in the user's stored messages, where no stored memory names
-/// them.
-#[tokio::test]
-async fn a_name_told_in_an_earlier_conversation_keeps_that_persons_act_off_the_user() {
-    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
-    h.mock
-        .push(Reply::Text("Two years is a good start.".into()));
-    h.mock.push_marked(
-        "MEMPROXY-EXTRACT",
-        facts(&["The user has been learning the piano for two years."]),
-    );
-    let first = extracted(
-        &h,
-        "pianist",
-        None,
-        "My piano teacher Halina retired from the conservatory last year. I've been learning the piano for two years.",
-    )
-    .await;
-    assert_eq!(
-        first,
-        ["The user has been learning the piano for two years."]
-    );
-    h.mock
-        .push(Reply::Text("Friday mornings sound calm.".into()));
-    h.mock.push_marked(
-        "MEMPROXY-EXTRACT",
-        facts(&[
-            "The user switched their lessons to Friday mornings.",
-            "The user practises scales every evening.",
-        ]),
-    );
-    let response = h
-        .client
-        .post(h.url("/implicit/v1/chat/completions"))
-        .header("x-memproxy-user", "pianist")
-        .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content":
-            "Small news: Halina switched our lessons to Friday mornings. I practise scales every evening."}]}))
-        .send()
-        .await
-        .expect("answer");
-    assert_eq!(response.status(), 200);
-    eventually("both jobs are done", || async {
-        done_reports(&h).await.len() >= 2
-    })
-    .await;
-    let mut stored = memories(&h, "pianist").await;
-    stored.sort();
-    assert_eq!(
-        stored,
-        [
-            "The user has been learning the piano for two years.",
-            "The user practises scales every evening.",
-        ]
-    );
-    let report = done_reports(&h).await.join("; ");
-    assert!(report.contains("1 rejected (not_the_user)"), "{report}");
 }

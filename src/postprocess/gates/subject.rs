@@ -9,14 +9,14 @@
 use crate::language::{content_words, names_of_others, proper_nouns};
 
 #[derive(Clone, Debug, PartialEq)]
-enum Subject {
+pub(super) enum Subject {
     User,
     /// Someone or something else, as the user named it ("cat", "brother", "he").
     Other(String),
     Unknown,
 }
 
-fn words(text: &str) -> Vec<String> {
+pub(super) fn words(text: &str) -> Vec<String> {
     text.split(|c: char| !c.is_alphanumeric() && c != '\'')
         .filter(|w| !w.is_empty())
         .map(|w| {
@@ -114,7 +114,7 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
 /// its sentence ("Noor, my wife, is a doctor on nights": the doctor is the wife), unless it has
 /// the user speaking in it ("My boss agreed, from Monday I'm remote"), which keeps it the user's
 /// as any clause with no subject is.
-fn clauses(text: &str, names: &[String]) -> Vec<(Subject, Vec<String>)> {
+pub(super) fn clauses(text: &str, names: &[String]) -> Vec<(Subject, Vec<String>)> {
     let mut out: Vec<(Subject, Vec<String>)> = Vec::new();
     // A colon opens a clause of its own ("Quick update: Dorota moved our lessons").
     for sentence in text.split(['.', '!', '?', ';', ':', '\n']) {
@@ -223,6 +223,10 @@ pub fn someone_else_named(
         if names.contains(&lower) || !own.contains(&lower) {
             return Some(lower);
         }
+    }
+    // "Kwame lent me his glider" as "The user lent Kwame his glider": the roles swapped.
+    if let Some(who) = super::roles::swapped(fact, user_texts, &names) {
+        return Some(who);
     }
     let (mut best_user, mut best_other): (f64, Option<(f64, String)>) = (0.0, None);
     for text in user_texts {

@@ -1,0 +1,105 @@
+//! Whose act a fact tells: a person's act stays theirs however the memory LLM writes it, when
+//! the name was told in an earlier conversation, and when the fact swaps who did what to whom.
+//! End to end over HTTP in implicit mode, with the memory LLM scripted.
+
+use std::time::Duration;
+
+use memproxy::mock::Reply;
+use serde_json::json;
+
+use crate::common::{eventually, facts, harness_with, memories};
+use crate::quality::{done_reports, extracted};
+
+/// A name told in an earlier conversation makes a later sentence it opens that person's: the
+/// extraction looks the word up in the user's stored messages, where no stored memory names
+/// them.
+#[tokio::test]
+async fn a_name_told_in_an_earlier_conversation_keeps_that_persons_act_off_the_user() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock
+        .push(Reply::Text("Two years is a good start.".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&["The user has been learning the piano for two years."]),
+    );
+    let first = extracted(
+        &h,
+        "pianist",
+        None,
+        "My piano teacher Halina retired from the conservatory last year. I've been learning the piano for two years.",
+    )
+    .await;
+    assert_eq!(
+        first,
+        ["The user has been learning the piano for two years."]
+    );
+    h.mock
+        .push(Reply::Text("Friday mornings sound calm.".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user switched their lessons to Friday mornings.",
+            "The user practises scales every evening.",
+        ]),
+    );
+    let response = h
+        .client
+        .post(h.url("/implicit/v1/chat/completions"))
+        .header("x-memproxy-user", "pianist")
+        .json(&json!({"model": "mock-model", "messages": [{"role": "user", "content":
+            "Small news: Halina switched our lessons to Friday mornings. I practise scales every evening."}]}))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(response.status(), 200);
+    eventually("both jobs are done", || async {
+        done_reports(&h).await.len() >= 2
+    })
+    .await;
+    let mut stored = memories(&h, "pianist").await;
+    stored.sort();
+    assert_eq!(
+        stored,
+        [
+            "The user has been learning the piano for two years.",
+            "The user practises scales every evening.",
+        ]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 rejected (not_the_user)"), "{report}");
+}
+
+/// "Kwame lent me his old glider" written as "The user lent Kwame his old glider": the fact names
+/// Kwame, so only the order of who does what shows it is wrong (`gates::roles`). It is refused;
+/// the same act told the right way round, and the user's own plan, are kept.
+#[tokio::test]
+async fn a_fact_that_swaps_who_did_what_to_whom_is_refused() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text(
+        "A borrowed glider is a fine way to start.".into(),
+    ));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user lent Kwame his old glider.",
+            "The user borrowed Kwame's old glider.",
+            "The user plans to start flying lessons in May.",
+        ]),
+    );
+    let stored = extracted(
+        &h,
+        "glider-pilot",
+        None,
+        "Good news: Kwame lent me his old glider, so I plan to start flying lessons in May.",
+    )
+    .await;
+    assert_eq!(
+        stored,
+        [
+            "The user borrowed Kwame's old glider.",
+            "The user plans to start flying lessons in May.",
+        ]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 rejected (not_the_user)"), "{report}");
+}
