@@ -165,7 +165,10 @@ impl Agents {
                 let mut before = String::new();
                 let edited = store.edit_core_block(&scope, &agent, HUMAN, &mut |block| {
                     before.clone_from(&block.value);
-                    let value = hygiene::append_at(HUMAN, &block.value, &text, &said, Some(at))?;
+                    // The fact has passed the gates with the user's earlier names
+                    // (`turn_facts::read`); hygiene reads the block's.
+                    let value =
+                        hygiene::append_at(HUMAN, &block.value, &text, &said, &[], Some(at))?;
                     if value.chars().count() as i64 > block.char_limit {
                         return Err(FULL.to_owned());
                     }

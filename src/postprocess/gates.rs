@@ -42,8 +42,7 @@ pub use instruction::reads_as_instruction;
 pub use person::check_person;
 pub use rejection::Rejection;
 pub use relation::{carries, remainder, same_topic, states_one_at_a_time, supersedes};
-use subject::someone_else_named;
-pub use subject::{no_referent, someone_else};
+pub use subject::{no_referent, someone_else, someone_else_named};
 pub(super) use words::without_dates;
 use words::{fact_words, lists, share, stem, GROUNDED_SHARE};
 
@@ -142,6 +141,16 @@ impl Evidence {
         let texts: Vec<&str> = earlier.iter().map(String::as_str).collect();
         self.earlier_names = subject::names_in(&texts, &self.sentence_openers());
         self
+    }
+
+    /// Of the words opening a sentence of `said` (the user's messages), those that `earlier` (the
+    /// user's earlier messages: [`crate::postprocess::turn_facts::earlier`]) shows to be someone
+    /// else's name, as [`Evidence::with_earlier`] reads them: for the agent's own writes
+    /// ([`someone_else_named`]).
+    pub fn names_told_earlier(said: &[String], earlier: &[String]) -> Vec<String> {
+        Evidence::new(said.iter().map(|text| ("user", text.as_str())))
+            .with_earlier(earlier)
+            .earlier_names
     }
 
     /// When the newest of the turns was said: a date resolved from "last week" must be near it.

@@ -524,3 +524,45 @@ async fn the_background_save_keeps_a_person_named_in_an_earlier_turn_apart_from_
     })
     .await;
 }
+
+/// The agent's own `core_memory_append` reads the user's earlier messages for names too: a name
+/// told in an earlier turn ("my piano teacher Halina") makes the sentence it opens that person's,
+/// so the agent's "The user switched their lessons" is refused, with what to write instead; the
+/// user's own fact of the same turn is kept.
+#[tokio::test]
+async fn the_agents_own_write_keeps_a_person_named_in_an_earlier_turn_apart_from_the_user() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(append(
+        "human",
+        "The user has been learning the piano for two years.",
+    ));
+    h.mock.push(send("Two years is a good start."));
+    say(&h, "pianist", "My piano teacher Halina retired from the conservatory last year. I've been learning the piano for two years.").await;
+    h.mock.push(append(
+        "human",
+        "The user switched their lessons to Friday mornings.",
+    ));
+    h.mock
+        .push(append("human", "The user practises scales every evening."));
+    h.mock.push(send("Friday mornings sound calm."));
+    say(
+        &h,
+        "pianist",
+        "Small news: Halina switched our lessons to Friday mornings. I practise scales every evening.",
+    )
+    .await;
+    let refused = model_requests(&h)
+        .iter()
+        .flat_map(tool_results)
+        .find(|r| r["status"] == "Failed")
+        .expect("a refused write");
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("said this about Halina") && message.contains("starting \"Halina\""),
+        "{message}"
+    );
+    assert_eq!(
+        block(&h, "pianist", "human").await,
+        "The user has been learning the piano for two years.\nThe user practises scales every evening."
+    );
+}

@@ -9,6 +9,7 @@ use crate::agent::lenient::text_arg;
 use crate::agent::Tools;
 use crate::agent::{hygiene, one_memory};
 use crate::memory::human_lines::HUMAN;
+use crate::postprocess::{gates, turn_facts};
 
 pub struct Append;
 pub struct Replace;
@@ -40,9 +41,10 @@ impl Tool for Append {
             let label = required(arguments, "label")?;
             let content = required(arguments, "content")?;
             let (name, said) = (label.clone(), tools.user_said.to_vec());
+            let names = earlier_names(tools, &label).await;
             let now = tools.clock.unwrap_or_else(crate::store::now_ms);
             edit_block(tools, &label, self.name(), move |value| {
-                hygiene::append_at(&name, value, &content, &said, Some(now))
+                hygiene::append_at(&name, value, &content, &said, &names, Some(now))
                     .map_err(ToolOutcome::failed)
             })
             .await
@@ -80,9 +82,10 @@ impl Tool for Replace {
             let old = required(arguments, "old_content")?;
             let new = text_arg(arguments, "new_content").unwrap_or_default();
             let (name, said) = (label.clone(), tools.user_said.to_vec());
+            let names = earlier_names(tools, &label).await;
             let now = tools.clock.unwrap_or_else(crate::store::now_ms);
             edit_block(tools, &label, self.name(), move |value| {
-                hygiene::check_replacement(&name, value, &old, &new, &said)
+                hygiene::check_replacement(&name, value, &old, &new, &said, &names)
                     .map_err(ToolOutcome::failed)?;
                 // Checked as written, kept with its relative day made a date.
                 let new = hygiene::dated(&name, &new, &said, now);
@@ -92,6 +95,23 @@ impl Tool for Replace {
         };
         run.await.unwrap_or_else(|failed| failed)
     }
+}
+
+/// For a write to `human`: the words opening the user's sentences this turn that their earlier
+/// messages show to be someone else's name ("Halina switched our lessons", where an earlier
+/// conversation said "my piano teacher Halina"), so that hygiene keeps that person's act off the
+/// user. Read only when the agent writes about the user, as the background save reads them.
+async fn earlier_names(tools: &ToolScope<'_>, label: &str) -> Vec<String> {
+    if label != HUMAN || tools.read_only || tools.user_said.is_empty() {
+        return Vec::new();
+    }
+    let turns: Vec<(&str, &str)> = tools
+        .user_said
+        .iter()
+        .map(|text| ("user", text.as_str()))
+        .collect();
+    let earlier = turn_facts::earlier(tools.memory, tools.scope, &turns).await;
+    gates::Evidence::names_told_earlier(tools.user_said, &earlier)
 }
 
 fn replace(
