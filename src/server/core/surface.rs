@@ -112,3 +112,18 @@ pub fn number_setting(
         Some(_) => Err(format!("'{name}' must be a number.")),
     }
 }
+
+/// Stop sequences, if given (`null`: none): a list of strings, or one string where the API
+/// allows it (`one`). `None`: neither, for the caller's error in its API's shape.
+pub fn stop_setting(value: Option<&serde_json::Value>, one: bool) -> Option<Vec<String>> {
+    use serde_json::Value;
+    match value {
+        None | Some(Value::Null) => Some(Vec::new()),
+        Some(Value::String(stop)) if one => Some(vec![stop.clone()]),
+        Some(Value::Array(stops)) => stops
+            .iter()
+            .map(|stop| stop.as_str().map(str::to_owned))
+            .collect(),
+        Some(_) => None,
+    }
+}

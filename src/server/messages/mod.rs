@@ -100,14 +100,9 @@ pub fn from_request(request: &Map<String, Value>) -> Result<Translated, ProxyErr
     parameters.temperature = number("temperature")?;
     parameters.top_p = number("top_p")?;
     parameters.top_k = number("top_k")?;
-    parameters.stop = match request.get("stop_sequences") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(stops)) if stops.iter().all(Value::is_string) => stops
-            .iter()
-            .filter_map(|stop| stop.as_str().map(str::to_owned))
-            .collect(),
-        Some(_) => return Err(field("stop_sequences", "Must be a list of strings.")),
-    };
+    parameters.stop =
+        crate::server::core::surface::stop_setting(request.get("stop_sequences"), false)
+            .ok_or_else(|| field("stop_sequences", "Must be a list of strings."))?;
     let mut dropped_tools = Vec::new();
     let mut tools = Vec::new();
     if let Some(offered) = request.get("tools").filter(|t| !t.is_null()) {

@@ -192,15 +192,8 @@ fn read_options(options: &Map<String, Value>, into: &mut Parameters) -> Result<(
     into.frequency_penalty = number("frequency_penalty")?;
     // Ollama's -1 (until the model stops) and -2 (until the context is full) are no limit.
     into.max_tokens = number("num_predict")?.filter(|n| n.as_i64().is_some_and(|n| n > 0));
-    into.stop = match options.get("stop") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::String(stop)) => vec![stop.clone()],
-        Some(Value::Array(stops)) if stops.iter().all(Value::is_string) => stops
-            .iter()
-            .filter_map(|stop| stop.as_str().map(str::to_owned))
-            .collect(),
-        Some(_) => return Err(invalid("options: 'stop' must be a list of strings.")),
-    };
+    into.stop = crate::server::core::surface::stop_setting(options.get("stop"), true)
+        .ok_or_else(|| invalid("options: 'stop' must be a list of strings."))?;
     Ok(())
 }
 
