@@ -173,7 +173,11 @@ fn read_tools(tools: &Value) -> Vec<Tool> {
     };
     tools
         .iter()
-        .filter(|tool| tool["type"] == "function")
+        // A tool with a `function` and no `type` is a function too: lenient servers (llama.cpp,
+        // vLLM) take it so, and clients written against them send it so.
+        .filter(|tool| {
+            tool["type"] == "function" || (tool["type"].is_null() && tool["function"].is_object())
+        })
         .filter_map(|tool| {
             let function = &tool["function"];
             Some(Tool {
@@ -287,5 +291,16 @@ mod tests {
         assert_eq!(neutral.parameters.temperature, None);
         assert_eq!(neutral.parameters.stop, vec!["END".to_owned()]);
         assert_eq!(neutral.parameters.max_tokens, Some(9.into()));
+    }
+
+    #[test]
+    fn a_function_without_a_type_is_a_function_tool() {
+        let body = json!({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"function": {"name": "f", "parameters": {"type": "object"}}},
+                {"type": "web_search", "function": {"name": "g"}}]});
+        let request = ChatRequest::parse(body.to_string().as_bytes()).expect("parses");
+        let tools = request.neutral().tools;
+        assert_eq!(tools.len(), 1);
+        assert_eq!(tools[0].name, "f");
     }
 }

@@ -427,3 +427,27 @@ async fn tool_choice_names_and_parallel_calls_are_respected() {
         "{refused:?}"
     );
 }
+
+/// A client tool written without `"type"` (as lenient servers such as llama.cpp take it) is a
+/// function tool: offered to the agent, and its call reaches the client.
+#[tokio::test]
+async fn a_client_tool_without_a_type_is_offered_as_a_function() {
+    let h = harness_with(|_| {}).await;
+    let mut untyped = weather_tool();
+    untyped.as_object_mut().expect("an object").remove("type");
+    h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
+    let response = ask_with(
+        &h,
+        json!([{"role": "user", "content": QUESTION}]),
+        json!({"tools": [untyped]}),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.expect("json");
+    assert_eq!(
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "get_weather",
+        "{body}"
+    );
+    let offered = model_requests(&h)[0]["tools"].to_string();
+    assert!(offered.contains("get_weather"), "{offered}");
+}
