@@ -78,11 +78,7 @@ impl Agents {
             let outcome = self
                 .run_call(model, turn, progress, call, asked, pausing, &client_calls)
                 .await;
-            let signature = format!(
-                "{}\u{0}{}",
-                call.function.name,
-                call.function.arguments.trim()
-            );
+            let signature = signature(call);
             if progress.last_call.as_deref() == Some(signature.as_str())
                 && call.function.name != SEND_MESSAGE
             {
@@ -229,6 +225,18 @@ impl Agents {
             );
         }
         let client = turn.offered.client.offers(name);
+        // The app's function called again with the same arguments right after its result (a
+        // small model's habit): the app would run it again, and the turn go round. Not run; the
+        // next step must reply.
+        if client && progress.last_call.as_deref() == Some(signature(call).as_str()) {
+            progress.narrow(Phase::MustReply);
+            return (
+                ToolOutcome::failed(format!(
+                    "{name} was not run again: it ran with these same arguments, and its result is above. Answer the user with send_message."
+                )),
+                false,
+            );
+        }
         if client && turn.offered.client.one_at_a_time && !client_calls.is_empty() {
             return (
                 ToolOutcome::failed(format!(
@@ -303,4 +311,13 @@ impl Agents {
             .await;
         (outcome, super::tools::wants_heartbeat(&arguments))
     }
+}
+
+/// A call as `name\0arguments`: two calls with the same signature do the same thing.
+fn signature(call: &ToolCall) -> String {
+    format!(
+        "{}\u{0}{}",
+        call.function.name,
+        call.function.arguments.trim()
+    )
 }

@@ -164,7 +164,8 @@ impl Agents {
         *progress = paused.progress;
         progress.budget_from = progress.step;
         progress.phase = Phase::Open;
-        progress.last_call = None;
+        // `progress.last_call` stays the paused call: the same call again, right after its
+        // result, is not sent to the app a second time (`calls::run_call`).
         for call in &paused.calls {
             let Some(result) = results.iter().find(|r| r.call_id == call.id) else {
                 continue;

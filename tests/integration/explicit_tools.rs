@@ -451,3 +451,45 @@ async fn a_client_tool_without_a_type_is_offered_as_a_function() {
     let offered = model_requests(&h)[0]["tools"].to_string();
     assert!(offered.contains("get_weather"), "{offered}");
 }
+
+/// Seen from the 0.5B model: after the app's result, the agent calls the same function with the
+/// same arguments again. The app is not asked twice; the agent is told why, and its next step
+/// must reply.
+#[tokio::test]
+async fn the_same_client_call_right_after_its_result_is_not_sent_again() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
+    let first = ask_question(&h, json!({})).await;
+    let body: Value = first.json().await.expect("json");
+    let message = body["choices"][0]["message"].clone();
+    let id = message["tool_calls"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
+    h.mock.push(send("Sunny and 24°C in Lisbon."));
+    let second = ask_with(&h, resumed(&message, &[(&id, "sunny, 24°C")]), json!({})).await;
+    assert_eq!(second.status(), 200);
+    let body: Value = second.json().await.expect("json");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop", "{body}");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "Sunny and 24°C in Lisbon."
+    );
+    let last = model_requests(&h).last().cloned().expect("request");
+    let refused = tool_results(&last);
+    assert!(
+        refused.iter().any(|r| r["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("was not run again")),
+        "{refused:?}"
+    );
+    // The step after it must reply.
+    assert_eq!(
+        last["tool_choice"]["function"]["name"],
+        "send_message",
+        "{}",
+        last["tool_choice"]
+    );
+}
