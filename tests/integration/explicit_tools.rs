@@ -39,6 +39,18 @@ async fn ask_question(h: &Harness, extra: Value) -> reqwest::Response {
     ask_with(h, json!([{"role": "user", "content": QUESTION}]), extra).await
 }
 
+/// Asks the question; the answer is a call of the client's tool: its message and the call's id.
+async fn paused_on_a_call(h: &Harness) -> (Value, String) {
+    let first = ask_question(h, json!({})).await;
+    let body: Value = first.json().await.expect("json");
+    let message = body["choices"][0]["message"].clone();
+    let id = message["tool_calls"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    (message, id)
+}
+
 /// The script of a turn: save a fact, call the weather tool; after its result, save another
 /// fact, then answer.
 fn script_turn(h: &Harness) {
@@ -269,13 +281,7 @@ async fn streamed_tool_calls_and_a_resume_after_a_restart() {
 async fn results_that_do_not_match_the_waiting_calls_are_refused() {
     let h = harness_with(|_| {}).await;
     script_turn(&h);
-    let first = ask_question(&h, json!({})).await;
-    let body: Value = first.json().await.expect("json");
-    let message = body["choices"][0]["message"].clone();
-    let id = message["tool_calls"][0]["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (message, id) = paused_on_a_call(&h).await;
 
     let refused = |response: reqwest::Response| async move {
         assert_eq!(response.status(), 400);
@@ -459,13 +465,7 @@ async fn a_client_tool_without_a_type_is_offered_as_a_function() {
 async fn the_same_client_call_right_after_its_result_is_not_sent_again() {
     let h = harness_with(|_| {}).await;
     h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
-    let first = ask_question(&h, json!({})).await;
-    let body: Value = first.json().await.expect("json");
-    let message = body["choices"][0]["message"].clone();
-    let id = message["tool_calls"][0]["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
+    let (message, id) = paused_on_a_call(&h).await;
     h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
     h.mock.push(send("Sunny and 24°C in Lisbon."));
     let second = ask_with(&h, resumed(&message, &[(&id, "sunny, 24°C")]), json!({})).await;
@@ -487,8 +487,7 @@ async fn the_same_client_call_right_after_its_result_is_not_sent_again() {
     );
     // The step after it must reply.
     assert_eq!(
-        last["tool_choice"]["function"]["name"],
-        "send_message",
+        last["tool_choice"]["function"]["name"], "send_message",
         "{}",
         last["tool_choice"]
     );
