@@ -15,6 +15,7 @@ use crate::language::content_words;
 
 mod addressed;
 mod asked;
+mod clauses;
 mod core_line;
 mod dates;
 mod deadline;

@@ -8,7 +8,7 @@
 //! A verb with words between it and "the user" ("The user was lent a glider by Kwame", "has
 //! lent") is not read, so a passive or a tense is never taken for a swap.
 
-use super::subject::{clauses, words, Subject};
+use super::clauses::{clauses, words, Subject};
 use crate::language::content_words;
 
 /// The person whose act `fact` gives the user, if a clause of `user_texts` says that person did
