@@ -101,8 +101,6 @@ pub struct WordLists {
     pub subject_joins: &'static [&'static str],
     /// Pronouns of another person or thing ("he", "she", "they", "it").
     pub subject_others: &'static [&'static str],
-    /// What marks a verb's infinitive ("to" in "an offer to be sous-chef", "I plan to move").
-    pub infinitive_marks: &'static [&'static str],
     /// How a fact gives the user a name (lowercase, with the space after: "the user is ").
     pub subject_naming: &'static [&'static str],
     /// Pronouns that leave a fact without a referent when nothing else names it.

@@ -20,7 +20,6 @@ mod core_line;
 mod dates;
 mod deadline;
 mod form;
-mod framed;
 mod guess;
 mod instruction;
 mod knowing;
@@ -40,7 +39,6 @@ mod words;
 
 pub use core_line::check_core_line;
 pub use form::check_form;
-pub use framed::framed;
 pub use instruction::reads_as_instruction;
 pub use person::check_person;
 pub use rejection::Rejection;

@@ -536,34 +536,3 @@ async fn a_vaguer_paraphrase_beside_the_fact_as_told_is_not_stored() {
     let report = done_reports(&h).await.join("; ");
     assert!(report.contains("1 rejected (vaguer)"), "{report}");
 }
-
-/// Seen from the 1.5B memory LLM (the audit's tuning half): "I got an offer to be sous-chef"
-/// stored as "The user is a sous-chef at the bistro.", a job the user had not taken, which a
-/// later "I took the job!" then restates instead of changing. The fact that drops what made it an
-/// offer is refused (`gates::framed`); the user's plain statement of the same message is kept.
-#[tokio::test]
-async fn an_offer_stored_as_done_is_refused() {
-    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
-    h.mock
-        .push(Reply::Text("Weigh the pay against the hours.".into()));
-    h.mock.push_marked(
-        "MEMPROXY-EXTRACT",
-        facts(&[
-            "The user is a sous-chef at the bistro.",
-            "The user works as a line cook at a hotel in Porto.",
-        ]),
-    );
-    let stored = extracted(
-        &h,
-        "cook",
-        None,
-        "I work as a line cook at a hotel in Porto. I got an offer to be sous-chef at a small bistro. Should I take it?",
-    )
-    .await;
-    assert_eq!(
-        stored,
-        ["The user works as a line cook at a hotel in Porto."]
-    );
-    let report = done_reports(&h).await.join("; ");
-    assert!(report.contains("1 rejected (framed)"), "{report}");
-}

@@ -52,7 +52,6 @@ static WORDS: WordLists = WordLists {
     subject_leading: &gate_words::SUBJECT_LEADING,
     subject_joins: &gate_words::SUBJECT_JOINS,
     subject_others: &gate_words::SUBJECT_OTHERS,
-    infinitive_marks: &["to"],
     subject_naming: &gate_words::SUBJECT_NAMING,
     subject_bare: &gate_words::SUBJECT_BARE,
     subject_impersonal: &gate_words::SUBJECT_IMPERSONAL,

@@ -104,7 +104,6 @@ pub(super) const GATES: &[(&str, Reads, Gate)] = &[
     ("person", Reads::Fact, person),
     ("grounded", Reads::UsersWords, grounded),
     ("predicate", Reads::UsersWords, predicate_said),
-    ("framed", Reads::UsersWords, framed),
     ("guessed_object", Reads::UsersWords, guessed_object),
     ("only_asked", Reads::UsersWords, only_asked),
     ("unvoiced_reading", Reads::UsersWords, unvoiced_reading),
@@ -304,14 +303,6 @@ fn predicate_said(e: &Evidence, r: &Read<'_>) -> Result<(), Rejection> {
         !r.commitment
             && predicate(r.fact).is_some_and(|p| !p.is_empty() && !p.iter().any(|w| r.said(e, w))),
         Rejection::Ungrounded,
-    )
-}
-
-/// An offer, a plan or the past stored as done ([`super::framed`]).
-fn framed(e: &Evidence, r: &Read<'_>) -> Result<(), Rejection> {
-    refuse(
-        !r.commitment && super::framed::framed(r.fact, &e.user_texts).is_some(),
-        Rejection::Framed,
     )
 }
 

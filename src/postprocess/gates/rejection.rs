@@ -61,9 +61,6 @@ pub enum Rejection {
     /// paraphrase beside the fact as told ("The user will take advantage of the extra time."
     /// beside "The user will use the extra time for more field data.").
     Vaguer,
-    /// What the user only framed (an offer, a plan, the past: "I got an offer to be sous-chef")
-    /// stated as done ("The user is a sous-chef.").
-    Framed,
 }
 
 impl Rejection {
@@ -91,7 +88,6 @@ impl Rejection {
             Rejection::InventedDate => "invented_date",
             Rejection::FirstPerson => "first_person",
             Rejection::Vaguer => "vaguer",
-            Rejection::Framed => "framed",
             Rejection::SecondPerson => "second_person",
         }
     }
