@@ -325,16 +325,24 @@ pub(super) async fn reconcile(
         };
         // The newest fact wins: older memories this one makes untrue are retired (kept as
         // history), whatever the memory LLM decided about them; an ADD retires the first itself.
+        // An UPDATE says the new fact too (the memory it rewrites is not another older one).
+        let rewritten = match &decision {
+            Decision::Update(id, _) => Some(*id),
+            _ => None,
+        };
         let mut superseded: Vec<(i64, String, i64)> = match &decision {
-            Decision::Add | Decision::Invalidate(_) => candidates
+            Decision::Add | Decision::Invalidate(_) | Decision::Update(..) => candidates
                 .iter()
                 .chain(&rivals)
                 .filter(|(id, old, at)| {
-                    *at <= said_at_ms && !touched.contains(id) && gates::supersedes(&fact.text, old)
+                    *at <= said_at_ms
+                        && !touched.contains(id)
+                        && rewritten != Some(*id)
+                        && gates::supersedes(&fact.text, old)
                 })
                 .cloned()
                 .collect(),
-            _ => Vec::new(),
+            Decision::Noop(_) => Vec::new(),
         };
         // A memory may be both a candidate and a rival.
         let mut seen = std::collections::HashSet::new();
@@ -364,8 +372,11 @@ pub(super) async fn reconcile(
         *counts.entry(applied.event.clone()).or_default() += 1;
         written.extend(wrote);
         // A new fact may make older memories of its subject untrue in words no rule knows ("took
-        // the job as sous-chef" over "works as a line cook"): the change check decides.
-        if !pp.config.add_only && matches!(applied.event.as_str(), "added" | "invalidated") {
+        // the job as sous-chef" over "works as a line cook"): the change check decides. Also
+        // when the memory LLM wrote it as an update of another memory ("got an offer to be
+        // sous-chef" rewritten "is a sous-chef"): the other older ones are still to check.
+        let new_statement = matches!(applied.event.as_str(), "added" | "invalidated" | "updated");
+        if !pp.config.add_only && new_statement {
             let older: Vec<Older> = checks
                 .remove(&index)
                 .unwrap_or_default()

@@ -120,3 +120,48 @@ async fn one_question_saying_it_still_holds_keeps_the_older_memory() {
     assert!(asked(&h, "MEMPROXY-BOTH-TRUE").is_empty());
     assert!(retired(&h, "rui").await.is_empty());
 }
+
+const OFFER: &str = "The user got an offer to be sous-chef at a small bistro.";
+const NOW_SOUS: &str = "The user is a sous-chef at the bistro.";
+
+/// Seen from the 1.5B (the audit's tuning half): the memory LLM wrote the new job as an UPDATE
+/// of the offer ("got an offer to be sous-chef" → "is a sous-chef"), right, and the old job, a
+/// memory it did not name, stayed live beside it. An update states the new fact too: the other
+/// older memories of its subject still go to the change check.
+#[tokio::test]
+async fn a_change_written_as_an_update_of_another_memory_still_retires_the_old_one() {
+    let h = proxy().await;
+    let said = "I work as a line cook at a hotel in Porto. I got an offer to be sous-chef at a small bistro.";
+    let facts = vec![
+        fact(COOK, "I work as a line cook at a hotel in Porto", "user"),
+        fact(
+            OFFER,
+            "I got an offer to be sous-chef at a small bistro",
+            "user",
+        ),
+    ];
+    tell(&h, said, facts, 1).await;
+    // The reconcile call sees the stored memories most like the new fact first: the offer is M0.
+    h.mock.push_marked(
+        "MEMPROXY-RECONCILE",
+        Reply::Text(
+            json!({"decisions": [{"fact": 0, "action": "UPDATE", "memory": 0, "text": NOW_SOUS}]})
+                .to_string(),
+        ),
+    );
+    script(&h, REWRITTEN, false);
+    let said = "I took the job! I'm now sous-chef at the bistro.";
+    let report = tell(&h, said, vec![fact(NOW_SOUS, said, "user")], 2).await;
+    let reconcile = asked(&h, "MEMPROXY-RECONCILE");
+    assert!(
+        reconcile
+            .last()
+            .is_some_and(|r| r.lines().any(|l| l.starts_with("M0 ") && l.contains(OFFER))),
+        "{reconcile:?}"
+    );
+    assert!(report.contains("1 updated"), "{report}");
+    let mut stored = memories(&h, "rui").await;
+    stored.sort();
+    assert_eq!(stored, [NOW_SOUS], "{report}");
+    assert_eq!(retired(&h, "rui").await, [COOK], "{report}");
+}
