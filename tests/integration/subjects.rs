@@ -103,3 +103,30 @@ async fn a_fact_that_swaps_who_did_what_to_whom_is_refused() {
     let report = done_reports(&h).await.join("; ");
     assert!(report.contains("1 rejected (not_the_user)"), "{report}");
 }
+
+/// Seen from the 0.5B (explicit mode's background save): the teacher's retirement joined to the
+/// user's own fact in one sentence. Each statement the fact joins is read on its own
+/// (`gates::subject`): the joined fact is refused, the user's own fact is kept.
+#[tokio::test]
+async fn someone_elses_statement_joined_to_the_users_own_is_refused() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock
+        .push(Reply::Text("Two years is a good start.".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user retired from the conservatory last year and is now learning the piano for two years.",
+            "The user practises scales every evening.",
+        ]),
+    );
+    let stored = extracted(
+        &h,
+        "pianist",
+        None,
+        "My piano teacher Halina retired from the conservatory last year. I've been learning the piano for two years, and I practise scales every evening.",
+    )
+    .await;
+    assert_eq!(stored, ["The user practises scales every evening."]);
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 rejected (not_the_user)"), "{report}");
+}

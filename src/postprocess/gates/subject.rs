@@ -139,9 +139,34 @@ pub fn someone_else_named(
     if let Some(who) = super::roles::swapped(fact, user_texts, &names) {
         return Some(who);
     }
+    let whole = said_of_another(&fact_words, &named, user_texts, &names);
+    if whole.is_some() {
+        return whole;
+    }
+    // "The user retired from the conservatory last year and is now learning the piano": two
+    // statements joined, one of them someone else's ("My piano teacher Halina retired …"). Each
+    // half matches its clause at about half of the whole's words, so neither wins read whole;
+    // each is read on its own.
+    conjuncts(fact).into_iter().find_map(|part| {
+        let part_words = super::without_dates(content_words(&part));
+        (part_words.len() >= 2)
+            .then(|| said_of_another(&part_words, &words(&part), user_texts, &names))
+            .flatten()
+    })
+}
+
+/// Who said what `fact_words` (a fact about the user, as content words) say, when it is someone
+/// else: the best-matching clause about another covers at least half of them, more than any
+/// clause about the user, and the fact (`named`: its words) does not name that other.
+fn said_of_another(
+    fact_words: &std::collections::HashSet<String>,
+    named: &[String],
+    user_texts: &[&str],
+    names: &[String],
+) -> Option<String> {
     let (mut best_user, mut best_other): (f64, Option<(f64, String)>) = (0.0, None);
     for text in user_texts {
-        for (subject, clause) in clauses(text, &names) {
+        for (subject, clause) in clauses(text, names) {
             let clause_words = content_words(&clause.join(" "));
             let share =
                 fact_words.intersection(&clause_words).count() as f64 / fact_words.len() as f64;
@@ -158,6 +183,29 @@ pub fn someone_else_named(
     let (share, who) = best_other?;
     let pronoun = super::lists().subject_others.contains(&who.as_str());
     (share >= 0.5 && share > best_user && (pronoun || !named.contains(&who))).then_some(who)
+}
+
+/// The statements a fact about the user joins ("The user retired … and is now learning …"):
+/// its words cut at the words that join clauses ([`crate::language::Words::subject_joins`]).
+/// None when it joins nothing, or when a join comes right after "the user" ("The user and Noor
+/// …": one statement of two people).
+fn conjuncts(fact: &str) -> Vec<String> {
+    let joins = super::lists().subject_joins;
+    let mut parts: Vec<Vec<&str>> = vec![Vec::new()];
+    for word in fact.split_whitespace() {
+        let bare = word
+            .trim_matches(|c: char| !c.is_alphanumeric())
+            .to_lowercase();
+        if joins.contains(&bare.as_str()) {
+            parts.push(Vec::new());
+        } else if let Some(last) = parts.last_mut() {
+            last.push(word);
+        }
+    }
+    if parts.len() < 2 || parts[0].len() <= 2 {
+        return Vec::new();
+    }
+    parts.into_iter().map(|p| p.join(" ")).collect()
 }
 
 /// A fact whose only object is a pronoun ("The user booked it.", "The assistant promised to do
@@ -438,6 +486,30 @@ mod tests {
         let said = ["My boss finally agreed, from Monday I'm working from home."];
         assert_eq!(
             someone_else("The user is working from home from Monday.", &said, &[]),
+            None
+        );
+    }
+
+    /// Seen from the 0.5B's background save in explicit mode: the teacher's retirement joined to
+    /// the user's own fact. Each statement is read on its own; the user's own one stands.
+    #[test]
+    fn a_statement_joined_to_the_users_own_is_read_on_its_own() {
+        let said = ["My piano teacher Halina retired from the conservatory last year. I've been learning the piano for two years."];
+        assert!(someone_else(
+            "The user retired from the conservatory last year and is now learning the piano for two years.",
+            &said,
+            &[]
+        )
+        .is_some());
+        for fact in [
+            "The user has been learning the piano for two years.",
+            "The user has been learning the piano for two years and loves it.",
+        ] {
+            assert_eq!(someone_else(fact, &said, &[]), None, "{fact}");
+        }
+        let both = ["Noor works nights. We never see each other."];
+        assert_eq!(
+            someone_else("The user and Noor never see each other.", &both, &[]),
             None
         );
     }
