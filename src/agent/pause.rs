@@ -165,7 +165,11 @@ impl Agents {
         progress.budget_from = progress.step;
         progress.phase = Phase::Open;
         // `progress.last_call` stays the paused call: the same call again, right after its
-        // result, is not sent to the app a second time (`calls::run_call`).
+        // result, is not sent to the app a second time (`calls::run_call`). Unless the user said
+        // more meanwhile ("check again"): then it may be asked for.
+        if !added.is_empty() {
+            progress.last_call = None;
+        }
         for call in &paused.calls {
             let Some(result) = results.iter().find(|r| r.call_id == call.id) else {
                 continue;
