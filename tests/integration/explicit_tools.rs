@@ -492,3 +492,25 @@ async fn the_same_client_call_right_after_its_result_is_not_sent_again() {
         last["tool_choice"]
     );
 }
+
+/// The same call again is the user's to ask for: when the client's next request carries the
+/// result and a new message of the user's ("Check again, please."), the repeat reaches the app.
+#[tokio::test]
+async fn the_same_client_call_after_the_user_asks_again_is_sent() {
+    let h = harness_with(|_| {}).await;
+    h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
+    let (message, id) = paused_on_a_call(&h).await;
+    h.mock.push(call("get_weather", json!({"city": "Lisbon"})));
+    let mut messages = resumed(&message, &[(&id, "sunny, 24°C")]);
+    if let Some(list) = messages.as_array_mut() {
+        list.push(json!({"role": "user", "content": "Check again, please."}));
+    }
+    let second = ask_with(&h, messages, json!({})).await;
+    assert_eq!(second.status(), 200);
+    let body: Value = second.json().await.expect("json");
+    assert_eq!(body["choices"][0]["finish_reason"], "tool_calls", "{body}");
+    assert_eq!(
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+        "get_weather"
+    );
+}
