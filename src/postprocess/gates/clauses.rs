@@ -2,6 +2,10 @@
 //! and I"), someone else ("my cat", "my brother", "he", a name the user gave someone), or no one
 //! said. Read by [`super::subject`] (whose fact it is) and [`super::roles`] (who did what to whom).
 
+use std::collections::HashSet;
+
+use crate::language::content_words;
+
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Subject {
     User,
@@ -91,4 +95,33 @@ pub(super) fn clauses(text: &str, names: &[String]) -> Vec<(Subject, Vec<String>
 /// "I'm", …, as [`words`] writes them).
 fn speaks_as_user(word: &str) -> bool {
     matches!(word, "i" | "im" | "ive" | "id" | "ill" | "we" | "were")
+}
+
+/// How much of `fact_words` (a fact's content words) the user's clauses say: the best share
+/// among the clauses about the user (or about no one said), and the best among those about
+/// someone else that `counts` accepts (`counts(who, clause)`), with who that is.
+pub(super) fn best_shares(
+    fact_words: &HashSet<String>,
+    user_texts: &[&str],
+    names: &[String],
+    counts: impl Fn(&str, &[String]) -> bool,
+) -> (f64, Option<(f64, String)>) {
+    let (mut best_user, mut best_other): (f64, Option<(f64, String)>) = (0.0, None);
+    for text in user_texts {
+        for (subject, clause) in clauses(text, names) {
+            let clause_words = content_words(&clause.join(" "));
+            let share =
+                fact_words.intersection(&clause_words).count() as f64 / fact_words.len() as f64;
+            match subject {
+                Subject::User | Subject::Unknown => best_user = best_user.max(share),
+                Subject::Other(who) => {
+                    if counts(&who, &clause) && best_other.as_ref().is_none_or(|(s, _)| share > *s)
+                    {
+                        best_other = Some((share, who));
+                    }
+                }
+            }
+        }
+    }
+    (best_user, best_other)
 }

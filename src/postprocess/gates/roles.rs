@@ -8,7 +8,7 @@
 //! A verb with words between it and "the user" ("The user was lent a glider by Kwame", "has
 //! lent") is not read, so a passive or a tense is never taken for a swap.
 
-use super::clauses::{clauses, words, Subject};
+use super::clauses::{best_shares, words};
 use crate::language::content_words;
 
 /// The person whose act `fact` gives the user, if a clause of `user_texts` says that person did
@@ -40,34 +40,17 @@ pub(super) fn swapped(fact: &str, user_texts: &[&str], names: &[String]) -> Opti
     }
     let mut known = names.to_vec();
     known.extend(named_after.iter().cloned());
-    let (mut best_user, mut best_swapped): (f64, Option<(f64, String)>) = (0.0, None);
-    for text in user_texts {
-        for (subject, clause) in clauses(text, &known) {
-            let share = fact_words
-                .intersection(&content_words(&clause.join(" ")))
-                .count() as f64
-                / fact_words.len() as f64;
-            let who = match subject {
-                Subject::Other(who) => who,
-                Subject::User | Subject::Unknown => {
-                    best_user = best_user.max(share);
-                    continue;
-                }
-            };
-            let acts = named_after.contains(&who) && {
-                let stems: Vec<String> = clause
-                    .iter()
-                    .map(|w| content_words(w).into_iter().next().unwrap_or_default())
-                    .collect();
-                let who_at = clause.iter().position(|w| *w == who);
-                let verb_at = stems.iter().position(|s| *s == verb);
-                matches!((who_at, verb_at), (Some(w), Some(v)) if w < v)
-            };
-            if acts && best_swapped.as_ref().is_none_or(|(s, _)| share > *s) {
-                best_swapped = Some((share, who));
-            }
+    // The clauses whose subject, a person the fact names after its verb, comes before the verb.
+    let acts = |who: &str, clause: &[String]| {
+        named_after.iter().any(|n| n == who) && {
+            let who_at = clause.iter().position(|w| w == who);
+            let verb_at = clause.iter().position(|w| {
+                content_words(w).into_iter().next().as_deref() == Some(verb.as_str())
+            });
+            matches!((who_at, verb_at), (Some(w), Some(v)) if w < v)
         }
-    }
+    };
+    let (best_user, best_swapped) = best_shares(&fact_words, user_texts, &known, acts);
     let (share, who) = best_swapped?;
     (share >= 0.5 && share > best_user).then_some(who)
 }

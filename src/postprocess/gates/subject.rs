@@ -6,7 +6,7 @@
 //! booked it."). Pure functions: the implicit gates and explicit mode's core-memory hygiene both
 //! call them.
 
-use super::clauses::{clauses, words, Subject};
+use super::clauses::{best_shares, words};
 use crate::language::{content_words, names_of_others, proper_nouns};
 
 /// Names the user gave themselves ("I'm Marta", "my name is Ana", "The user is Marta."),
@@ -164,22 +164,7 @@ fn said_of_another(
     user_texts: &[&str],
     names: &[String],
 ) -> Option<String> {
-    let (mut best_user, mut best_other): (f64, Option<(f64, String)>) = (0.0, None);
-    for text in user_texts {
-        for (subject, clause) in clauses(text, names) {
-            let clause_words = content_words(&clause.join(" "));
-            let share =
-                fact_words.intersection(&clause_words).count() as f64 / fact_words.len() as f64;
-            match subject {
-                Subject::User | Subject::Unknown => best_user = best_user.max(share),
-                Subject::Other(who) => {
-                    if best_other.as_ref().is_none_or(|(s, _)| share > *s) {
-                        best_other = Some((share, who));
-                    }
-                }
-            }
-        }
-    }
+    let (best_user, best_other) = best_shares(fact_words, user_texts, names, |_, _| true);
     let (share, who) = best_other?;
     let pronoun = super::lists().subject_others.contains(&who.as_str());
     (share >= 0.5 && share > best_user && (pronoun || !named.contains(&who))).then_some(who)
