@@ -52,15 +52,6 @@ fn normalized(line: &str) -> String {
     words(line).join(" ")
 }
 
-fn first_person(text: &str) -> bool {
-    words(text).iter().any(|w| {
-        matches!(
-            w.as_str(),
-            "i" | "i'm" | "i've" | "i'd" | "i'll" | "my" | "me" | "mine"
-        )
-    })
-}
-
 pub(crate) fn names_the_user(text: &str) -> bool {
     let w = words(text);
     w.windows(2)
@@ -75,7 +66,7 @@ fn restates(line: &str, said: &[String]) -> bool {
         .into_iter()
         .filter(|w| w.chars().count() > 2)
         .collect();
-    if line_words.len() < 2 || !first_person(line) {
+    if line_words.len() < 2 || !gates::first_person(line) {
         return false;
     }
     let said_words: HashSet<String> = said.iter().flat_map(|s| words(s)).collect();
@@ -254,7 +245,7 @@ fn check_line(
             capitalized(&suggestion)
         ));
     }
-    if label == "human" && first_person(content) {
+    if label == "human" && gates::first_person(content) {
         if let Some(third) = about_the_user(content) {
             return Err(format!(
                 "Not saved: write facts about the user in the third person. Use: core_memory_append(label=\"human\", content=\"{}\").",

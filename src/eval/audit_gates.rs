@@ -89,13 +89,40 @@ fn source_session(conversation: &Conversation, memory: &str) -> usize {
     best.map_or(0, |(_, index)| index)
 }
 
+/// The gates' verdict on a memory: refused when one of its statements is (a run reads a fact of
+/// several statements as each of them: [`crate::postprocess::gates::statements`]), with how many
+/// of how many statements would be stored.
+struct Verdict {
+    result: Result<(), Rejection>,
+    kept: usize,
+    statements: usize,
+}
+
+impl Verdict {
+    fn of(memory: &str, check: impl Fn(&str) -> Result<(), Rejection>) -> Verdict {
+        let results: Vec<Result<(), Rejection>> = crate::postprocess::gates::statements(memory)
+            .iter()
+            .map(|statement| check(statement))
+            .collect();
+        Verdict {
+            result: results
+                .iter()
+                .copied()
+                .find(Result::is_err)
+                .unwrap_or(Ok(())),
+            kept: results.iter().filter(|r| r.is_ok()).count(),
+            statements: results.len(),
+        }
+    }
+}
+
 /// Each labelled memory of `data`'s conversations with the gates' verdict on it (labels of other
 /// conversations are left out).
 fn verdicts<'a>(
     data: &Dataset,
     labels: &'a [HandLabel],
     scope: Scope,
-) -> Vec<(&'a HandLabel, Result<(), Rejection>)> {
+) -> Vec<(&'a HandLabel, Verdict)> {
     let by_id: HashMap<&str, &Conversation> = data
         .conversations
         .iter()
@@ -115,7 +142,10 @@ fn verdicts<'a>(
             continue;
         };
         let verdict = match scope {
-            Scope::Conversation => evidence_of(&conversation.sessions).check(&label.memory),
+            Scope::Conversation => {
+                let evidence = evidence_of(&conversation.sessions);
+                Verdict::of(&label.memory, |text| evidence.check(text))
+            }
             Scope::Session => {
                 let known: Vec<&str> = labels
                     .iter()
@@ -134,9 +164,9 @@ fn verdicts<'a>(
                     .filter(|t| t.role == "user")
                     .map(|t| t.content.clone())
                     .collect();
-                evidence_of(conversation.sessions.get(source))
-                    .with_earlier(&earlier)
-                    .check_knowing(&label.memory, &known)
+                let evidence =
+                    evidence_of(conversation.sessions.get(source)).with_earlier(&earlier);
+                Verdict::of(&label.memory, |text| evidence.check_knowing(text, &known))
             }
         };
         out.push((label, verdict));
@@ -150,14 +180,22 @@ pub fn run(args: GatesArgs) -> anyhow::Result<()> {
     let mut counts: BTreeMap<Label, Count> = BTreeMap::new();
     for (label, verdict) in verdicts(&data, &labels, args.evidence) {
         let count = counts.entry(label.label).or_default();
-        match verdict {
+        match verdict.result {
             Ok(()) => count.passed += 1,
             Err(reason) => *count.refused.entry(reason.as_str()).or_default() += 1,
         }
         if args.show {
-            let verdict = verdict.map_or_else(
-                |r| format!("refused ({})", r.as_str()),
-                |()| "passed".into(),
+            let part = if verdict.statements > 1 {
+                format!(
+                    ", {} of {} statements kept",
+                    verdict.kept, verdict.statements
+                )
+            } else {
+                String::new()
+            };
+            let verdict = verdict.result.map_or_else(
+                |r| format!("refused ({}{part})", r.as_str()),
+                |()| format!("passed{part}"),
             );
             println!(
                 "{:14} {:28} {}",
@@ -215,12 +253,16 @@ mod tests {
             let judged = verdicts(&data, &labels, scope);
             let of = |kind: Label| judged.iter().filter(move |(l, _)| l.label == kind);
             let refused: Vec<String> = of(Label::Correct)
-                .filter_map(|(l, v)| v.err().map(|r| format!("{} ({})", l.memory, r.as_str())))
+                .filter_map(|(l, v)| {
+                    v.result
+                        .err()
+                        .map(|r| format!("{} ({})", l.memory, r.as_str()))
+                })
                 .collect();
             assert!(of(Label::Correct).count() >= 50, "{scope:?}");
             assert!(refused.is_empty(), "{scope:?} refused: {refused:#?}");
             let others: Vec<&String> = of(Label::WrongSubject)
-                .filter(|(_, v)| v.is_ok())
+                .filter(|(_, v)| v.result.is_ok())
                 .map(|(l, _)| &l.memory)
                 .collect();
             assert!(of(Label::WrongSubject).count() >= 3, "{scope:?}");

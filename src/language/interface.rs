@@ -110,6 +110,11 @@ pub struct WordLists {
     /// Words of doing, promising or stressing that say nothing of what was done ("The assistant
     /// promised to do exactly that."); plain words, stemmed by the gate like the fact's words.
     pub subject_fillers: &'static [&'static str],
+    /// The speaker's own words for themselves ("I", "my", "we", "our"; lowercase, straight
+    /// apostrophes): a memory is read without its conversation, where they name no one.
+    pub person_first: &'static [&'static str],
+    /// The words for the one spoken to ("you", "your"): in a memory, they name no one either.
+    pub person_second: &'static [&'static str],
     /// Pronouns for a person, who must be named somewhere in the fact.
     pub subject_personal: &'static [&'static str],
     /// Nouns for a person a pronoun may refer to (a trailing "s" aside; "grandparents" and

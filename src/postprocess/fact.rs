@@ -91,9 +91,28 @@ pub fn parse_facts(answer: &str) -> Result<Vec<Fact>, String> {
             },
             _ => continue,
         };
-        if !fact.text.is_empty() && fact.text.chars().count() <= MAX_FACT_CHARS {
-            facts.push(fact);
+        if fact.text.is_empty() || fact.text.chars().count() > MAX_FACT_CHARS {
+            continue;
         }
+        // One fact, one memory: each statement of a fact is checked and stored on its own.
+        let mut parts = super::gates::statements(&fact.text);
+        if parts.len() > 1 {
+            tracing::info!(fact = %fact.text, statements = parts.len(), "memory fact: read as its statements");
+        }
+        let Some(last) = parts.pop() else {
+            continue;
+        };
+        for text in parts {
+            facts.push(Fact {
+                text,
+                kind: fact.kind.clone(),
+                quote: fact.quote.clone(),
+                said_as: fact.said_as.clone(),
+                about: fact.about.clone(),
+                ..Fact::default()
+            });
+        }
+        facts.push(Fact { text: last, ..fact });
     }
     facts.truncate(MAX_FACTS);
     Ok(facts)

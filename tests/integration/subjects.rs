@@ -1,5 +1,6 @@
 //! Whose act a fact tells: a person's act stays theirs however the memory LLM writes it, when
-//! the name was told in an earlier conversation, and when the fact swaps who did what to whom.
+//! the name was told in an earlier conversation, when the fact swaps who did what to whom, and when
+//! one fact copies several statements.
 //! End to end over HTTP in implicit mode, with the memory LLM scripted.
 
 use std::time::Duration;
@@ -129,4 +130,38 @@ async fn someone_elses_statement_joined_to_the_users_own_is_refused() {
     assert_eq!(stored, ["The user practises scales every evening."]);
     let report = done_reports(&h).await.join("; ");
     assert!(report.contains("1 rejected (not_the_user)"), "{report}");
+}
+
+/// Seen from the 0.5B: the user's message copied whole as one fact. One fact, one memory: each
+/// statement that stands alone is checked and stored on its own (`gates::statements`). The
+/// girlfriend's birthday is kept; "Mine is in December. She loves climbing." names no one out of
+/// its conversation and is refused; the user's own statement is kept apart.
+#[tokio::test]
+async fn a_message_copied_whole_as_one_fact_is_stored_statement_by_statement() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock
+        .push(Reply::Text("Climbing gear is a safe bet.".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user's girlfriend Chiara's birthday is on July 19, she'll be 31. Mine is in December. She loves climbing. The user wants to plan a surprise party.",
+        ]),
+    );
+    let mut stored = extracted(
+        &h,
+        "planner",
+        None,
+        "My girlfriend Chiara's birthday is on July 19, she'll be 31. Mine is in December. She loves climbing. I want to plan a surprise party.",
+    )
+    .await;
+    stored.sort();
+    assert_eq!(
+        stored,
+        [
+            "The user wants to plan a surprise party.",
+            "The user's girlfriend Chiara's birthday is on July 19, she'll be 31.",
+        ]
+    );
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 rejected (first_person)"), "{report}");
 }

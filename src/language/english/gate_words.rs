@@ -433,6 +433,34 @@ pub(super) const SUBJECT_FILLERS: [&str; 12] = [
     "try",
 ];
 
+/// The speaker's words for themselves, alone and with the verbs they join.
+pub(super) const PERSON_FIRST: [&str; 19] = [
+    "i",
+    "i'm",
+    "i've",
+    "i'd",
+    "i'll",
+    "me",
+    "my",
+    "mine",
+    "myself",
+    "we",
+    "we're",
+    "we've",
+    "we'd",
+    "we'll",
+    "us",
+    "our",
+    "ours",
+    "ourselves",
+    "let's",
+];
+
+/// The words for the one spoken to.
+pub(super) const PERSON_SECOND: [&str; 8] = [
+    "you", "your", "yours", "yourself", "you're", "you've", "you'll", "you'd",
+];
+
 /// Pronouns for a person, who must be named somewhere in the fact.
 pub(super) const SUBJECT_PERSONAL: [&str; 5] = ["he", "him", "she", "her", "hers"];
 

@@ -56,6 +56,8 @@ static WORDS: WordLists = WordLists {
     subject_bare: &gate_words::SUBJECT_BARE,
     subject_impersonal: &gate_words::SUBJECT_IMPERSONAL,
     subject_fillers: &gate_words::SUBJECT_FILLERS,
+    person_first: &gate_words::PERSON_FIRST,
+    person_second: &gate_words::PERSON_SECOND,
     subject_personal: &gate_words::SUBJECT_PERSONAL,
     subject_people: &gate_words::SUBJECT_PEOPLE,
     vaguer_changes: &gate_words::VAGUER_CHANGES,

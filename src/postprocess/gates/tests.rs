@@ -573,6 +573,10 @@ fn first_person_is_refused_outside_quotes_only() {
         "I'm a nurse in Valencia.",
         "The user says my sister is a chef.",
         "The user told me about Rexford.",
+        "Mine is in December.",
+        "The Algarve apartment is what we'll do.",
+        "We moved to Leeds.",
+        "Haruka moved our lessons to Mondays.",
     ] {
         assert_eq!(check_person(text), Err(Rejection::FirstPerson), "{text}");
     }
@@ -583,6 +587,8 @@ fn first_person_is_refused_outside_quotes_only() {
         "The user's cat is called Miso.",
         "Mimi is the user's nickname.",
         "The user's favourite song is \"All You Need Is Love\".",
+        "The user moved to the US in 2019.",
+        "The user's sister lets them borrow her car.",
     ] {
         assert_eq!(check_person(text), Ok(()), "{text}");
     }
