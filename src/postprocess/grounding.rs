@@ -278,7 +278,18 @@ pub fn ground(
                 .iter()
                 .any(|t| t.role == "assistant" && locate(t.text, quote).is_some())
         {
-            return Err(Ungrounded::AssistantsWords);
+            // The assistant's line may repeat what the user said ("so I can start flying lessons
+            // in May" answered "I'll start flying lessons in May"): a statement of the user's
+            // that holds as much of the fact as the quoted line is its source. One that holds
+            // less (the user's "a weekend away" beside the assistant's "a weekend in the
+            // mountains") is not.
+            let quoted = shared(quote, claim.text);
+            match best_sentence(claim.text, turns, source_role) {
+                Some((turn, sentence, false)) if shared(&sentence, claim.text) >= quoted => {
+                    found = Some((turn, sentence));
+                }
+                _ => return Err(Ungrounded::AssistantsWords),
+            }
         }
     }
     if matches!(claim.said_as, Some(SaidAs::Question | SaidAs::Request)) && !claim.commitment {
@@ -345,14 +356,6 @@ pub fn ground(
 /// letters ("lives" and "live"), short words (articles, pronouns and the like in most languages)
 /// are left out, and numbers count.
 fn best_sentence(text: &str, turns: &[Said<'_>], role: &str) -> Option<(usize, String, bool)> {
-    let stem = |w: String| w.chars().take(4).collect::<String>();
-    let significant = |text: &str| -> std::collections::HashSet<String> {
-        words(text)
-            .into_iter()
-            .filter(|w| w.chars().count() > 3 || w.chars().any(|c| c.is_ascii_digit()))
-            .map(stem)
-            .collect()
-    };
     let fact = significant(text);
     // (words shared, turn, sentence, a question)
     let mut best: Option<(usize, usize, &str, bool)> = None;
@@ -366,6 +369,21 @@ fn best_sentence(text: &str, turns: &[Said<'_>], role: &str) -> Option<(usize, S
         }
     }
     best.map(|(_, turn, sentence, asks)| (turn, sentence.to_owned(), asks))
+}
+
+/// The words [`best_sentence`] compares: by their first four letters ("lives" and "live"),
+/// without short words (articles, pronouns and the like in most languages), numbers kept.
+fn significant(text: &str) -> std::collections::HashSet<String> {
+    words(text)
+        .into_iter()
+        .filter(|w| w.chars().count() > 3 || w.chars().any(|c| c.is_ascii_digit()))
+        .map(|w| w.chars().take(4).collect())
+        .collect()
+}
+
+/// How many of the fact's words ([`significant`]) `text` holds.
+fn shared(text: &str, fact: &str) -> usize {
+    significant(text).intersection(&significant(fact)).count()
 }
 
 #[cfg(test)]

@@ -63,6 +63,39 @@ fn the_assistants_words_are_not_the_users() {
         ground(&place, &TURNS, &months, true).and_then(|g| g.unsaid_check(&[])),
         Err(Ungrounded::AssistantsWords)
     );
+    // Quoted from the assistant's line, but the user said it too: the user's sentence is its
+    // source. A user's sentence holding less of it is not.
+    let turns = [
+        Said {
+            role: "user",
+            text: "Kwame lent me his glider, so I can start flying lessons in May.",
+        },
+        Said {
+            role: "assistant",
+            text: "Great! I'll start flying lessons in May is a fine plan. Or try a weekend in the mountains.",
+        },
+        Said {
+            role: "user",
+            text: "Maybe a weekend away first.",
+        },
+    ];
+    let repeated = claim(
+        "The user will start flying lessons in May.",
+        Some("I'll start flying lessons in May"),
+    );
+    let grounded = ground(&repeated, &turns, &months, true).unwrap();
+    assert_eq!(grounded.turn, 0);
+    assert!(grounded
+        .quote
+        .contains("so I can start flying lessons in May"));
+    let suggested = claim(
+        "The user plans a weekend in the mountains.",
+        Some("a weekend in the mountains"),
+    );
+    assert_eq!(
+        ground(&suggested, &turns, &months, true),
+        Err(Ungrounded::AssistantsWords)
+    );
     // The assistant's own commitment has the assistant's line as its source.
     let promise = Claim {
         commitment: true,

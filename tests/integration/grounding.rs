@@ -104,3 +104,66 @@ async fn only_the_users_own_statements_become_their_facts() {
     );
     assert_eq!(listed["data"][0]["sources"][0]["position"], 2, "{listed}");
 }
+
+/// Seen from the 1.5B in explicit mode's background save: the memory LLM quoted the assistant's
+/// reply, which repeated the user's own words. The user's statement that says as much is the
+/// fact's source, shown as such; the assistant's own suggestion beside it is still refused.
+#[tokio::test]
+async fn a_fact_quoted_from_the_assistants_repeat_of_the_users_words_is_the_users() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        Reply::Text(
+            json!({"facts": [
+                {"quote": "I'll start flying lessons in May", "said_as": "statement",
+                 "about": "user", "text": "The user will start flying lessons in May.",
+                 "kind": "event"},
+                {"quote": "a weekend at the gliding club", "said_as": "statement",
+                 "about": "user", "text": "The user plans a weekend at the gliding club.",
+                 "kind": "event"}
+            ]})
+            .to_string(),
+        ),
+    );
+    let said = "Kwame lent me his glider, so I can start flying lessons in May.";
+    let response = implicit_chat(
+        &h,
+        "pilot",
+        json!([
+            {"role": "user", "content": said},
+            {"role": "assistant", "content": "\"I'll start flying lessons in May\" is a fine plan. Maybe spend a weekend at the gliding club first."},
+            {"role": "user", "content": "Good, thanks."}
+        ]),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    eventually("the extraction is done", || async {
+        get_json(&h, "/memproxy/v1/jobs?state=done").await["data"]
+            .as_array()
+            .is_some_and(|jobs| !jobs.is_empty())
+    })
+    .await;
+    let listed = get_json(&h, "/memproxy/v1/users/pilot/memories").await;
+    let stored: Vec<(&str, &str)> = listed["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            (
+                m["text"].as_str().unwrap_or_default(),
+                m["sources"][0]["quote"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        stored,
+        [("The user will start flying lessons in May.", said)],
+        "{listed}"
+    );
+    let report = get_json(&h, "/memproxy/v1/jobs?state=done").await["data"][0]["report"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // (The gates see its words are not the user's before grounding reads its quote.)
+    assert!(report.contains("1 rejected (ungrounded)"), "{report}");
+}
