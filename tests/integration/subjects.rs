@@ -1,6 +1,6 @@
 //! Whose act a fact tells: a person's act stays theirs however the memory LLM writes it, when
 //! the name was told in an earlier conversation, when the fact swaps who did what to whom, and when
-//! one fact copies several statements.
+//! one fact copies several statements; and a relative called by the word for them ("Dad").
 //! End to end over HTTP in implicit mode, with the memory LLM scripted.
 
 use std::time::Duration;
@@ -164,4 +164,30 @@ async fn a_message_copied_whole_as_one_fact_is_stored_statement_by_statement() {
     );
     let report = done_reports(&h).await.join("; ");
     assert!(report.contains("1 rejected (first_person)"), "{report}");
+}
+
+/// Seen from the 1.5B on the audit's held-out half: "Dad is walking with a frame now." stored as
+/// the user's. A word for a person, used as their name, opens a clause about them: the fact is
+/// refused, the user's own statement beside it is kept.
+#[tokio::test]
+async fn a_relative_called_by_the_word_for_them_keeps_their_act_off_the_user() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text("Regular calls will help.".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user is walking with a frame now.",
+            "The user is back home in Manchester.",
+        ]),
+    );
+    let stored = extracted(
+        &h,
+        "son",
+        None,
+        "Dad is walking with a frame now. I'm back home in Manchester. How can I support him from a distance?",
+    )
+    .await;
+    assert_eq!(stored, ["The user is back home in Manchester."]);
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 rejected (not_the_user)"), "{report}");
 }

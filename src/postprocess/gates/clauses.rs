@@ -51,8 +51,13 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
         return Subject::Other(first.to_owned());
     }
     // A name opening a clause in which the user does not speak ("Priya agreed to monthly
-    // one-to-ones"; not "Tomas and I went climbing", which is the user's too).
-    if names.iter().any(|n| n == first) && !start.iter().any(|w| user(w)) {
+    // one-to-ones"; not "Tomas and I went climbing", which is the user's too), or a word for a
+    // person used as one ("Dad is walking with a frame now").
+    let person = super::lists()
+        .subject_people
+        .iter()
+        .any(|p| first == *p || first.strip_suffix('s') == Some(p));
+    if (person || names.iter().any(|n| n == first)) && !start.iter().any(|w| user(w)) {
         return Subject::Other(first.to_owned());
     }
     Subject::Unknown

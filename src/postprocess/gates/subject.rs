@@ -292,6 +292,25 @@ mod tests {
             Some("cat".to_owned())
         );
         assert_eq!(someone_else("The user's cat ate grass.", &said, &[]), None);
+        // A word for a person used as their name opens a clause about them.
+        let dad = ["Dad is walking with a frame now. I'm back home in Manchester."];
+        assert_eq!(
+            someone_else("The user is walking with a frame now.", &dad, &[]),
+            Some("dad".to_owned())
+        );
+        assert_eq!(
+            someone_else("The user's dad is walking with a frame now.", &dad, &[]),
+            None
+        );
+        assert_eq!(
+            someone_else("The user is back home in Manchester.", &dad, &[]),
+            None
+        );
+        let both = ["Mum and I walked the coast path."];
+        assert_eq!(
+            someone_else("The user walked the coast path.", &both, &[]),
+            None
+        );
         assert_eq!(
             someone_else("The user has a cat named Mochi.", &said, &[]),
             None
