@@ -99,6 +99,9 @@ pub struct WordLists {
     pub subject_leading: &'static [&'static str],
     /// Words that end a clause (the next one has its own subject, or the same one unsaid).
     pub subject_joins: &'static [&'static str],
+    /// Words that open a noun phrase naming a thing already known ("the"): a clause opening
+    /// with one is about that thing.
+    pub subject_definite: &'static [&'static str],
     /// Pronouns of another person or thing ("he", "she", "they", "it").
     pub subject_others: &'static [&'static str],
     /// How a fact gives the user a name (lowercase, with the space after: "the user is ").

@@ -394,6 +394,8 @@ pub(super) const SUBJECT_JOINS: [&str; 8] = [
     "and", "but", "while", "because", "although", "though", "when", "since",
 ];
 
+pub(super) const SUBJECT_DEFINITE: [&str; 1] = ["the"];
+
 pub(super) const SUBJECT_OTHERS: [&str; 4] = ["he", "she", "they", "it"];
 
 /// How a fact gives the user a name.

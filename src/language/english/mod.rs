@@ -51,6 +51,7 @@ static WORDS: WordLists = WordLists {
     relative_not_past: gate_words::RELATIVE_NOT_PAST,
     subject_leading: &gate_words::SUBJECT_LEADING,
     subject_joins: &gate_words::SUBJECT_JOINS,
+    subject_definite: &gate_words::SUBJECT_DEFINITE,
     subject_others: &gate_words::SUBJECT_OTHERS,
     subject_naming: &gate_words::SUBJECT_NAMING,
     subject_bare: &gate_words::SUBJECT_BARE,

@@ -1,6 +1,6 @@
 //! The user's messages cut into clauses, each with its subject: the user ("I", "we", "my wife
-//! and I"), someone else ("my cat", "my brother", "he", a name the user gave someone), or no one
-//! said. Read by [`super::subject`] (whose fact it is) and [`super::roles`] (who did what to whom).
+//! and I"), someone or something else ("my cat", "my brother", "he", "Dad", "the trip", a name
+//! the user gave someone), or no one said. Read by [`super::subject`] (whose fact it is) and [`super::roles`] (who did what to whom).
 
 use std::collections::HashSet;
 
@@ -46,6 +46,12 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
             Some(noun) => Subject::Other((*noun).to_owned()),
             None => Subject::Unknown,
         };
+    }
+    // "the trip is now in November": a clause about the thing it names.
+    if super::lists().subject_definite.contains(&first) && !start.iter().any(|w| user(w)) {
+        if let Some(noun) = start.get(1) {
+            return Subject::Other((*noun).to_owned());
+        }
     }
     if super::lists().subject_others.contains(&first) {
         return Subject::Other(first.to_owned());

@@ -306,6 +306,18 @@ mod tests {
             someone_else("The user is back home in Manchester.", &dad, &[]),
             None
         );
+        // A clause opening with "the" is about the thing it names.
+        let trip = ["Haruka moved our lessons. Also the trip is now in November, not October."];
+        assert_eq!(
+            someone_else("The user is now in November, not October.", &trip, &[]),
+            Some("trip".to_owned())
+        );
+        assert_eq!(
+            someone_else("The user's trip is now in November.", &trip, &[]),
+            None
+        );
+        let kept = ["The kids and I flew to Oslo."];
+        assert_eq!(someone_else("The user flew to Oslo.", &kept, &[]), None);
         let both = ["Mum and I walked the coast path."];
         assert_eq!(
             someone_else("The user walked the coast path.", &both, &[]),
