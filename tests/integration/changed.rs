@@ -165,3 +165,67 @@ async fn a_change_written_as_an_update_of_another_memory_still_retires_the_old_o
     assert_eq!(stored, [NOW_SOUS], "{report}");
     assert_eq!(retired(&h, "rui").await, [COOK], "{report}");
 }
+
+/// Seen from the 1.5B (the audit's held-out half): "I've moved to Toronto for a new job at a
+/// software company" came back as no fact of the user's, only the friend's "staying in Galway";
+/// the old home and job stayed live. The user's own statements are read too: the older memories
+/// about the user most like one go to the same change check, and are retired when both
+/// questions agree.
+#[tokio::test]
+async fn a_change_no_fact_said_still_retires_the_memories_it_makes_untrue() {
+    let h = proxy().await;
+    let said = "I live in Dublin and work in a bank. My best friend Siobhan is a vet in Galway.";
+    let facts = vec![
+        fact(DUBLIN, "I live in Dublin", "user"),
+        fact(BANK, "work in a bank", "user"),
+        fact(
+            SIOBHAN,
+            "My best friend Siobhan is a vet in Galway",
+            "Siobhan",
+        ),
+    ];
+    tell(&h, said, facts, 1).await;
+    // The friend's fact is checked against her own older memory first: it still holds (the
+    // rewrite keeps every word, so the second question is not asked).
+    h.mock.push_marked(
+        "MEMPROXY-CHANGED",
+        Reply::Text(json!({ "now": SIOBHAN }).to_string()),
+    );
+    for _ in 0..2 {
+        script(
+            &h,
+            "The user lives in Toronto and works at a software company.",
+            false,
+        );
+    }
+    let said =
+        "I've moved to Toronto for a new job at a software company. Siobhan is staying in Galway.";
+    let staying = "The user's best friend Siobhan is staying in Galway.";
+    let report = tell(
+        &h,
+        said,
+        vec![fact(staying, "Siobhan is staying in Galway", "Siobhan")],
+        2,
+    )
+    .await;
+    assert!(report.contains("2 changed"), "{report}");
+    let mut stored = memories(&h, "rui").await;
+    stored.sort();
+    assert_eq!(stored, [SIOBHAN, staying], "{report}");
+    let mut old = retired(&h, "rui").await;
+    old.sort();
+    assert_eq!(old, [DUBLIN, BANK], "{report}");
+    // The user's two memories were each asked about against the user's own statement; the
+    // friend's statement put none of the user's memories to the check.
+    let both = asked(&h, "MEMPROXY-BOTH-TRUE");
+    assert_eq!(both.len(), 2, "{both:?}");
+    let statement = "Newer note: \"I've moved to Toronto for a new job at a software company.\"";
+    assert!(both.iter().all(|b| b.contains(statement)), "{both:?}");
+    for note in [DUBLIN, BANK] {
+        assert!(both.iter().any(|b| b.contains(note)), "{note}: {both:?}");
+    }
+}
+
+const DUBLIN: &str = "The user lives in Dublin.";
+const BANK: &str = "The user works in a bank.";
+const SIOBHAN: &str = "The user's best friend Siobhan is a vet in Galway.";
