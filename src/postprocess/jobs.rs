@@ -222,31 +222,16 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         ),
         stated: false,
     };
-    let mut reconciled = reconcile(
+    let reconciled = reconcile(
         pp,
         &origin,
         scope,
         facts,
         &evidence,
-        sources.clone(),
+        sources,
         last.created_at_ms,
     )
     .await?;
-    // A change no fact said still retires what it makes untrue ([`super::unextracted`]).
-    let messages: Vec<String> = new
-        .iter()
-        .filter(|m| m.role == "user")
-        .map(|m| strip_blocks(&m.content))
-        .collect();
-    let said = super::unextracted::Said {
-        messages: &messages,
-        at_ms: last.created_at_ms,
-        checked: &reconciled.checked,
-        sources: &sources,
-    };
-    for (event, n) in super::unextracted::check(pp, scope, &origin, &said).await? {
-        *reconciled.counts.entry(event).or_default() += n;
-    }
     let (done_scope, done_conversation, through) =
         (scope.clone(), conversation.to_owned(), last.position);
     pp.memory
@@ -255,7 +240,7 @@ pub async fn extract(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result
         })
         .await
         .map_err(|e| e.to_string())?;
-    Ok(reconciled.report())
+    Ok(reconciled.report)
 }
 
 pub async fn summarize(pp: &PostProcessor, job: &Job, scope: &UserScope) -> Result<String, String> {

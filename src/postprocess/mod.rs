@@ -19,7 +19,6 @@ pub mod prompts;
 mod reconcile;
 mod restated;
 pub mod turn_facts;
-mod unextracted;
 
 use std::collections::HashMap;
 use std::sync::Arc;

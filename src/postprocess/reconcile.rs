@@ -23,7 +23,7 @@ const RIVALS_PER_FACT: usize = 10;
 
 /// How alike (cosine) an older memory must be to a new fact to be put to the change check: the
 /// candidates' own bar, so that the check reads what the reconcile call was shown.
-pub(super) const CHANGE_SIMILARITY: f32 = 0.5;
+const CHANGE_SIMILARITY: f32 = 0.5;
 
 /// Where the facts come from.
 pub(super) struct Origin<'a> {
@@ -49,14 +49,10 @@ pub struct FactOutcome {
 }
 
 pub(super) struct Reconciled {
-    /// What became of the facts, by event: "added", "rejected (question)".
-    pub counts: HashMap<String, usize>,
-    /// The report when nothing was counted ("no new facts").
-    pub empty: &'static str,
+    /// "2 added, 1 rejected (question)", sorted.
+    pub report: String,
     /// One per fact, in order.
     pub outcomes: Vec<FactOutcome>,
-    /// The older memories this job changed or put to the change check.
-    pub checked: std::collections::HashSet<i64>,
 }
 
 pub(super) async fn reconcile(
@@ -251,10 +247,8 @@ pub(super) async fn reconcile(
     }
     let finish =
         |counts: HashMap<String, usize>, outcomes: Vec<Option<FactOutcome>>, empty| Reconciled {
-            counts,
-            empty,
+            report: report_of(counts, empty),
             outcomes: outcomes.into_iter().flatten().collect(),
-            checked: std::collections::HashSet::new(),
         };
     if fresh.is_empty() {
         return Ok(finish(counts, outcomes, "no new facts"));
@@ -268,8 +262,6 @@ pub(super) async fn reconcile(
     // Memories this job already changed: a second decision about one of them saw text that is
     // no longer there, so its fact is added instead.
     let mut touched = std::collections::HashSet::new();
-    // Older memories put to the change check (kept or not).
-    let mut checked: Vec<i64> = Vec::new();
     // Texts this job wrote (content hashes).
     let mut written = std::collections::HashSet::new();
     for ((index, fact), decision) in fresh.into_iter().zip(decisions) {
@@ -404,7 +396,6 @@ pub(super) async fn reconcile(
                     told: fact.told.as_deref().unwrap_or(&fact.text),
                     model: origin.model,
                 };
-                checked.extend(older.iter().map(|o| o.id));
                 let untrue = changed::superseded(pp, &change, &older).await;
                 for old in older.into_iter().filter(|o| untrue.contains(&o.id)) {
                     *counts.entry("changed".to_owned()).or_default() += 1;
@@ -412,76 +403,41 @@ pub(super) async fn reconcile(
                 }
             }
         }
-        retire(
-            pp,
-            scope,
-            origin,
-            &fact.text,
-            superseded,
-            &sources,
-            &mut touched,
-            &mut counts,
-        )
-        .await?;
+        // What of a retired memory stays true ("lives with a dog named Pixel" when the home
+        // changes) is kept, dated as the old memory was.
+        for (_, old, at) in &superseded {
+            let Some(kept) = gates::remainder(old).filter(|k| gates::check_form(k).is_ok()) else {
+                continue;
+            };
+            let item = vec![NewFact::new(kept, "fact", sources.to_vec())];
+            pp.memory
+                .add_memories_at(scope, item, &origin.cause, *at)
+                .await
+                .map_err(|e| e.to_string())?;
+            *counts.entry("kept_part".to_owned()).or_default() += 1;
+        }
+        for (id, _, _) in superseded {
+            if !touched.insert(id) {
+                continue;
+            }
+            tracing::info!(job = origin.job, memory = id, fact = %fact.text, "newest wins: an older memory the fact makes untrue is retired");
+            match pp
+                .memory
+                .retire_memory(scope, id, false, &origin.cause)
+                .await
+            {
+                Ok(()) => *counts.entry("superseded".to_owned()).or_default() += 1,
+                Err(MemoryError::Store(StoreError::NotFound(_))) => {}
+                Err(error) => return Err(error.to_string()),
+            }
+        }
         outcomes[index] = Some(applied);
     }
-    let checked = touched.into_iter().chain(checked).collect();
-    Ok(Reconciled {
-        checked,
-        ..finish(counts, outcomes, "no changes")
-    })
-}
-
-/// Retires `superseded` (older memories `fact` makes untrue; those in `touched` were already
-/// changed by this job), keeping what of each stays true ("lives with a dog named Pixel" when the
-/// home changes) as a memory dated as the old one was, and counts both in `counts`.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn retire(
-    pp: &PostProcessor,
-    scope: &UserScope,
-    origin: &Origin<'_>,
-    fact: &str,
-    superseded: Vec<(i64, String, i64)>,
-    sources: &[Source],
-    touched: &mut std::collections::HashSet<i64>,
-    counts: &mut HashMap<String, usize>,
-) -> Result<(), String> {
-    for (_, old, at) in &superseded {
-        let Some(kept) = gates::remainder(old).filter(|k| gates::check_form(k).is_ok()) else {
-            continue;
-        };
-        let item = vec![NewFact::new(kept, "fact", sources.to_vec())];
-        pp.memory
-            .add_memories_at(scope, item, &origin.cause, *at)
-            .await
-            .map_err(|e| e.to_string())?;
-        *counts.entry("kept_part".to_owned()).or_default() += 1;
-    }
-    for (id, _, _) in superseded {
-        if !touched.insert(id) {
-            continue;
-        }
-        tracing::info!(
-            job = origin.job,
-            memory = id,
-            fact,
-            "newest wins: an older memory the fact makes untrue is retired"
-        );
-        match pp
-            .memory
-            .retire_memory(scope, id, false, &origin.cause)
-            .await
-        {
-            Ok(()) => *counts.entry("superseded".to_owned()).or_default() += 1,
-            Err(MemoryError::Store(StoreError::NotFound(_))) => {}
-            Err(error) => return Err(error.to_string()),
-        }
-    }
-    Ok(())
+    Ok(finish(counts, outcomes, "no changes"))
 }
 
 /// Live memories like `text`: the best `top_k` by keyword, and by vector from `min_similarity`.
-pub(super) async fn similar(
+async fn similar(
     pp: &PostProcessor,
     scope: &UserScope,
     text: &str,
@@ -501,16 +457,12 @@ pub(super) async fn similar(
         .map_err(|e| e.to_string())
 }
 
-impl Reconciled {
-    /// The job's report: "2 added, 1 rejected (question)", sorted.
-    pub fn report(&self) -> String {
-        report_of(&self.counts, self.empty)
-    }
-}
-
 /// A job's report: "2 added, 1 rejected (question)", sorted.
-fn report_of(counts: &HashMap<String, usize>, empty: &str) -> String {
-    let mut report: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+fn report_of(counts: HashMap<String, usize>, empty: &str) -> String {
+    let mut report: Vec<String> = counts
+        .into_iter()
+        .map(|(k, v)| format!("{v} {k}"))
+        .collect();
     report.sort();
     if report.is_empty() {
         empty.to_owned()

@@ -172,8 +172,6 @@ fn kind_of(body: &Value) -> &'static str {
         "reconcile"
     } else if system.contains("MEMPROXY-SUMMARIZE") {
         "summarize"
-    } else if system.contains("MEMPROXY-CHANGED") || system.contains("MEMPROXY-BOTH-TRUE") {
-        "changed"
     } else if body["max_tokens"] == 1 {
         "rewarm"
     } else {
