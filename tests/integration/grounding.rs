@@ -12,6 +12,26 @@ use serde_json::json;
 
 use crate::common::{eventually, get_json, harness_with, implicit_chat, memories};
 
+/// Sends `turns` as `user`'s chat in implicit mode and waits for the extraction.
+async fn extracted_from(h: &crate::common::Harness, user: &str, turns: serde_json::Value) {
+    let response = implicit_chat(h, user, turns).await;
+    assert_eq!(response.status(), 200);
+    eventually("the extraction is done", || async {
+        get_json(h, "/memproxy/v1/jobs?state=done").await["data"]
+            .as_array()
+            .is_some_and(|jobs| !jobs.is_empty())
+    })
+    .await;
+}
+
+/// The report of the first job done.
+async fn first_report(h: &crate::common::Harness) -> String {
+    get_json(h, "/memproxy/v1/jobs?state=done").await["data"][0]["report"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 #[tokio::test]
 async fn only_the_users_own_statements_become_their_facts() {
     let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
@@ -39,7 +59,7 @@ async fn only_the_users_own_statements_become_their_facts() {
             .to_string(),
         ),
     );
-    let response = implicit_chat(
+    extracted_from(
         &h,
         "ines",
         json!([
@@ -48,13 +68,6 @@ async fn only_the_users_own_statements_become_their_facts() {
             {"role": "user", "content": "Let's do York, the railway museum sounds fun. Help me prepare three questions for the museum guide."}
         ]),
     )
-    .await;
-    assert_eq!(response.status(), 200);
-    eventually("the extraction is done", || async {
-        get_json(&h, "/memproxy/v1/jobs?state=done").await["data"]
-            .as_array()
-            .is_some_and(|jobs| !jobs.is_empty())
-    })
     .await;
     let mut stored = memories(&h, "ines").await;
     stored.sort();
@@ -66,10 +79,7 @@ async fn only_the_users_own_statements_become_their_facts() {
         ]
     );
     // A request said without a question mark passes the older gates: grounding refuses it.
-    let report = get_json(&h, "/memproxy/v1/jobs?state=done").await["data"][0]["report"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let report = first_report(&h).await;
     assert!(report.contains("rejected (from_question)"), "{report}");
     // Each fact's source is the user's turn and the words that state it, and it names whom it
     // is about.
@@ -126,7 +136,7 @@ async fn a_fact_quoted_from_the_assistants_repeat_of_the_users_words_is_the_user
         ),
     );
     let said = "Kwame lent me his glider, so I can start flying lessons in May.";
-    let response = implicit_chat(
+    extracted_from(
         &h,
         "pilot",
         json!([
@@ -135,13 +145,6 @@ async fn a_fact_quoted_from_the_assistants_repeat_of_the_users_words_is_the_user
             {"role": "user", "content": "Good, thanks."}
         ]),
     )
-    .await;
-    assert_eq!(response.status(), 200);
-    eventually("the extraction is done", || async {
-        get_json(&h, "/memproxy/v1/jobs?state=done").await["data"]
-            .as_array()
-            .is_some_and(|jobs| !jobs.is_empty())
-    })
     .await;
     let listed = get_json(&h, "/memproxy/v1/users/pilot/memories").await;
     let stored: Vec<(&str, &str)> = listed["data"]
@@ -160,10 +163,7 @@ async fn a_fact_quoted_from_the_assistants_repeat_of_the_users_words_is_the_user
         [("The user will start flying lessons in May.", said)],
         "{listed}"
     );
-    let report = get_json(&h, "/memproxy/v1/jobs?state=done").await["data"][0]["report"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let report = first_report(&h).await;
     // (The gates see its words are not the user's before grounding reads its quote.)
     assert!(report.contains("1 rejected (ungrounded)"), "{report}");
 }
