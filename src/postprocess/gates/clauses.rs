@@ -42,7 +42,13 @@ fn subject_of(clause: &[String], names: &[String]) -> Subject {
         if start.iter().take(5).skip(2).any(|w| user(w) || *w == "me") {
             return Subject::User;
         }
-        return match start.get(1) {
+        // The noun, past the words that only qualify it ("my best friend Siobhan": the friend).
+        return match start
+            .iter()
+            .skip(1)
+            .find(|w| !super::lists().unmentioned_modifiers.contains(w))
+            .or(start.get(1))
+        {
             Some(noun) => Subject::Other((*noun).to_owned()),
             None => Subject::Unknown,
         };

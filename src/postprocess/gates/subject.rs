@@ -167,7 +167,10 @@ fn said_of_another(
     let (best_user, best_other) = best_shares(fact_words, user_texts, names, |_, _| true);
     let (share, who) = best_other?;
     let pronoun = super::lists().subject_others.contains(&who.as_str());
-    (share >= 0.5 && share > best_user && (pronoun || !named.contains(&who))).then_some(who)
+    // Named in any of its forms ("friends with Siobhan" names "my best friend").
+    let stem = super::stem(&who);
+    let names_them = named.iter().any(|w| *w == who || super::stem(w) == stem);
+    (share >= 0.5 && share > best_user && (pronoun || !names_them)).then_some(who)
 }
 
 /// The statements a fact about the user joins ("The user retired … and is now learning …"):
@@ -318,6 +321,23 @@ mod tests {
         );
         let kept = ["The kids and I flew to Oslo."];
         assert_eq!(someone_else("The user flew to Oslo.", &kept, &[]), None);
+        // "my best friend Siobhan" is the friend; a fact that names the friendship names her.
+        let friend = [
+            "My best friend Siobhan is a vet in Galway.",
+            "Since school, twenty years.",
+        ];
+        assert_eq!(
+            someone_else("The user is a vet in Galway.", &friend, &[]),
+            Some("friend".to_owned())
+        );
+        assert_eq!(
+            someone_else(
+                "The user has been friends with Siobhan since school.",
+                &friend,
+                &[]
+            ),
+            None
+        );
         let both = ["Mum and I walked the coast path."];
         assert_eq!(
             someone_else("The user walked the coast path.", &both, &[]),
