@@ -191,3 +191,28 @@ async fn a_relative_called_by_the_word_for_them_keeps_their_act_off_the_user() {
     let report = done_reports(&h).await.join("; ");
     assert!(report.contains("1 rejected (not_the_user)"), "{report}");
 }
+
+/// Seen from the 1.5B's background save in explicit mode: the swap joined to the user's own plan,
+/// the name opening the message. The user as the one it was done to ("lent me") decides.
+#[tokio::test]
+async fn a_swap_joined_to_the_users_own_plan_is_refused() {
+    let h = harness_with(|c| c.memory.extraction_debounce = Duration::ZERO).await;
+    h.mock.push(Reply::Text("Enjoy the lessons.".into()));
+    h.mock.push_marked(
+        "MEMPROXY-EXTRACT",
+        facts(&[
+            "The user lent Kwame his glider to start flying lessons in May.",
+            "The user can start flying lessons in May.",
+        ]),
+    );
+    let stored = extracted(
+        &h,
+        "glider-pilot",
+        None,
+        "Kwame lent me his glider, so I can start flying lessons in May.",
+    )
+    .await;
+    assert_eq!(stored, ["The user can start flying lessons in May."]);
+    let report = done_reports(&h).await.join("; ");
+    assert!(report.contains("1 rejected (not_the_user)"), "{report}");
+}

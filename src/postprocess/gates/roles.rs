@@ -8,7 +8,7 @@
 //! A verb with words between it and "the user" ("The user was lent a glider by Kwame", "has
 //! lent") is not read, so a passive or a tense is never taken for a swap.
 
-use super::clauses::{best_shares, words};
+use super::clauses::{best_shares, clauses, words, Subject};
 use crate::language::content_words;
 
 /// The person whose act `fact` gives the user, if a clause of `user_texts` says that person did
@@ -50,6 +50,25 @@ pub(super) fn swapped(fact: &str, user_texts: &[&str], names: &[String]) -> Opti
             matches!((who_at, verb_at), (Some(w), Some(v)) if w < v)
         }
     };
+    // The user is the one it was done to, right after the verb ("Kwame lent me"): the order says
+    // it all, however much else the fact joins to it ("… to start flying lessons in May").
+    let done_to_user = |clause: &[String]| {
+        clause.iter().enumerate().any(|(at, w)| {
+            content_words(w).into_iter().next().as_deref() == Some(verb.as_str())
+                && clause
+                    .get(at + 1)
+                    .is_some_and(|next| super::lists().person_first.contains(&next.as_str()))
+        })
+    };
+    for text in user_texts {
+        for (subject, clause) in clauses(text, &known) {
+            if let Subject::Other(who) = subject {
+                if acts(&who, &clause) && done_to_user(&clause) {
+                    return Some(who);
+                }
+            }
+        }
+    }
     let (best_user, best_swapped) = best_shares(&fact_words, user_texts, &known, acts);
     let (share, who) = best_swapped?;
     (share >= 0.5 && share > best_user).then_some(who)
@@ -76,6 +95,17 @@ mod tests {
             None
         );
         assert_eq!(swapped("The user can start lessons.", &said, &[]), None);
+        // Seen from the 1.5B's background save: the swap joined to the user's own plan, with the
+        // name opening the message. The user as the one it was done to decides.
+        let opened = ["Kwame lent me his glider, so I can start flying lessons in May."];
+        assert_eq!(
+            swapped(
+                "The user lent Kwame his glider to start flying lessons in May.",
+                &opened,
+                &[]
+            ),
+            Some("kwame".to_owned())
+        );
         // The user did it too, or did it themselves.
         let mine = ["Kwame needed a glider, so I lent Kwame my old glider."];
         assert_eq!(
