@@ -2,26 +2,21 @@
 //! Mine is in December.", a small memory model copying the user's message whole) is read as each
 //! of them, so that each is checked, and stored or refused, on its own.
 
-use super::lists;
-
 /// The statements of `fact` ([`crate::text::statements`]) that stand alone. A later statement
 /// stands alone when it opens with the subject facts are written about ("The user", "The
-/// assistant"), or with the speaker's word for themselves ("Mine is in December.", which the
-/// third-person rule then refuses alone, rather than with the statement before it). Any other
+/// assistant"), or has the speaker's word for themselves in it ("Mine is in December.", "It's my
+/// turn to pick.", which the third-person rule then refuses alone, rather than with the statement
+/// before it). Any other
 /// ("She loves climbing.", "It cost 600 euros.", "Nothing too heavy.") says more of the one
 /// before it and names no one out of it: it stays joined to that one.
 pub fn statements(fact: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for statement in crate::text::statements(fact) {
-        let lower = statement.to_lowercase().replace('’', "'");
-        let first = lower
-            .split(|c: char| !c.is_alphanumeric() && c != '\'')
-            .find(|w| !w.is_empty())
-            .unwrap_or_default();
+        let lower = statement.to_lowercase();
         let alone = ["the user", "the assistant"]
             .iter()
             .any(|side| lower.starts_with(side))
-            || lists().person_first.contains(&first);
+            || super::first_person(statement);
         match out.last_mut() {
             Some(before) if !alone => {
                 before.push(' ');
@@ -64,6 +59,14 @@ mod tests {
         assert_eq!(
             statements("The user picked 'Homegoing' it is. Nothing too heavy."),
             ["The user picked 'Homegoing' it is. Nothing too heavy."]
+        );
+        // Seen from the 0.5B: joined, "It's my turn" took the book club down with it.
+        assert_eq!(
+            statements("The user runs a book club with five friends. It's my turn to pick."),
+            [
+                "The user runs a book club with five friends.",
+                "It's my turn to pick."
+            ]
         );
         assert_eq!(
             statements("The user's wife Noor works nights. We never see each other."),
