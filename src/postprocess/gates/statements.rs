@@ -6,9 +6,8 @@
 /// stands alone when it opens with the subject facts are written about ("The user", "The
 /// assistant"), or has the speaker's word for themselves in it ("Mine is in December.", "It's my
 /// turn to pick.", which the third-person rule then refuses alone, rather than with the statement
-/// before it). Any other
-/// ("She loves climbing.", "It cost 600 euros.", "Nothing too heavy.") says more of the one
-/// before it and names no one out of it: it stays joined to that one.
+/// before it). Any other ("She loves climbing.", "It cost 600 euros.", "Nothing too heavy.") says
+/// more of the one before it and names no one out of it: it stays joined to that one.
 pub fn statements(fact: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for statement in crate::text::statements(fact) {
