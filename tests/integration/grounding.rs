@@ -24,6 +24,22 @@ async fn extracted_from(h: &crate::common::Harness, user: &str, turns: serde_jso
     .await;
 }
 
+/// Each listed memory's text, the words of its source, and whom it is about.
+fn sourced(listed: &serde_json::Value) -> Vec<(&str, &str, &str)> {
+    listed["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            (
+                m["text"].as_str().unwrap_or_default(),
+                m["sources"][0]["quote"].as_str().unwrap_or_default(),
+                m["subject"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
 /// The report of the first job done.
 async fn first_report(h: &crate::common::Harness) -> String {
     get_json(h, "/memproxy/v1/jobs?state=done").await["data"][0]["report"]
@@ -84,18 +100,7 @@ async fn only_the_users_own_statements_become_their_facts() {
     // Each fact's source is the user's turn and the words that state it, and it names whom it
     // is about.
     let listed = get_json(&h, "/memproxy/v1/users/ines/memories").await;
-    let quotes: Vec<(&str, &str, &str)> = listed["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|m| {
-            (
-                m["text"].as_str().unwrap_or_default(),
-                m["sources"][0]["quote"].as_str().unwrap_or_default(),
-                m["subject"].as_str().unwrap_or_default(),
-            )
-        })
-        .collect();
+    let quotes = sourced(&listed);
     assert!(
         quotes.contains(&(
             "The user chose a weekend in York.",
@@ -147,20 +152,9 @@ async fn a_fact_quoted_from_the_assistants_repeat_of_the_users_words_is_the_user
     )
     .await;
     let listed = get_json(&h, "/memproxy/v1/users/pilot/memories").await;
-    let stored: Vec<(&str, &str)> = listed["data"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|m| {
-            (
-                m["text"].as_str().unwrap_or_default(),
-                m["sources"][0]["quote"].as_str().unwrap_or_default(),
-            )
-        })
-        .collect();
     assert_eq!(
-        stored,
-        [("The user will start flying lessons in May.", said)],
+        sourced(&listed),
+        [("The user will start flying lessons in May.", said, "user")],
         "{listed}"
     );
     let report = first_report(&h).await;
