@@ -1,6 +1,7 @@
 //! The user's messages cut into clauses, each with its subject: the user ("I", "we", "my wife
 //! and I"), someone or something else ("my cat", "my brother", "he", "Dad", "the trip", a name
-//! the user gave someone), or no one said. Read by [`super::subject`] (whose fact it is) and [`super::roles`] (who did what to whom).
+//! the user gave someone), or no one said. Read by [`super::subject`] (whose fact it is) and
+//! [`super::roles`] (who did what to whom).
 
 use std::collections::HashSet;
 

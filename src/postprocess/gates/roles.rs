@@ -40,13 +40,14 @@ pub(super) fn swapped(fact: &str, user_texts: &[&str], names: &[String]) -> Opti
     }
     let mut known = names.to_vec();
     known.extend(named_after.iter().cloned());
+    // A word of a clause that is the fact's verb, in any of its forms.
+    let is_verb =
+        |w: &String| content_words(w).into_iter().next().as_deref() == Some(verb.as_str());
     // The clauses whose subject, a person the fact names after its verb, comes before the verb.
     let acts = |who: &str, clause: &[String]| {
         named_after.iter().any(|n| n == who) && {
             let who_at = clause.iter().position(|w| w == who);
-            let verb_at = clause.iter().position(|w| {
-                content_words(w).into_iter().next().as_deref() == Some(verb.as_str())
-            });
+            let verb_at = clause.iter().position(is_verb);
             matches!((who_at, verb_at), (Some(w), Some(v)) if w < v)
         }
     };
@@ -54,7 +55,7 @@ pub(super) fn swapped(fact: &str, user_texts: &[&str], names: &[String]) -> Opti
     // it all, however much else the fact joins to it ("… to start flying lessons in May").
     let done_to_user = |clause: &[String]| {
         clause.iter().enumerate().any(|(at, w)| {
-            content_words(w).into_iter().next().as_deref() == Some(verb.as_str())
+            is_verb(w)
                 && clause
                     .get(at + 1)
                     .is_some_and(|next| super::lists().person_first.contains(&next.as_str()))
